@@ -1,0 +1,58 @@
+// swift-tools-version:6.0
+//
+// Hoard: an embedded key-value cache engine for Swift over the system liblmdb.
+// Layers (see docs/ARCHITECTURE.md): CLMDB -> LMDB -> (VariableCoding, CBOR) -> Hoard -> tools.
+// Only the LMDB target imports CLMDB.
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "Hoard",
+    platforms: [.macOS(.v15), .iOS(.v18)],
+    products: [
+        .library(name: "LMDB", targets: ["LMDB"]),
+        .executable(name: "hoard", targets: ["HoardCLI"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        // The system liblmdb through pkg-config; nothing of LMDB is vendored.
+        .systemLibrary(
+            name: "CLMDB",
+            path: "CLib/CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
+        ),
+        .target(name: "LMDB", dependencies: ["CLMDB"], swiftSettings: strict),
+
+        // Helpers shared by the test targets (temporary stores, child processes).
+        .target(name: "TestSupport", dependencies: ["LMDB"], swiftSettings: strict),
+
+        // The `hoard` command-line tool; `hoard demo` is the README's main job.
+        .executableTarget(
+            name: "HoardCLI",
+            dependencies: ["LMDB", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "tools/hoard",
+            swiftSettings: strict
+        ),
+        // A child process the tests drive over a pipe (second reader/writer, fd leaks, privilege drop).
+        .executableTarget(
+            name: "LMDBProbe",
+            dependencies: ["LMDB"],
+            path: "tools/lmdb-probe",
+            swiftSettings: strict
+        ),
+
+        .testTarget(
+            name: "LMDBTests",
+            dependencies: ["LMDB", "TestSupport", "LMDBProbe"],
+            swiftSettings: strict
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

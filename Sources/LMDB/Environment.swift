@@ -1,0 +1,374 @@
+internal import CLMDB
+import Synchronization
+
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+/// An open LMDB environment: one memory-mapped file holding named databases.
+///
+/// ```swift
+/// let env = try Environment(path: "/var/cache/myservice/store")
+/// let users = try env.openDatabase("users", create: true)
+/// try env.write { txn in
+///     try txn.put(Array("Ada".utf8), forKey: Array("u1".utf8), in: users)
+/// }
+/// let name = try env.read { txn in try txn.value(forKey: Array("u1".utf8), in: users) }
+/// ```
+///
+/// An environment is safe to share between threads and tasks. Transactions are scoped closures
+/// (``read(_:)`` and ``write(_:)``); a write that fills the map grows it and runs its closure again,
+/// so users never see `MDB_MAP_FULL` unless they set ``Options/maxMapSize``.
+///
+/// One environment per file per process: LMDB's locks are per process, so opening the same
+/// environment twice would break them. A second open throws ``LMDBError/Kind/alreadyOpen``
+/// until the first `Environment` is released. The file is closed when the last reference goes.
+///
+/// ## Topics
+/// - ``Options``
+/// - ``Durability``
+/// - ``read(_:)``
+/// - ``write(_:)``
+/// - ``openDatabase(_:create:)``
+public final class Environment: @unchecked Sendable {
+    // @unchecked: MDB_env is safe to use from many threads with MDB_NOTLS; the Swift-side mutable
+    // state lives in `gate` (its own lock) and `databases` (a Mutex).
+
+    /// How much a commit may lose if the operating system crashes or the power fails.
+    ///
+    /// A process crash (`kill -9`) loses no returned commit in any mode: the data is already in the
+    /// operating system's page cache. The modes differ only for a system crash or power loss.
+    public enum Durability: Sendable, Hashable {
+        /// Every returned commit is on disk (data and meta page fsynced). The default.
+        case durable
+        /// `MDB_NOMETASYNC`: the meta page is not fsynced, so a system crash may roll back the last
+        /// commit(s); the store stays consistent.
+        case riskLastCommitOnOSCrash
+        /// `MDB_NOSYNC`: nothing is fsynced. A system crash may lose recent commits and, on a file
+        /// system that reorders writes, damage the store. Call ``Environment/sync(force:)`` to flush.
+        case riskStoreOnOSCrash
+    }
+
+    /// Where the environment's files live.
+    public enum Layout: Sendable, Hashable {
+        /// `path` is a directory holding `data.mdb` and `lock.mdb`. The default.
+        case directory
+        /// `path` is the data file itself; the lock file is `path-lock` (`MDB_NOSUBDIR`).
+        case singleFile
+    }
+
+    /// How to open an environment.
+    public struct Options: Sendable, Hashable {
+        /// The initial map size in bytes; the map grows from here (doubling) when a write fills it.
+        public var mapSize: Int
+        /// The largest the map may grow to; `nil` means no cap. A write that needs more fails with ``LMDBError/Kind/mapFull``.
+        public var maxMapSize: Int?
+        /// The maximum number of named databases.
+        public var maxDatabases: Int
+        /// The maximum number of concurrent read transactions across all processes.
+        public var maxReaders: Int
+        /// Open read-only (`MDB_RDONLY`): nothing is created, writes are refused.
+        public var readOnly: Bool
+        /// The permission bits of files created for a new environment. Directories get 0700.
+        public var fileMode: UInt16
+        /// What a commit may lose on a system crash.
+        public var durability: Durability
+        /// Directory or single-file layout.
+        public var layout: Layout
+
+        public init(
+            mapSize: Int = 16 << 20,
+            maxMapSize: Int? = nil,
+            maxDatabases: Int = 64,
+            maxReaders: Int = 126,
+            readOnly: Bool = false,
+            fileMode: UInt16 = 0o600,
+            durability: Durability = .durable,
+            layout: Layout = .directory
+        ) {
+            self.mapSize = mapSize
+            self.maxMapSize = maxMapSize
+            self.maxDatabases = maxDatabases
+            self.maxReaders = maxReaders
+            self.readOnly = readOnly
+            self.fileMode = fileMode
+            self.durability = durability
+            self.layout = layout
+        }
+    }
+
+    let handle: OpaquePointer
+    /// The path the environment was opened with.
+    public let path: String
+    /// The options it was opened with.
+    public let options: Options
+    /// The longest key the environment accepts, in bytes (511 with the default build of liblmdb).
+    public let maxKeySize: Int
+    /// The path of the data file.
+    public let dataFilePath: String
+    /// Whether this open created the environment.
+    public let wasCreated: Bool
+
+    let gate = TransactionGate()
+    let identity: FileIdentity
+    /// Named databases opened so far; `mdb_dbi_open` must not run concurrently in one process.
+    let databases = Mutex<[String: Database]>([:])
+    /// Serializes transactions that open databases, as lmdb.h requires.
+    let databaseOpenLock = Lock()
+
+    /// Environments open in this process, by data-file identity.
+    private static let registry = Mutex<Set<FileIdentity>>([])
+
+    /// Opens the environment at `path`, creating it when missing unless ``Options/readOnly``.
+    ///
+    /// A new store directory is created with mode 0700 and its files with ``Options/fileMode``;
+    /// the new entries are fsynced so that a fresh store survives a power loss. Reader slots left
+    /// by crashed processes are cleared (`mdb_reader_check`).
+    ///
+    /// - Throws: ``LMDBError`` — ``LMDBError/Kind/notADirectory``, ``LMDBError/Kind/permissionDenied``,
+    ///   ``LMDBError/Kind/noSuchFile`` (read-only and missing), ``LMDBError/Kind/invalid`` (not an LMDB file),
+    ///   ``LMDBError/Kind/versionMismatch``, ``LMDBError/Kind/alreadyOpen``.
+    ///
+    /// The corresponding C functions are `mdb_env_create` and `mdb_env_open`.
+    public init(path: String, options: Options = Options()) throws(LMDBError) {
+        precondition(!path.isEmpty, "LMDB: an environment path must not be empty")
+        self.path = path
+        self.options = options
+        let (dataPath, lockPath, directory): (String, String, String)
+        switch options.layout {
+        case .directory:
+            (dataPath, lockPath, directory) = (path + "/data.mdb", path + "/lock.mdb", path)
+        case .singleFile:
+            (dataPath, lockPath, directory) = (path, path + "-lock", FileSystem.parent(of: path))
+        }
+        dataFilePath = dataPath
+
+        var created = false
+        if options.readOnly {
+            guard try FileSystem.status(directory) != nil else {
+                throw LMDBError(.noSuchFile, operation: "open", context: "\(directory) does not exist", code: ENOENT)
+            }
+            if options.layout == .directory, let st = try FileSystem.status(path), !FileSystem.isDirectory(st) {
+                throw LMDBError(.notADirectory, operation: "open", context: "\(path) is not a directory", code: ENOTDIR)
+            }
+            guard try FileSystem.status(dataPath) != nil else {
+                throw LMDBError(.noSuchFile, operation: "open", context: "no LMDB environment at \(path) (\(dataPath) is missing)", code: ENOENT)
+            }
+        } else {
+            try FileSystem.makeDirectories(directory, mode: 0o700)
+            // An empty data file is what LMDB treats as a new environment; creating it here gives the
+            // store a file identity before LMDB opens it, so the registry check below cannot race.
+            created = try FileSystem.createFileIfMissing(dataPath, mode: mode_t(options.fileMode))
+        }
+        guard let id = FileIdentity(path: dataPath) else {
+            throw LMDBError(code: errno, operation: "stat", context: dataPath)
+        }
+        identity = id
+
+        var env: OpaquePointer?
+        try check(mdb_env_create(&env), "mdb_env_create")
+        guard let env else { throw LMDBError(.system, operation: "mdb_env_create", context: "no environment returned") }
+        do {
+            try Self.registry.withLock { (open: inout Set<FileIdentity>) throws(LMDBError) in
+                guard !open.contains(id) else {
+                    throw LMDBError(.alreadyOpen, operation: "open", context: "\(path) is already open in this process; share that Environment")
+                }
+                try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize", path)
+                try check(mdb_env_set_maxreaders(env, UInt32(clamping: options.maxReaders)), "mdb_env_set_maxreaders", path)
+                try check(mdb_env_set_maxdbs(env, UInt32(clamping: options.maxDatabases)), "mdb_env_set_maxdbs", path)
+                var openFlags = flags(MDB_NOTLS)
+                switch options.durability {
+                case .durable: break
+                case .riskLastCommitOnOSCrash: openFlags |= flags(MDB_NOMETASYNC)
+                case .riskStoreOnOSCrash: openFlags |= flags(MDB_NOSYNC)
+                }
+                if options.layout == .singleFile { openFlags |= flags(MDB_NOSUBDIR) }
+                if options.readOnly { openFlags |= flags(MDB_RDONLY) }
+                try check(mdb_env_open(env, path, openFlags, mode_t(options.fileMode)), "mdb_env_open", path)
+                open.insert(id)
+            }
+        } catch {
+            mdb_env_close(env)
+            throw error
+        }
+        handle = env
+        wasCreated = created
+        maxKeySize = Int(mdb_env_get_maxkeysize(env))
+
+        var identities: Set<FileIdentity> = [id]
+        if let lock = FileIdentity(path: lockPath) { identities.insert(lock) }
+        FileSystem.setCloseOnExec(forFilesMatching: identities)
+
+        var stale: Int32 = 0
+        _ = mdb_reader_check(env, &stale)
+        if created {
+            // A fresh store is durable before the first write returns: flush LMDB's initial meta
+            // pages and the directory entries that name the files.
+            _ = mdb_env_sync(env, 1)
+            try? FileSystem.syncDirectory(directory)
+        }
+    }
+
+    deinit {
+        mdb_env_close(handle)
+        let id = identity
+        Self.registry.withLock { _ = $0.remove(id) }
+    }
+}
+
+// MARK: - Information and maintenance
+
+extension Environment {
+    /// Page-level statistics of a B-tree.
+    public struct Statistics: Sendable, Hashable {
+        /// The page size in bytes.
+        public var pageSize: Int
+        /// The depth of the B-tree.
+        public var depth: Int
+        /// Internal (non-leaf) pages.
+        public var branchPages: Int
+        /// Leaf pages.
+        public var leafPages: Int
+        /// Overflow pages (values larger than about half a page).
+        public var overflowPages: Int
+        /// Data items (key/value pairs).
+        public var entries: Int
+
+        init(_ s: MDB_stat) {
+            pageSize = Int(s.ms_psize)
+            depth = Int(s.ms_depth)
+            branchPages = s.ms_branch_pages
+            leafPages = s.ms_leaf_pages
+            overflowPages = s.ms_overflow_pages
+            entries = s.ms_entries
+        }
+
+        /// Bytes in pages of this tree.
+        public var bytes: Int { (branchPages + leafPages + overflowPages) * pageSize }
+    }
+
+    /// Facts about the environment as a whole.
+    public struct Info: Sendable, Hashable {
+        /// The current map size in bytes.
+        public var mapSize: Int
+        /// The last page number in use.
+        public var lastPageNumber: Int
+        /// The id of the last committed transaction.
+        public var lastTransactionID: Int
+        /// The maximum number of reader slots.
+        public var maxReaders: Int
+        /// Reader slots ever used (not all of them are necessarily in use now).
+        public var readerSlotsUsed: Int
+    }
+
+    /// Statistics of the main database (which lists the named databases).
+    ///
+    /// The corresponding C function is `mdb_env_stat`.
+    public func statistics() throws(LMDBError) -> Statistics {
+        var s = MDB_stat()
+        try check(mdb_env_stat(handle, &s), "mdb_env_stat", path)
+        return Statistics(s)
+    }
+
+    /// The map size, last page and last transaction of the environment.
+    ///
+    /// The corresponding C function is `mdb_env_info`.
+    public func info() throws(LMDBError) -> Info {
+        var i = MDB_envinfo()
+        try check(mdb_env_info(handle, &i), "mdb_env_info", path)
+        return Info(
+            mapSize: i.me_mapsize,
+            lastPageNumber: i.me_last_pgno,
+            lastTransactionID: i.me_last_txnid,
+            maxReaders: Int(i.me_maxreaders),
+            readerSlotsUsed: Int(i.me_numreaders)
+        )
+    }
+
+    /// Flushes data to disk; needed only with a durability mode that skips syncs.
+    ///
+    /// - Parameter force: flush even when the mode says not to (`MDB_NOSYNC`).
+    ///
+    /// The corresponding C function is `mdb_env_sync`.
+    public func sync(force: Bool = true) throws(LMDBError) {
+        try check(mdb_env_sync(handle, force ? 1 : 0), "mdb_env_sync", path)
+    }
+
+    /// Clears reader slots left by processes that died inside a read transaction.
+    ///
+    /// - Returns: how many stale slots were cleared.
+    ///
+    /// The corresponding C function is `mdb_reader_check`.
+    @discardableResult
+    public func clearStaleReaders() throws(LMDBError) -> Int {
+        var dead: Int32 = 0
+        try check(mdb_reader_check(handle, &dead), "mdb_reader_check", path)
+        return Int(dead)
+    }
+
+    /// Writes a consistent copy of the environment to `destination`, optionally compacted.
+    ///
+    /// The copy is taken from one read snapshot, so it may run while writers commit. With the
+    /// directory layout `destination` is a directory (created with mode 0700 when missing) that must
+    /// not already hold a `data.mdb`; with the single-file layout it is the new data file.
+    ///
+    /// - Parameter compacting: omit free pages and renumber pages (`MDB_CP_COMPACT`): smaller, slower.
+    /// - Throws: ``LMDBError`` if the destination exists or cannot be written.
+    ///
+    /// The corresponding C function is `mdb_env_copy2`.
+    public func copy(to destination: String, compacting: Bool = false) throws(LMDBError) {
+        if options.layout == .directory {
+            try FileSystem.makeDirectories(destination, mode: 0o700)
+        } else {
+            try FileSystem.makeDirectories(FileSystem.parent(of: destination), mode: 0o700)
+        }
+        // The copy runs its own read transaction inside LMDB; it must not overlap a map resize.
+        gate.enter(writing: false)
+        defer { gate.leave(writing: false) }
+        try check(
+            mdb_env_copy2(handle, destination, compacting ? flags(MDB_CP_COMPACT) : 0),
+            "mdb_env_copy2",
+            "from \(path) to \(destination)"
+        )
+    }
+}
+
+// MARK: - Reader table
+
+extension Environment {
+    /// A slot of the reader table that holds a snapshot.
+    public struct Reader: Sendable, Hashable {
+        /// The process that holds it.
+        public var processID: Int32
+        /// The thread (or, with `MDB_NOTLS`, the transaction) that holds it, as LMDB prints it.
+        public var thread: String
+        /// The transaction id of its snapshot; `nil` for a slot kept by a reset transaction.
+        public var transactionID: Int?
+        /// The process no longer exists: the slot is stale until ``Environment/clearStaleReaders()`` or the next open clears it.
+        public var isStale: Bool
+    }
+
+    /// The reader table: which processes hold read snapshots of this environment now.
+    ///
+    /// The corresponding C function is `mdb_reader_list`.
+    public func readers() throws(LMDBError) -> [Reader] {
+        final class Lines { var lines: [String] = [] }
+        let collected = Lines()
+        let rc = withExtendedLifetime(collected) {
+            mdb_reader_list(handle, { message, context in
+                guard let message, let context else { return 0 }
+                Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue().lines.append(String(cString: message))
+                return 0
+            }, Unmanaged.passUnretained(collected).toOpaque())
+        }
+        if rc < 0 { try check(rc, "mdb_reader_list", path) }
+        return collected.lines.flatMap { $0.split(separator: "\n") }.compactMap { line in
+            let fields = line.split(separator: " ")
+            guard fields.count >= 3, let pid = Int32(fields[0]) else { return nil }  // the header line
+            let alive = kill(pid, 0) == 0 || errno == EPERM
+            return Reader(processID: pid, thread: String(fields[1]), transactionID: Int(fields[2]), isStale: !alive)
+        }
+    }
+}

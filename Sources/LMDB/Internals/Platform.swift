@@ -1,0 +1,138 @@
+// Every call into C and the operating system goes through this file and `check`, so that each
+// has one error path and the `Int32`/`UInt32` conversions of LMDB's flags happen in one place.
+internal import CLMDB
+
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+/// Throws an `LMDBError` for a non-zero LMDB return code.
+@inline(__always)
+func check(_ rc: Int32, _ operation: StaticString, _ context: @autoclosure () -> String = "") throws(LMDBError) {
+    if rc != 0 { throw LMDBError(code: rc, operation: "\(operation)", context: context()) }
+}
+
+/// Throws an `LMDBError` carrying `errno` when a system call returned -1.
+@inline(__always)
+func checkSystem(_ rc: Int32, _ operation: StaticString, _ context: @autoclosure () -> String) throws(LMDBError) {
+    if rc == -1 { throw LMDBError(code: errno, operation: "\(operation)", context: context()) }
+}
+
+/// LMDB's flag macros import as `Int32`; its functions take `UInt32`.
+@inline(__always)
+func flags(_ values: Int32...) -> UInt32 {
+    var result: UInt32 = 0
+    for value in values { result |= UInt32(bitPattern: value) }
+    return result
+}
+
+/// A number for the calling thread, used to tell which thread holds which transaction.
+@inline(__always)
+func currentThreadID() -> UInt {
+    #if canImport(Darwin)
+    return UInt(bitPattern: pthread_self())
+    #else
+    return UInt(pthread_self())
+    #endif
+}
+
+/// The device and inode of a file: the identity of an environment, whatever path names it.
+struct FileIdentity: Hashable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+
+    init(_ st: stat) {
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
+    }
+
+    init?(path: String) {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        self.init(st)
+    }
+}
+
+enum FileSystem {
+    /// `stat` that reports a missing file as `nil` and other failures as errors.
+    static func status(_ path: String) throws(LMDBError) -> stat? {
+        var st = stat()
+        if stat(path, &st) == 0 { return st }
+        if errno == ENOENT { return nil }
+        throw LMDBError(code: errno, operation: "stat", context: path)
+    }
+
+    static func isDirectory(_ st: stat) -> Bool { (st.st_mode & S_IFMT) == S_IFDIR }
+
+    static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        let parent = String(path[..<slash])
+        return parent.isEmpty ? "/" : parent
+    }
+
+    /// Creates `path` and any missing parents with `mode`, fsyncing each parent so that the new
+    /// entries survive a power loss. Returns whether anything was created.
+    @discardableResult
+    static func makeDirectories(_ path: String, mode: mode_t) throws(LMDBError) -> Bool {
+        if let st = try status(path) {
+            guard isDirectory(st) else {
+                throw LMDBError(.notADirectory, operation: "open", context: "\(path) exists and is not a directory", code: ENOTDIR)
+            }
+            return false
+        }
+        let parent = parent(of: path)
+        if parent != path { try makeDirectories(parent, mode: mode) }
+        if mkdir(path, mode) != 0 && errno != EEXIST {
+            throw LMDBError(code: errno, operation: "mkdir", context: path)
+        }
+        try syncDirectory(parent)
+        return true
+    }
+
+    /// Creates an empty file with `mode` unless it exists; returns whether it was created.
+    static func createFileIfMissing(_ path: String, mode: mode_t) throws(LMDBError) -> Bool {
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        if fd >= 0 {
+            close(fd)
+            return true
+        }
+        if errno == EEXIST { return false }
+        throw LMDBError(code: errno, operation: "open", context: path)
+    }
+
+    /// fsyncs a directory so that entries created in it are durable.
+    static func syncDirectory(_ path: String) throws(LMDBError) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        try checkSystem(fd, "open", path)
+        defer { close(fd) }
+        try checkSystem(fsync(fd), "fsync", path)
+    }
+
+    /// Sets close-on-exec on every descriptor this process holds for the given files.
+    ///
+    /// liblmdb 0.9.24 opens its data and lock files without `O_CLOEXEC`, so a child process
+    /// spawned by the service would otherwise inherit them — and with them LMDB's POSIX locks'
+    /// file, which it could then keep open after the parent closes the store.
+    static func setCloseOnExec(forFilesMatching identities: Set<FileIdentity>) {
+        #if os(Linux)
+        let fdDirectory = "/proc/self/fd"
+        #else
+        let fdDirectory = "/dev/fd"
+        #endif
+        guard let dir = opendir(fdDirectory) else { return }
+        defer { closedir(dir) }
+        let listing = dirfd(dir)
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            guard let fd = Int32(name), fd != listing else { continue }
+            var st = stat()
+            guard fstat(fd, &st) == 0, identities.contains(FileIdentity(st)) else { continue }
+            let current = fcntl(fd, F_GETFD)
+            if current >= 0 { _ = fcntl(fd, F_SETFD, current | FD_CLOEXEC) }
+        }
+    }
+}

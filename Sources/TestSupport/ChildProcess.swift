@@ -1,0 +1,134 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A real child process with pipes to its standard input and output, for tests that need a
+/// second process: a second reader or writer of a store, a process to kill with SIGKILL.
+///
+/// Spawned with `posix_spawn` and no file-descriptor clean-up of its own, so that a descriptor the
+/// parent forgot to mark close-on-exec really reaches the child (that is what some tests check).
+/// Conversation is line based: ``send(_:)`` a command, ``readLine()`` the answer. Waiting is on
+/// the pipe, never on a timer.
+public final class ChildProcess {
+    public let pid: Int32
+    private let input: Int32
+    private let output: Int32
+    private var buffer: [UInt8] = []
+    private var exited: Int32?
+
+    /// Starts `executable` with `arguments`; its standard error goes to the parent's.
+    public init(_ executable: String, _ arguments: [String]) throws {
+        var toChild: [Int32] = [0, 0]
+        var fromChild: [Int32] = [0, 0]
+        guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else {
+            throw TestSupportError("pipe: \(String(cString: strerror(errno)))")
+        }
+        // The parent's ends must not leak into this or later children.
+        _ = fcntl(toChild[1], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fromChild[0], F_SETFD, FD_CLOEXEC)
+
+        #if canImport(Darwin)
+        var actions: posix_spawn_file_actions_t? = nil
+        #else
+        var actions = posix_spawn_file_actions_t()
+        #endif
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
+        posix_spawn_file_actions_addclose(&actions, toChild[0])
+        posix_spawn_file_actions_addclose(&actions, fromChild[1])
+
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, executable, &actions, nil, argv, environ)
+        close(toChild[0])
+        close(fromChild[1])
+        guard rc == 0 else {
+            close(toChild[1])
+            close(fromChild[0])
+            throw TestSupportError("posix_spawn \(executable): \(String(cString: strerror(rc)))")
+        }
+        pid = child
+        input = toChild[1]
+        output = fromChild[0]
+    }
+
+    deinit {
+        close(input)
+        close(output)
+        if exited == nil {
+            _ = sendSignal(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+        }
+    }
+
+    /// Sends one line to the child's standard input.
+    public func send(_ line: String) throws {
+        let bytes = Array((line + "\n").utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { write(input, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw TestSupportError("write to child \(pid): \(String(cString: strerror(errno)))") }
+            offset += n
+        }
+    }
+
+    /// Blocks until the child writes a whole line; `nil` at end of output (the child closed it or died).
+    public func readLine() throws -> String? {
+        while true {
+            if let newline = buffer.firstIndex(of: 10) {
+                let line = String(decoding: buffer[..<newline], as: UTF8.self)
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let n = chunk.withUnsafeMutableBytes { read(output, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw TestSupportError("read from child \(pid): \(String(cString: strerror(errno)))") }
+            if n == 0 {
+                guard !buffer.isEmpty else { return nil }
+                defer { buffer.removeAll() }
+                return String(decoding: buffer, as: UTF8.self)
+            }
+            buffer.append(contentsOf: chunk[..<n])
+        }
+    }
+
+    /// Sends a command and returns the child's one-line answer.
+    public func ask(_ line: String) throws -> String {
+        try send(line)
+        guard let answer = try readLine() else { throw TestSupportError("child \(pid) ended without answering '\(line)'") }
+        return answer
+    }
+
+    /// Whether a line (or end of output) can be read now without blocking.
+    public func hasOutput() -> Bool {
+        if buffer.contains(10) { return true }
+        var descriptor = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) > 0
+    }
+
+    /// Sends `signal` (SIGKILL by default) to the child.
+    public func kill(_ signal: Int32 = 9 /* SIGKILL */) {
+        _ = sendSignal(pid, signal)
+    }
+
+    /// Waits for the child to end; returns its exit status, or 128 + the signal that killed it.
+    @discardableResult
+    public func wait() -> Int32 {
+        if let exited { return exited }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let code: Int32 = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+        exited = code
+        return code
+    }
+}
+
+private func sendSignal(_ pid: Int32, _ signal: Int32) -> Int32 { kill(pid, signal) }

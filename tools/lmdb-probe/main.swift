@@ -1,0 +1,136 @@
+// lmdb-probe: a second process for the LMDB tests, driven line by line over stdin/stdout.
+//
+//   LMDBProbe open PATH [--read-only] [--as-user UID]   open the store, answer "open ok" or
+//                                                       "open error KIND DESCRIPTION", then serve:
+//       get DB KEY            -> "value TEXT" | "nil"
+//       put DB KEY VALUE      -> "ok"
+//       count DB              -> "count N"
+//       snapshot DB           -> "snapshot ENTRIES COUNTER" (one read transaction)
+//       batches DB N SIZE     -> N write transactions of SIZE new keys each plus the key
+//                                "counter"; answers "ok" after the last one
+//       hold-read             -> "holding" while a read transaction stays open until the next line
+//       stale                 -> "stale N" (stale reader slots, not cleared)
+//       exit                  -> ends the process
+//   LMDBProbe fds FILE...    -> "fds N": how many of this process's descriptors refer to FILEs
+//
+// Every answer is one line, so the parent waits on the pipe, never on a timer.
+import LMDB
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Writes one unbuffered line, so the parent sees it at once.
+func reply(_ line: String) {
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+}
+
+func bytes(_ text: Substring) -> [UInt8] { Array(text.utf8) }
+
+func countDescriptors(referringTo files: [String]) -> Int {
+    var wanted: Set<[UInt64]> = []
+    for file in files {
+        var st = stat()
+        if stat(file, &st) == 0 { wanted.insert([UInt64(st.st_dev), UInt64(st.st_ino)]) }
+    }
+    var count = 0
+    for fd in 0..<Int32(1024) {
+        var st = stat()
+        if fstat(fd, &st) == 0 && wanted.contains([UInt64(st.st_dev), UInt64(st.st_ino)]) { count += 1 }
+    }
+    return count
+}
+
+func serve(_ env: Environment) throws {
+    while let line = readLine() {
+        let words = line.split(separator: " ")
+        guard let command = words.first else { continue }
+        do {
+            switch command {
+            case "get":
+                let db = try env.openDatabase(String(words[1]))
+                let value = try env.read { txn in try txn.value(forKey: bytes(words[2]), in: db) }
+                reply(value.map { "value " + String(decoding: $0, as: UTF8.self) } ?? "nil")
+            case "put":
+                let db = try env.openDatabase(String(words[1]), create: true)
+                try env.write { txn in try txn.put(bytes(words[3]), forKey: bytes(words[2]), in: db) }
+                reply("ok")
+            case "count":
+                let db = try env.openDatabase(String(words[1]))
+                reply("count \(try env.read { txn in try txn.count(in: db) })")
+            case "snapshot":
+                let db = try env.openDatabase(String(words[1]))
+                let (entries, counter) = try env.read { txn in
+                    let counter = try txn.value(forKey: bytes("counter"), in: db).map { String(decoding: $0, as: UTF8.self) } ?? "0"
+                    return (try txn.count(in: db), counter)
+                }
+                reply("snapshot \(entries) \(counter)")
+            case "batches":
+                let db = try env.openDatabase(String(words[1]), create: true)
+                guard let batches = Int(words[2]), let size = Int(words[3]) else { reply("error usage"); continue }
+                for batch in 0..<batches {
+                    try env.write { txn in
+                        for i in 0..<size {
+                            try txn.put(bytes("v"), forKey: bytes(Substring("k\(batch * size + i)")), in: db)
+                        }
+                        try txn.put(bytes(Substring("\(batch + 1)")), forKey: bytes("counter"), in: db)
+                    }
+                }
+                reply("ok")
+            case "hold-read":
+                try env.read { _ in
+                    reply("holding")
+                    _ = readLine()
+                }
+                reply("released")
+            case "stale":
+                reply("stale \(try env.readers().filter(\.isStale).count)")
+            case "exit":
+                return
+            default:
+                reply("error unknown command \(command)")
+            }
+        } catch let error as LMDBError {
+            reply("error \(error.kind) \(error)")
+        }
+    }
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 3 else {
+    FileHandleStandardError.emit("usage: LMDBProbe open PATH [--read-only] [--as-user UID] | LMDBProbe fds FILE...\n")
+    exit(2)
+}
+switch arguments[1] {
+case "fds":
+    reply("fds \(countDescriptors(referringTo: Array(arguments[2...])))")
+case "open":
+    var options = Environment.Options(durability: .riskStoreOnOSCrash)
+    options.readOnly = arguments.contains("--read-only")
+    if let index = arguments.firstIndex(of: "--as-user"), index + 1 < arguments.count, let uid = UInt32(arguments[index + 1]) {
+        guard setgid(uid) == 0, setuid(uid) == 0 else {
+            reply("open error setuid \(String(cString: strerror(errno)))")
+            exit(1)
+        }
+    }
+    do {
+        let env = try Environment(path: arguments[2], options: options)
+        reply("open ok")
+        try serve(env)
+    } catch let error as LMDBError {
+        reply("open error \(error.kind) \(error)")
+    }
+default:
+    FileHandleStandardError.emit("unknown mode \(arguments[1])\n")
+    exit(2)
+}
+
+enum FileHandleStandardError {
+    static func emit(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    }
+}
