@@ -14,7 +14,7 @@ internal import Darwin
 /// ```swift
 /// do {
 ///     try env.write { txn in try txn.put(value, forKey: key, in: db, options: .noOverwrite) }
-/// } catch LMDBError.Kind.keyExists {
+/// } catch let error as LMDBError where error.kind == .keyExists {
 ///     // someone else stored it first
 /// }
 /// ```
@@ -65,11 +65,6 @@ public struct LMDBError: Error, Sendable, Equatable, CustomStringConvertible {
         case io
         /// Any other operating-system error; ``LMDBError/code`` holds the `errno`.
         case system
-
-        /// Lets `catch LMDBError.Kind.mapFull` match an `LMDBError` of that kind.
-        public static func ~= (kind: Kind, error: any Error) -> Bool {
-            (error as? LMDBError)?.kind == kind
-        }
     }
 
     /// The named kind of the error.

@@ -25,9 +25,9 @@ public final class ChildProcess {
         guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else {
             throw TestSupportError("pipe: \(String(cString: strerror(errno)))")
         }
-        // The parent's ends must not leak into this or later children.
-        _ = fcntl(toChild[1], F_SETFD, FD_CLOEXEC)
-        _ = fcntl(fromChild[0], F_SETFD, FD_CLOEXEC)
+        // No pipe end may leak into other children spawned meanwhile (tests run in parallel):
+        // the child gets its ends as fresh, inheritable copies made by dup2 below.
+        for fd in toChild + fromChild { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
 
         #if canImport(Darwin)
         var actions: posix_spawn_file_actions_t? = nil
