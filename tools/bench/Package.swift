@@ -1,0 +1,25 @@
+// swift-tools-version:6.0
+//
+// Hoard's benchmarks, a package of their own (as swift-nio keeps its Benchmarks/) so that
+// comparison-only dependencies never reach the library's users. Every figure is a ratio against
+// a baseline measured in the same run; see BENCHMARKS.md at the repository root.
+import PackageDescription
+
+let package = Package(
+    name: "HoardBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "Hoard", path: "../.."),
+    ],
+    targets: [
+        // The raw C API, for the baselines: the same system liblmdb the LMDB module wraps.
+        .systemLibrary(name: "CLMDBRaw", path: "Sources/CLMDBRaw", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
+        .target(name: "BenchSupport", path: "Sources/BenchSupport"),
+        .executableTarget(
+            name: "lmdb-bench",
+            dependencies: ["CLMDBRaw", "BenchSupport", .product(name: "LMDB", package: "Hoard")],
+            path: "Sources/LMDBBench"
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

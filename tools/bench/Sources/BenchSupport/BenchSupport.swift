@@ -1,0 +1,123 @@
+// Measurement helpers shared by the benchmark executables: medians of interleaved rounds and
+// a table of ratios against a baseline from the same run.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Nanoseconds from a monotonic clock.
+@inline(__always)
+public func now() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+/// Times `body` once, in nanoseconds.
+@inline(__always)
+public func time(_ body: () throws -> Void) rethrows -> UInt64 {
+    let start = now()
+    try body()
+    return now() - start
+}
+
+public func median(_ values: [UInt64]) -> UInt64 {
+    let sorted = values.sorted()
+    return sorted[sorted.count / 2]
+}
+
+/// One compared pair: a candidate against its baseline, each the median of interleaved rounds.
+public struct Comparison {
+    public var name: String
+    public var baseline: String
+    public var operations: Int
+    public var baselineNanos: UInt64
+    public var candidateNanos: UInt64
+    public var budget: Double?
+
+    /// candidate time / baseline time.
+    public var ratio: Double { Double(candidateNanos) / Double(max(baselineNanos, 1)) }
+    public var withinBudget: Bool { budget.map { ratio <= $0 } ?? true }
+}
+
+/// Runs baseline and candidate `rounds` times each, alternating so that drift of the machine
+/// hits both alike, and keeps the medians.
+public func compare(
+    _ name: String,
+    baseline: String,
+    operations: Int,
+    rounds: Int,
+    budget: Double? = nil,
+    baselineRound: () throws -> UInt64,
+    candidateRound: () throws -> UInt64
+) rethrows -> Comparison {
+    var base: [UInt64] = []
+    var cand: [UInt64] = []
+    // One unmeasured warm-up of each.
+    _ = try baselineRound()
+    _ = try candidateRound()
+    for _ in 0..<rounds {
+        base.append(try baselineRound())
+        cand.append(try candidateRound())
+    }
+    return Comparison(name: name, baseline: baseline, operations: operations, baselineNanos: median(base), candidateNanos: median(cand), budget: budget)
+}
+
+/// Prints the comparisons as an aligned table; returns whether every budget holds.
+@discardableResult
+public func report(_ title: String, _ comparisons: [Comparison]) -> Bool {
+    print("## \(title)")
+    print("")
+    print("| benchmark | baseline | ns/op baseline | ns/op candidate | ratio | budget |")
+    print("| --- | --- | ---: | ---: | ---: | --- |")
+    for c in comparisons {
+        let perBase = Double(c.baselineNanos) / Double(c.operations)
+        let perCand = Double(c.candidateNanos) / Double(c.operations)
+        let budget = c.budget.map { "≤ \(format($0, 2))× \(c.withinBudget ? "ok" : "MISSED")" } ?? "—"
+        print("| \(c.name) | \(c.baseline) | \(format(perBase, 1)) | \(format(perCand, 1)) | \(format(c.ratio, 3))× | \(budget) |")
+    }
+    print("")
+    return comparisons.allSatisfy(\.withinBudget)
+}
+
+public func format(_ value: Double, _ decimals: Int) -> String {
+    var scale = 1.0
+    for _ in 0..<decimals { scale *= 10 }
+    let rounded = (value * scale).rounded() / scale
+    var text = String(rounded)
+    if let dot = text.firstIndex(of: ".") {
+        let have = text.distance(from: dot, to: text.endIndex) - 1
+        if have < decimals { text += String(repeating: "0", count: decimals - have) }
+    } else if decimals > 0 {
+        text += "." + String(repeating: "0", count: decimals)
+    }
+    return text
+}
+
+/// A fresh temporary directory.
+public func temporaryDirectory(_ name: String) -> String {
+    var template = Array("/tmp/hoard-bench-\(name)-XXXXXX".utf8CString)
+    let path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+    return path
+}
+
+/// A small seeded generator, so that every run uses the same keys and order.
+public struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Reads `--name value` from the command line.
+public func option(_ name: String, default value: Int) -> Int {
+    let args = CommandLine.arguments
+    if let i = args.firstIndex(of: "--\(name)"), i + 1 < args.count, let parsed = Int(args[i + 1]) { return parsed }
+    return value
+}

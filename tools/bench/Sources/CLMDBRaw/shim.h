@@ -1,0 +1,2 @@
+// The system liblmdb, called directly by the benchmarks' baselines.
+#include <lmdb.h>

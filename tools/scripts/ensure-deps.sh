@@ -1,0 +1,29 @@
+# Sourced by tools/demo.sh and tools/test.sh: makes sure the system packages Hoard builds
+# against are installed. Hoard links the system liblmdb (Debian: liblmdb-dev); nothing of
+# LMDB is vendored. As root it installs what is missing with apt; otherwise it says what to run.
+
+hoard_missing=()
+command -v swift >/dev/null 2>&1 || { echo "error: the Swift toolchain (swift) is not on PATH; install it from swift.org first" >&2; exit 1; }
+if ! { [ -f /usr/include/lmdb.h ] || [ -f /usr/local/include/lmdb.h ] || [ -f /opt/homebrew/include/lmdb.h ]; }; then
+    hoard_missing+=(liblmdb-dev)
+fi
+command -v pkg-config >/dev/null 2>&1 || hoard_missing+=(pkg-config)
+
+if [ ${#hoard_missing[@]} -gt 0 ]; then
+    if [ "$(uname -s)" = Darwin ]; then
+        echo "error: missing ${hoard_missing[*]}; run: brew install lmdb pkg-config" >&2
+        exit 1
+    elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "Installing ${hoard_missing[*]} with apt-get…" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq >&2 && apt-get install -y -qq "${hoard_missing[@]}" >&2 || {
+            echo "error: apt-get install ${hoard_missing[*]} failed" >&2
+            exit 1
+        }
+    else
+        echo "error: missing system packages: ${hoard_missing[*]}" >&2
+        echo "       run: sudo apt-get install -y ${hoard_missing[*]}" >&2
+        exit 1
+    fi
+fi
+unset hoard_missing
