@@ -92,4 +92,24 @@ struct MapGrowthTests {
             #expect(try env.read { try $0.count(in: db) } == 5_000)
         }
     }
+
+    @Test("a map grown by another process is adopted by this one")
+    func growthInAnotherProcess() throws {
+        try withTemporaryEnvironment(.init(mapSize: Self.mebibyte, durability: .riskStoreOnOSCrash)) { env, path in
+            _ = try env.openDatabase("shared", create: true)
+            let child = try ChildProcess(try builtExecutable("LMDBProbe"), ["open", path])
+            #expect(try child.readLine() == "open ok")
+            let answer = try child.ask("fill shared 4000 2000")
+            let childMapSize = try #require(Int(answer.dropFirst(3)), "\(answer)")
+            #expect(childMapSize > 8 * Self.mebibyte)
+            // This process still maps 1 MiB; its next transaction must adopt the larger map.
+            let db = try env.openDatabase("shared")
+            #expect(try env.read { try $0.count(in: db) } == 4000)
+            #expect(try env.info().mapSize == childMapSize)
+            try env.write { txn in try txn.put(b("v"), forKey: b("after"), in: db) }
+            #expect(try child.ask("count shared") == "count 4001")
+            try child.send("exit")
+            #expect(child.wait() == 0)
+        }
+    }
 }

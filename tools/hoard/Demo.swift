@@ -23,7 +23,7 @@ struct Demo: ParsableCommand {
     var path: String?
 
     @Option(name: .long, help: "How many records to write.")
-    var count: Int = 10_000
+    var count: Int = 50_000
 
     func validate() throws {
         guard count > 0 && count <= 10_000_000 else { throw ValidationError("--count must be between 1 and 10000000") }

@@ -8,6 +8,7 @@
 //       snapshot DB           -> "snapshot ENTRIES COUNTER" (one read transaction)
 //       batches DB N SIZE     -> N write transactions of SIZE new keys each plus the key
 //                                "counter"; answers "ok" after the last one
+//       fill DB N SIZE        -> N values of SIZE bytes in one write transaction; "ok MAPSIZE"
 //       hold-read             -> "holding" while a read transaction stays open until the next line
 //       stale                 -> "stale N" (stale reader slots, not cleared)
 //       exit                  -> ends the process
@@ -80,6 +81,14 @@ func serve(_ env: Environment) throws {
                     }
                 }
                 reply("ok")
+            case "fill":
+                let db = try env.openDatabase(String(words[1]), create: true)
+                guard let count = Int(words[2]), let size = Int(words[3]) else { reply("error usage"); continue }
+                let value = [UInt8](repeating: 0x5A, count: size)
+                try env.write { txn in
+                    for i in 0..<count { try txn.put(value, forKey: bytes(Substring("f\(i)")), in: db) }
+                }
+                reply("ok \(try env.info().mapSize)")
             case "hold-read":
                 try env.read { _ in
                     reply("holding")

@@ -16,10 +16,14 @@ if [ ${#hoard_missing[@]} -gt 0 ]; then
     elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "Installing ${hoard_missing[*]} with apt-get…" >&2
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq >&2 && apt-get install -y -qq "${hoard_missing[@]}" >&2 || {
-            echo "error: apt-get install ${hoard_missing[*]} failed" >&2
+        hoard_log=$(mktemp)
+        if ! { apt-get update -qq && apt-get install -y -qq "${hoard_missing[@]}"; } >"$hoard_log" 2>&1; then
+            cat "$hoard_log" >&2
+            echo "error: apt-get install ${hoard_missing[*]} failed (output above)" >&2
             exit 1
-        }
+        fi
+        rm -f "$hoard_log"
+        unset hoard_log
     else
         echo "error: missing system packages: ${hoard_missing[*]}" >&2
         echo "       run: sudo apt-get install -y ${hoard_missing[*]}" >&2
