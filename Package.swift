@@ -15,6 +15,7 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .library(name: "LMDB", targets: ["LMDB"]),
+        .library(name: "CBOR", targets: ["CBOR"]),
         .executable(name: "hoard", targets: ["HoardCLI"]),
     ],
     dependencies: [
@@ -29,6 +30,9 @@ let package = Package(
             providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
         ),
         .target(name: "LMDB", dependencies: ["CLMDB"], swiftSettings: strict),
+
+        // RFC 8949 CBOR as a Codable coder; pure Swift, no LMDB.
+        .target(name: "CBOR", swiftSettings: strict),
 
         // Helpers shared by the test targets (temporary stores, child processes).
         .target(name: "TestSupport", dependencies: ["LMDB"], swiftSettings: strict),
@@ -48,6 +52,11 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        .testTarget(
+            name: "CBORTests",
+            dependencies: ["CBOR", "TestSupport"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "LMDBTests",
             dependencies: ["LMDB", "TestSupport", "LMDBProbe"],

@@ -16,6 +16,11 @@ let package = Package(
         .systemLibrary(name: "CLMDBRaw", path: "Sources/CLMDBRaw", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
         .target(name: "BenchSupport", path: "Sources/BenchSupport"),
         .executableTarget(
+            name: "codec-bench",
+            dependencies: ["BenchSupport", .product(name: "CBOR", package: "Hoard")],
+            path: "Sources/CodecBench"
+        ),
+        .executableTarget(
             name: "lmdb-bench",
             dependencies: ["CLMDBRaw", "BenchSupport", .product(name: "LMDB", package: "Hoard")],
             path: "Sources/LMDBBench"

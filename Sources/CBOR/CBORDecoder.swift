@@ -1,0 +1,667 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+/// Decodes `Decodable` values from RFC 8949 CBOR, hardened for untrusted bytes.
+///
+/// ```swift
+/// let user = try CBORDecoder().decode(User.self, from: bytes)
+/// // Straight from an LMDB value, without copying it first:
+/// try txn.withValue(forKey: key, in: db) { raw in try CBORDecoder().decode(User.self, from: raw) }
+/// ```
+///
+/// The whole input is checked before any value is built: every length against the remaining
+/// bytes (so no allocation is larger than the input), nesting against ``maxDepth``, trailing bytes,
+/// reserved and misplaced bytes. Text is checked for valid UTF-8 as it is decoded; a keyed
+/// container refuses a map with a duplicate key. Such problems throw ``CBORDecodingError`` with
+/// the byte offset and coding path. Well-formed input of the wrong shape throws Swift's
+/// `DecodingError` (`typeMismatch`, `keyNotFound`, `valueNotFound`) with the offset in its description.
+///
+/// Integers decode into any integer type that holds them exactly; `Double` and `Float` accept
+/// floats of every width and integers they hold exactly. Indefinite-length items are accepted.
+public struct CBORDecoder: Sendable {
+    /// The default nesting limit.
+    public static let defaultMaxDepth = 128
+
+    /// The deepest nesting accepted; deeper input is refused before decoding starts.
+    public var maxDepth: Int
+    /// Passed to the values' `init(from:)` as `decoder.userInfo` (for example, a key-set choice).
+    public var userInfo: [CodingUserInfoKey: any Sendable]
+
+    public init(maxDepth: Int = CBORDecoder.defaultMaxDepth, userInfo: [CodingUserInfoKey: any Sendable] = [:]) {
+        self.maxDepth = maxDepth
+        self.userInfo = userInfo
+    }
+
+    /// Decodes a `T` from bytes that must hold exactly one data item.
+    ///
+    /// The bytes are read in place; they must stay valid during the call (inside an LMDB read
+    /// transaction, for example).
+    public func decode<T: Decodable>(_ type: T.Type, from buffer: UnsafeRawBufferPointer) throws -> T {
+        let reader = Reader(buffer, maxDepth: maxDepth)
+        let end = try reader.skip(at: 0)
+        guard end == buffer.count else {
+            throw CBORDecodingError(.trailingBytes(count: buffer.count - end), at: end)
+        }
+        let state = DecoderState(reader: reader, userInfo: userInfo)
+        return try state.decodeValue(type, at: 0)
+    }
+
+    /// Decodes a `T` from an array of bytes.
+    public func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        try bytes.withUnsafeBytes { try decode(type, from: $0) }
+    }
+
+    /// Decodes a `T` from `Data` or any other contiguous bytes.
+    public func decode<T: Decodable>(_ type: T.Type, from bytes: some ContiguousBytes) throws -> T {
+        try bytes.withUnsafeBytes { try decode(type, from: $0) }
+    }
+}
+
+// MARK: - The decoder
+
+/// The state of one `decode` call; it is also the `Decoder` handed to values. One instance serves
+/// every nested value (its offset and path are saved and restored around each), so decoding a
+/// nested value allocates no decoder.
+///
+/// One decode call runs on one thread and never holds two accesses to a property at once, so the
+/// mutable properties opt out of dynamic exclusivity checks.
+final class DecoderState: Decoder {
+    let reader: Reader
+    @exclusivity(unchecked) var offset = 0
+    @exclusivity(unchecked) var path: [any CodingKey] = []
+    let userInfoStorage: [CodingUserInfoKey: any Sendable]
+
+    init(reader: Reader, userInfo: [CodingUserInfoKey: any Sendable]) {
+        self.reader = reader
+        self.userInfoStorage = userInfo
+    }
+
+    var codingPath: [any CodingKey] { path }
+    var userInfo: [CodingUserInfoKey: Any] { userInfoStorage }
+
+    var pathText: String {
+        path.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+    }
+
+    // MARK: Containers
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        let head = try reader.head(at: offset)
+        guard head.major == 5 else { throw mismatch([String: Int].self, at: offset, expected: "a map") }
+        return KeyedDecodingContainer(KeyedDecoding<Key>(state: self, index: try MapIndex.build(self, head: head, at: offset), codingPath: path))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        let head = try reader.head(at: offset)
+        guard head.major == 4 else { throw mismatch([Int].self, at: offset, expected: "an array") }
+        return UnkeyedDecoding(state: self, head: head, codingPath: path)
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        SingleValueDecoding(state: self, offset: offset, codingPath: path)
+    }
+
+    // MARK: Errors
+
+    /// Describes the item at `offset` for error messages.
+    func describe(at offset: Int) -> String {
+        guard let head = try? reader.head(at: offset) else { return "nothing" }
+        switch head.major {
+        case 0, 1: return "an integer"
+        case 2: return "a byte string"
+        case 3: return "a text string"
+        case 4: return "an array"
+        case 5: return "a map"
+        case 6: return "tag \(head.argument)"
+        default:
+            switch head.info {
+            case 20, 21: return "a boolean"
+            case 22: return "null"
+            case 23: return "undefined"
+            case 25, 26, 27: return "a float"
+            default: return "simple value \(head.argument)"
+            }
+        }
+    }
+
+    func mismatch(_ type: Any.Type, at offset: Int, expected: String) -> DecodingError {
+        let found = describe(at: offset)
+        if found == "null" || found == "undefined" {
+            return .valueNotFound(type, .init(codingPath: path, debugDescription: "expected \(expected) but found \(found) at byte offset \(offset)"))
+        }
+        return .typeMismatch(type, .init(codingPath: path, debugDescription: "expected \(expected) but found \(found) at byte offset \(offset)"))
+    }
+
+    func withPath(_ error: CBORDecodingError) -> CBORDecodingError {
+        CBORDecodingError(error.reason, at: error.offset, codingPath: pathText)
+    }
+
+    /// The error of a primitive decode under `key`, with `key` appended to its coding path.
+    func adding(_ key: any CodingKey, to error: any Error) -> any Error {
+        path.append(key)
+        defer { path.removeLast() }
+        switch error {
+        case let error as CBORDecodingError:
+            return withPath(error)
+        case DecodingError.typeMismatch(let type, let context):
+            return DecodingError.typeMismatch(type, .init(codingPath: path, debugDescription: context.debugDescription))
+        case DecodingError.valueNotFound(let type, let context):
+            return DecodingError.valueNotFound(type, .init(codingPath: path, debugDescription: context.debugDescription))
+        case DecodingError.dataCorrupted(let context):
+            return DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: context.debugDescription))
+        default:
+            return error
+        }
+    }
+
+    // MARK: Values
+
+    @inline(__always)
+    func isNil(at offset: Int) throws -> Bool {
+        let byte = try reader.byte(at: offset)
+        return byte == 0xF6 || byte == 0xF7
+    }
+
+    func decodeBool(at offset: Int) throws -> Bool {
+        switch try reader.byte(at: offset) {
+        case 0xF4: return false
+        case 0xF5: return true
+        default: throw mismatch(Bool.self, at: offset, expected: "a boolean")
+        }
+    }
+
+    @inline(__always)
+    func decodeInteger<T: FixedWidthInteger>(_ type: T.Type, at offset: Int) throws -> T {
+        let head = try reader.head(at: offset)
+        switch head.major {
+        case 0:
+            if let value = T(exactly: head.argument) { return value }
+        case 1:
+            // -1 - n, computed without overflow: only signed types hold negatives.
+            if T.isSigned, head.argument < UInt64(T.max) {
+                return -1 - T(head.argument)
+            }
+            if T.isSigned, head.argument == UInt64(T.max) { return T.min }
+        default:
+            throw mismatch(type, at: offset, expected: "an integer")
+        }
+        throw DecodingError.dataCorrupted(.init(
+            codingPath: path,
+            debugDescription: "\(head.major == 0 ? "" : "-1 - ")\(head.argument) at byte offset \(offset) does not fit in \(T.self)"
+        ))
+    }
+
+    func decodeDouble(at offset: Int) throws -> Double {
+        let head = try reader.head(at: offset)
+        switch (head.major, head.info) {
+        case (7, 25): return doubleFromHalf(UInt16(head.argument))
+        case (7, 26): return Double(Float(bitPattern: UInt32(head.argument)))
+        case (7, 27): return Double(bitPattern: head.argument)
+        case (0, _) where head.argument <= 1 << 53: return Double(head.argument)
+        case (1, _) where head.argument < 1 << 53: return -1 - Double(head.argument)
+        case (0, _), (1, _):
+            throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "the integer at byte offset \(offset) does not fit in Double exactly"))
+        default:
+            throw mismatch(Double.self, at: offset, expected: "a number")
+        }
+    }
+
+    func decodeFloat(at offset: Int) throws -> Float {
+        let value = try decodeDouble(at: offset)
+        guard let float = Float(exactly: value) ?? (value.isNaN ? .nan : nil) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "\(value) at byte offset \(offset) does not fit in Float exactly"))
+        }
+        return float
+    }
+
+    func decodeString(at offset: Int) throws -> String {
+        let head = try reader.head(at: offset)
+        guard head.major == 3 else { throw mismatch(String.self, at: offset, expected: "a text string") }
+        do {
+            return try reader.string(head, at: offset)
+        } catch let error as CBORDecodingError {
+            throw withPath(error)
+        }
+    }
+
+    /// Decodes any value at `offset`: special types first, then the type's own `init(from:)`.
+    func decodeValue<T: Decodable>(_ type: T.Type, at offset: Int) throws -> T {
+        if T.self == Date.self { return unsafeBitCast(try decodeDate(at: offset), to: T.self) }
+        if T.self == URL.self { return unsafeBitCast(try decodeURL(at: offset), to: T.self) }
+        if T.self == UUID.self { return unsafeBitCast(try decodeUUID(at: offset), to: T.self) }
+        if T.self == Data.self { return unsafeBitCast(try decodeData(at: offset), to: T.self) }
+        let saved = self.offset
+        self.offset = offset
+        defer { self.offset = saved }
+        return try T(from: self)
+    }
+
+    /// Decodes a nested value under `key` (an array index or a map key).
+    @inline(__always)
+    func decodeNested<T: Decodable>(_ type: T.Type, at offset: Int, key: any CodingKey) throws -> T {
+        path.append(key)
+        defer { path.removeLast() }
+        return try decodeValue(type, at: offset)
+    }
+
+    func decodeDate(at offset: Int) throws -> Date {
+        let head = try reader.head(at: offset)
+        guard head.major == 6, head.argument == 1 || head.argument == 0 else {
+            throw mismatch(Date.self, at: offset, expected: "a date (tag 1 or tag 0)")
+        }
+        if head.argument == 1 {
+            return Date(timeIntervalSince1970: try decodeEpochSeconds(at: head.contentOffset))
+        }
+        let text = try decodeString(at: head.contentOffset)
+        guard let date = try? Date(text, strategy: .iso8601) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "'\(text)' at byte offset \(offset) is not an RFC 3339 date"))
+        }
+        return date
+    }
+
+    private func decodeEpochSeconds(at offset: Int) throws -> Double {
+        let head = try reader.head(at: offset)
+        if head.major == 0 || head.major == 1 {
+            let value = try decodeInteger(Int64.self, at: offset)
+            return Double(value)
+        }
+        return try decodeDouble(at: offset)
+    }
+
+    func decodeURL(at offset: Int) throws -> URL {
+        var position = offset
+        let head = try reader.head(at: offset)
+        if head.major == 6 {
+            guard head.argument == 32 else { throw mismatch(URL.self, at: offset, expected: "a URL (tag 32)") }
+            position = head.contentOffset
+        }
+        let text = try decodeString(at: position)
+        guard let url = URL(string: text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "'\(text)' at byte offset \(offset) is not a valid URL"))
+        }
+        return url
+    }
+
+    func decodeUUID(at offset: Int) throws -> UUID {
+        var position = offset
+        let head = try reader.head(at: offset)
+        if head.major == 6 {
+            guard head.argument == 37 else { throw mismatch(UUID.self, at: offset, expected: "a UUID (tag 37)") }
+            position = head.contentOffset
+        }
+        let bytes = try decodeData(at: position)
+        guard bytes.count == 16 else {
+            throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "a UUID needs 16 bytes, found \(bytes.count) at byte offset \(offset)"))
+        }
+        return bytes.withUnsafeBytes { raw in
+            UUID(uuid: raw.loadUnaligned(as: uuid_t.self))
+        }
+    }
+
+    func decodeData(at offset: Int) throws -> Data {
+        let head = try reader.head(at: offset)
+        guard head.major == 2 else { throw mismatch(Data.self, at: offset, expected: "a byte string") }
+        return try reader.withStringContent(head) { Data($0) }
+    }
+}
+
+// MARK: - Maps
+
+/// One entry of a map: where its key's text (or integer) and its value are.
+struct MapEntry {
+    /// Offset and length of the key's UTF-8 content; `length == -1` for an integer key.
+    var keyOffset: Int
+    var keyLength: Int
+    var intKey: Int64
+    var valueOffset: Int
+}
+
+/// The entries of one map, found once when the container is made (one allocation), with a guess
+/// of the next lookup: Codable code asks for keys in the order they were written.
+final class MapIndex: ManagedBuffer<MapIndex.Header, MapEntry> {
+    // A ManagedBuffer subclass may not have stored properties: everything lives in the header.
+    struct Header {
+        var count: Int
+        var next: Int
+        /// Keys that arrived as indefinite-length strings, by entry number (rare).
+        var chunkedKeys: [Int: String] = [:]
+    }
+
+    static func build(_ state: DecoderState, head: Head, at offset: Int) throws -> MapIndex {
+        let reader = state.reader
+        var position = head.contentOffset
+        var count: Int
+        if head.isIndefinite {
+            count = 0
+            var scan = position
+            while try !reader.isBreak(at: scan) {
+                scan = try reader.skip(at: try reader.skip(at: scan))
+                count += 1
+            }
+        } else {
+            count = try reader.checkLength(head.argument, units: 2, from: position)
+        }
+        let index = unsafeDowncast(MapIndex.create(minimumCapacity: count) { _ in Header(count: count, next: 0) }, to: MapIndex.self)
+        try index.withUnsafeMutablePointerToElements { entries in
+            for i in 0..<count {
+                let keyHead = try reader.head(at: position)
+                let valueOffset: Int
+                switch keyHead.major {
+                case 3 where !keyHead.isIndefinite:
+                    let length = try reader.checkLength(keyHead.argument, from: keyHead.contentOffset)
+                    valueOffset = keyHead.contentOffset + length
+                    (entries + i).initialize(to: MapEntry(keyOffset: keyHead.contentOffset, keyLength: length, intKey: 0, valueOffset: valueOffset))
+                case 3:
+                    // A chunked key (rare): joined once and compared as text.
+                    let text = try reader.string(keyHead, at: position)
+                    valueOffset = try reader.skip(at: position)
+                    (entries + i).initialize(to: MapEntry(keyOffset: -1, keyLength: 0, intKey: 0, valueOffset: valueOffset))
+                    index.chunkedKeys[i] = text
+                case 0, 1:
+                    let value = try state.decodeInteger(Int64.self, at: position)
+                    valueOffset = keyHead.contentOffset
+                    (entries + i).initialize(to: MapEntry(keyOffset: 0, keyLength: -1, intKey: value, valueOffset: valueOffset))
+                default:
+                    throw state.withPath(CBORDecodingError(.unsupportedKey, at: position))
+                }
+                position = try reader.skip(at: valueOffset)
+            }
+            try index.checkDuplicates(entries, count: count, state: state, mapOffset: offset)
+        }
+        return index
+    }
+
+    var chunkedKeys: [Int: String] {
+        get { header.chunkedKeys }
+        set { header.chunkedKeys = newValue }
+    }
+
+    func keyText(_ entry: MapEntry, _ i: Int, _ reader: Reader) -> String {
+        if entry.keyLength == -1 { return String(entry.intKey) }
+        if entry.keyOffset == -1 { return chunkedKeys[i] ?? "" }
+        return String(decoding: reader.bytes(from: entry.keyOffset, count: entry.keyLength), as: UTF8.self)
+    }
+
+    private func checkDuplicates(_ entries: UnsafeMutablePointer<MapEntry>, count: Int, state: DecoderState, mapOffset: Int) throws {
+        guard count > 1 else { return }
+        let reader = state.reader
+        func same(_ a: Int, _ b: Int) -> Bool {
+            let x = entries[a], y = entries[b]
+            if x.keyLength == -1 || y.keyLength == -1 { return x.keyLength == y.keyLength && x.intKey == y.intKey }
+            if x.keyOffset == -1 || y.keyOffset == -1 { return keyText(x, a, reader) == keyText(y, b, reader) && x.keyOffset == y.keyOffset }
+            return x.keyLength == y.keyLength
+                && (x.keyLength == 0 || memcmp(reader.base! + x.keyOffset, reader.base! + y.keyOffset, x.keyLength) == 0)
+        }
+        var duplicate: Int?
+        if count <= 24 {
+            outer: for i in 1..<count {
+                for j in 0..<i where same(i, j) {
+                    duplicate = i
+                    break outer
+                }
+            }
+        } else {
+            var seen = Set<String>()
+            for i in 0..<count {
+                let text = (entries[i].keyLength == -1 ? "#" : "$") + keyText(entries[i], i, reader)
+                if !seen.insert(text).inserted {
+                    duplicate = i
+                    break
+                }
+            }
+        }
+        if let duplicate {
+            let entry = entries[duplicate]
+            throw state.withPath(CBORDecodingError(.duplicateKey(keyText(entry, duplicate, reader)), at: mapOffset))
+        }
+    }
+
+    /// The entry number of `key`, or `nil`.
+    func find(_ key: some CodingKey, _ reader: Reader) -> Int? {
+        var name = key.stringValue
+        return name.withUTF8 { utf8 -> Int? in
+            withUnsafeMutablePointers { header, entries -> Int? in
+                let count = header.pointee.count
+                guard count > 0 else { return nil }
+                var i = header.pointee.next < count ? header.pointee.next : 0
+                for _ in 0..<count {
+                    let entry = entries[i]
+                    if entry.keyLength == utf8.count {
+                        if utf8.count == 0 || memcmp(reader.base! + entry.keyOffset, utf8.baseAddress!, utf8.count) == 0 {
+                            header.pointee.next = i + 1
+                            return i
+                        }
+                    } else if entry.keyLength == -1 {
+                        if let int = key.intValue, Int64(int) == entry.intKey { return i }
+                        if String(entry.intKey) == key.stringValue { return i }
+                    } else if entry.keyOffset == -1, chunkedKeys[i] == key.stringValue {
+                        return i
+                    }
+                    i = i + 1 == count ? 0 : i + 1
+                }
+                return nil
+            }
+        }
+    }
+}
+
+struct KeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let state: DecoderState
+    let index: MapIndex
+    let codingPath: [any CodingKey]
+
+    var allKeys: [Key] {
+        index.withUnsafeMutablePointers { header, entries in
+            (0..<header.pointee.count).compactMap { i in
+                let entry = entries[i]
+                if entry.keyLength == -1, let key = Key(intValue: Int(truncatingIfNeeded: entry.intKey)) { return key }
+                return Key(stringValue: index.keyText(entry, i, state.reader))
+            }
+        }
+    }
+
+    func contains(_ key: Key) -> Bool { index.find(key, state.reader) != nil }
+
+    @inline(__always)
+    private func valueOffset(_ key: Key) throws -> Int {
+        guard let i = index.find(key, state.reader) else {
+            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no value for key '\(key.stringValue)' in the map"))
+        }
+        return index.withUnsafeMutablePointerToElements { $0[i].valueOffset }
+    }
+
+    /// Runs a primitive decode; only when it fails is `key` added to the error's coding path.
+    @inline(__always)
+    private func primitive<T>(_ key: Key, _ body: (Int) throws -> T) throws -> T {
+        let offset = try valueOffset(key)
+        do {
+            return try body(offset)
+        } catch {
+            throw state.adding(key, to: error)
+        }
+    }
+
+    func decodeNil(forKey key: Key) throws -> Bool { try state.isNil(at: try valueOffset(key)) }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try primitive(key) { try state.decodeBool(at: $0) } }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try primitive(key) { try state.decodeString(at: $0) } }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try primitive(key) { try state.decodeDouble(at: $0) } }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try primitive(key) { try state.decodeFloat(at: $0) } }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try primitive(key) { try state.decodeInteger(type, at: $0) } }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try primitive(key) { try state.decodeInteger(type, at: $0) } }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
+
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        try state.decodeNested(type, at: try valueOffset(key), key: key)
+    }
+
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        guard let i = index.find(key, state.reader) else { return nil }
+        let offset = index.withUnsafeMutablePointerToElements { $0[i].valueOffset }
+        if try state.isNil(at: offset) { return nil }
+        return try state.decodeNested(type, at: offset, key: key)
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        let offset = try valueOffset(key)
+        state.path.append(key)
+        defer { state.path.removeLast() }
+        let head = try state.reader.head(at: offset)
+        guard head.major == 5 else { throw state.mismatch([String: Int].self, at: offset, expected: "a map") }
+        return KeyedDecodingContainer(KeyedDecoding<NestedKey>(state: state, index: try MapIndex.build(state, head: head, at: offset), codingPath: codingPath + [key]))
+    }
+
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        let offset = try valueOffset(key)
+        state.path.append(key)
+        defer { state.path.removeLast() }
+        let head = try state.reader.head(at: offset)
+        guard head.major == 4 else { throw state.mismatch([Int].self, at: offset, expected: "an array") }
+        return UnkeyedDecoding(state: state, head: head, codingPath: codingPath + [key])
+    }
+
+    func superDecoder() throws -> any Decoder { try superDecoder(forKey: Key(stringValue: "super")!) }
+
+    func superDecoder(forKey key: Key) throws -> any Decoder {
+        let separate = DecoderState(reader: state.reader, userInfo: state.userInfoStorage)
+        separate.offset = try valueOffset(key)
+        separate.path = codingPath + [key]
+        return separate
+    }
+}
+
+// MARK: - Arrays
+
+struct UnkeyedDecoding: UnkeyedDecodingContainer {
+    let state: DecoderState
+    let codingPath: [any CodingKey]
+    let count: Int?
+    private(set) var currentIndex = 0
+    private var position: Int
+
+    init(state: DecoderState, head: Head, codingPath: [any CodingKey]) {
+        self.state = state
+        self.codingPath = codingPath
+        self.position = head.contentOffset
+        // The whole input was checked before decoding began, so the count fits the input.
+        self.count = head.isIndefinite ? nil : Int(head.argument)
+    }
+
+    var isAtEnd: Bool {
+        if let count { return currentIndex >= count }
+        return (try? state.reader.isBreak(at: position)) ?? true
+    }
+
+    private mutating func next() throws -> Int {
+        guard !isAtEnd else {
+            throw DecodingError.valueNotFound(Any.self, .init(codingPath: codingPath + [IndexKey(currentIndex)], debugDescription: "the array has no more items"))
+        }
+        let offset = position
+        position = try state.reader.skip(at: position)
+        currentIndex += 1
+        return offset
+    }
+
+    private mutating func primitive<T>(_ body: (DecoderState, Int) throws -> T) throws -> T {
+        let index = currentIndex
+        let offset = try next()
+        do {
+            return try body(state, offset)
+        } catch {
+            throw state.adding(IndexKey(index), to: error)
+        }
+    }
+
+    mutating func decodeNil() throws -> Bool {
+        guard !isAtEnd, try state.isNil(at: position) else { return false }
+        _ = try next()
+        return true
+    }
+    mutating func decode(_ type: Bool.Type) throws -> Bool { try primitive { try $0.decodeBool(at: $1) } }
+    mutating func decode(_ type: String.Type) throws -> String { try primitive { try $0.decodeString(at: $1) } }
+    mutating func decode(_ type: Double.Type) throws -> Double { try primitive { try $0.decodeDouble(at: $1) } }
+    mutating func decode(_ type: Float.Type) throws -> Float { try primitive { try $0.decodeFloat(at: $1) } }
+    mutating func decode(_ type: Int.Type) throws -> Int { try primitive { try $0.decodeInteger(type, at: $1) } }
+    mutating func decode(_ type: Int8.Type) throws -> Int8 { try primitive { try $0.decodeInteger(type, at: $1) } }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 { try primitive { try $0.decodeInteger(type, at: $1) } }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 { try primitive { try $0.decodeInteger(type, at: $1) } }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 { try primitive { try $0.decodeInteger(type, at: $1) } }
+    mutating func decode(_ type: UInt.Type) throws -> UInt { try primitive { try $0.decodeInteger(type, at: $1) } }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try primitive { try $0.decodeInteger(type, at: $1) } }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try primitive { try $0.decodeInteger(type, at: $1) } }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try primitive { try $0.decodeInteger(type, at: $1) } }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try primitive { try $0.decodeInteger(type, at: $1) } }
+
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        let index = currentIndex
+        let offset = try next()
+        return try state.decodeNested(type, at: offset, key: IndexKey(index))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        let index = currentIndex
+        let offset = try next()
+        state.path.append(IndexKey(index))
+        defer { state.path.removeLast() }
+        let head = try state.reader.head(at: offset)
+        guard head.major == 5 else { throw state.mismatch([String: Int].self, at: offset, expected: "a map") }
+        return KeyedDecodingContainer(KeyedDecoding<NestedKey>(state: state, index: try MapIndex.build(state, head: head, at: offset), codingPath: codingPath + [IndexKey(index)]))
+    }
+
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        let index = currentIndex
+        let offset = try next()
+        state.path.append(IndexKey(index))
+        defer { state.path.removeLast() }
+        let head = try state.reader.head(at: offset)
+        guard head.major == 4 else { throw state.mismatch([Int].self, at: offset, expected: "an array") }
+        return UnkeyedDecoding(state: state, head: head, codingPath: codingPath + [IndexKey(index)])
+    }
+
+    mutating func superDecoder() throws -> any Decoder {
+        let index = currentIndex
+        let separate = DecoderState(reader: state.reader, userInfo: state.userInfoStorage)
+        separate.offset = try next()
+        separate.path = codingPath + [IndexKey(index)]
+        return separate
+    }
+}
+
+// MARK: - Single values
+
+struct SingleValueDecoding: SingleValueDecodingContainer {
+    let state: DecoderState
+    let offset: Int
+    let codingPath: [any CodingKey]
+
+    func decodeNil() -> Bool { (try? state.isNil(at: offset)) ?? false }
+    func decode(_ type: Bool.Type) throws -> Bool { try state.decodeBool(at: offset) }
+    func decode(_ type: String.Type) throws -> String { try state.decodeString(at: offset) }
+    func decode(_ type: Double.Type) throws -> Double { try state.decodeDouble(at: offset) }
+    func decode(_ type: Float.Type) throws -> Float { try state.decodeFloat(at: offset) }
+    func decode(_ type: Int.Type) throws -> Int { try state.decodeInteger(type, at: offset) }
+    func decode(_ type: Int8.Type) throws -> Int8 { try state.decodeInteger(type, at: offset) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try state.decodeInteger(type, at: offset) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try state.decodeInteger(type, at: offset) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try state.decodeInteger(type, at: offset) }
+    func decode(_ type: UInt.Type) throws -> UInt { try state.decodeInteger(type, at: offset) }
+    func decode(_ type: UInt8.Type) throws -> UInt8 { try state.decodeInteger(type, at: offset) }
+    func decode(_ type: UInt16.Type) throws -> UInt16 { try state.decodeInteger(type, at: offset) }
+    func decode(_ type: UInt32.Type) throws -> UInt32 { try state.decodeInteger(type, at: offset) }
+    func decode(_ type: UInt64.Type) throws -> UInt64 { try state.decodeInteger(type, at: offset) }
+    func decode<T: Decodable>(_ type: T.Type) throws -> T { try state.decodeValue(type, at: offset) }
+}

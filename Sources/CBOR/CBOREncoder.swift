@@ -1,0 +1,431 @@
+#if canImport(FoundationEssentials)
+internal import FoundationEssentials
+#else
+internal import Foundation
+#endif
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+/// Encodes `Encodable` values as RFC 8949 CBOR.
+///
+/// ```swift
+/// let bytes = try CBOREncoder().encode(user)
+/// let same = try CBOREncoder(deterministic: true).encode(user) == CBOREncoder(deterministic: true).encode(user)  // always
+/// ```
+///
+/// - Items are definite-length, with the shortest heads, and floats in the shortest of half,
+///   single or double precision that holds the value exactly (`1.5` takes three bytes). Every NaN
+///   is written as the canonical half-precision NaN `0xf97e00`; NaN payloads are not kept.
+/// - Keyed containers become maps keyed by the `CodingKey`'s `stringValue`; unkeyed containers
+///   become arrays. A value that encodes nothing becomes an empty map.
+/// - `Date` is tag 1 (seconds since 1970, an integer when whole), `URL` tag 32, `UUID` tag 37 over
+///   16 bytes, `Data` a byte string.
+/// - With `deterministic`, map entries are sorted by the bytes of their encoded keys
+///   (RFC 8949 §4.2.1), so equal values always give equal bytes even for `Dictionary`, whose order
+///   is random. Either way, a map that would hold the same key twice is refused.
+///
+/// The encoder streams into one buffer. Containers must be used in the nested order Codable code
+/// normally has: once a container's parent receives another value, that container is closed and
+/// a later write into it throws `EncodingError.invalidValue`.
+public struct CBOREncoder: Sendable {
+    /// Sort map keys so that equal values give equal bytes.
+    public var deterministic: Bool
+    /// Passed to the values' `encode(to:)` as `encoder.userInfo` (for example, a key-set choice).
+    public var userInfo: [CodingUserInfoKey: any Sendable]
+
+    public init(deterministic: Bool = false, userInfo: [CodingUserInfoKey: any Sendable] = [:]) {
+        self.deterministic = deterministic
+        self.userInfo = userInfo
+    }
+
+    /// Encodes `value` as one CBOR data item.
+    ///
+    /// - Throws: `EncodingError.invalidValue` for a map with a duplicate key or a misused container,
+    ///   or what the value's own `encode(to:)` throws.
+    public func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        try encode(value, appendingTo: &bytes)
+        return bytes
+    }
+
+    /// Encodes `value` after the bytes already in `buffer` (for example, after a record header).
+    public func encode<T: Encodable>(_ value: T, appendingTo buffer: inout [UInt8]) throws {
+        let state = EncoderState(deterministic: deterministic, userInfo: userInfo)
+        state.writer.bytes = buffer
+        buffer = []
+        state.writer.bytes.reserveCapacity(state.writer.bytes.count + 128)
+        defer { buffer = state.writer.bytes }
+        try state.encodeValue(value)
+        if let failure = state.failure { throw failure }
+    }
+}
+
+// MARK: - The encoder
+
+/// One open container in the buffer.
+struct Frame {
+    let id: Int
+    let isMap: Bool
+    /// Where the one-byte placeholder of the header is.
+    let headerOffset: Int
+    /// Entries (map pairs or array items) written so far.
+    var count = 0
+    /// For maps: where this frame's key offsets start in `EncoderState.keyOffsets`.
+    let keyOffsetsBase: Int
+}
+
+/// The mutable state of one `encode` call; it is also the `Encoder` handed to values.
+///
+/// One encode call runs on one thread and never holds two accesses to a property at once, so the
+/// hot properties opt out of dynamic exclusivity checks, which otherwise cost more than the
+/// encoding itself.
+final class EncoderState: Encoder {
+    @exclusivity(unchecked) var writer = Writer()
+    @exclusivity(unchecked) var stack: [Frame] = []
+    /// For every open map, the offsets of its keys: start of key i, then end of key i.
+    @exclusivity(unchecked) var keyOffsets: [Int] = []
+    @exclusivity(unchecked) var nextID = 0
+    @exclusivity(unchecked) var path: [any CodingKey] = []
+    /// The container made by the value now being encoded, so that asking twice gives the same one.
+    @exclusivity(unchecked) var valueContainer: Int?
+    /// An error found where Codable gives no way to throw (nestedContainer, superEncoder).
+    var failure: EncodingError?
+    let deterministic: Bool
+    let userInfoStorage: [CodingUserInfoKey: any Sendable]
+
+    init(deterministic: Bool, userInfo: [CodingUserInfoKey: any Sendable]) {
+        self.deterministic = deterministic
+        self.userInfoStorage = userInfo
+    }
+
+    var codingPath: [any CodingKey] { path }
+    var userInfo: [CodingUserInfoKey: Any] { userInfoStorage }
+
+    // MARK: Containers
+
+    /// Opens a container at the current position. The value's own container (`reuse`) is opened
+    /// once: asking the encoder again, as class hierarchies do, returns the same one.
+    func openContainer(isMap: Bool, reuse: Bool) -> Int {
+        if reuse, let existing = valueContainer, let frame = stack.last(where: { $0.id == existing }), frame.isMap == isMap {
+            return existing
+        }
+        nextID += 1
+        stack.append(Frame(id: nextID, isMap: isMap, headerOffset: writer.bytes.count, keyOffsetsBase: keyOffsets.count))
+        writer.bytes.append(isMap ? 0xA0 : 0x80)  // placeholder: the count is patched when the container closes
+        if reuse { valueContainer = nextID }
+        return nextID
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(KeyedEncoding<Key>(state: self, id: openContainer(isMap: true, reuse: true), codingPath: path))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        UnkeyedEncoding(state: self, id: openContainer(isMap: false, reuse: true), codingPath: path)
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        SingleValueEncoding(state: self, codingPath: path)
+    }
+
+    /// Makes container `id` the innermost open one, closing the containers opened inside it.
+    @inline(__always)
+    func enter(_ id: Int) throws {
+        if stack.last?.id == id { return }
+        guard stack.contains(where: { $0.id == id }) else {
+            throw EncodingError.invalidValue(
+                id, .init(codingPath: path, debugDescription: "CBOR: a container was written to after its parent had moved on; use containers in nested order")
+            )
+        }
+        while let last = stack.last, last.id != id { try close() }
+    }
+
+    /// Closes the innermost container: sorts (deterministic) and checks its keys, writes its count.
+    func close() throws {
+        let frame = stack.removeLast()
+        defer { keyOffsets.removeSubrange(frame.keyOffsetsBase...) }
+        if frame.isMap && frame.count > 1 {
+            try finishMap(frame)
+        }
+        let major: UInt8 = frame.isMap ? 5 : 4
+        let length = Writer.headLength(UInt64(frame.count))
+        if length > 1 {
+            writer.bytes.insert(contentsOf: repeatElement(0, count: length - 1), at: frame.headerOffset + 1)
+        }
+        writer.bytes.withUnsafeMutableBytes { raw in
+            Writer.writeHead(major, UInt64(frame.count), into: UnsafeMutableRawBufferPointer(rebasing: raw[frame.headerOffset..<frame.headerOffset + length]))
+        }
+    }
+
+    /// Refuses duplicate keys and, in deterministic mode, orders the entries by key bytes.
+    private func finishMap(_ frame: Frame) throws {
+        let n = frame.count
+        let base = frame.keyOffsetsBase
+        let end = writer.bytes.count
+        var sorted: [UInt8]?
+        var duplicate: Int?
+        writer.bytes.withUnsafeBytes { raw in
+            keyOffsets.withUnsafeBufferPointer { offsets in
+                let bytes = raw.baseAddress!
+                /// Key order: bytewise over the encoded keys, a shorter key before its extensions.
+                func compare(_ a: Int, _ b: Int) -> Int32 {
+                    let aStart = offsets[base + 2 * a], aLength = offsets[base + 2 * a + 1] - aStart
+                    let bStart = offsets[base + 2 * b], bLength = offsets[base + 2 * b + 1] - bStart
+                    let c = memcmp(bytes + aStart, bytes + bStart, min(aLength, bLength))
+                    return c != 0 ? c : Int32(aLength - bLength).signum()
+                }
+                if !deterministic && n <= 16 {
+                    // Few keys: compare each pair, no allocation.
+                    outer: for i in 1..<n {
+                        for j in 0..<i where compare(i, j) == 0 {
+                            duplicate = i
+                            break outer
+                        }
+                    }
+                    return
+                }
+                let order = (0..<n).sorted { compare($0, $1) < 0 }
+                duplicate = (1..<n).first { compare(order[$0 - 1], order[$0]) == 0 }.map { order[$0] }
+                guard deterministic, duplicate == nil else { return }
+                var entries: [UInt8] = []
+                entries.reserveCapacity(end - offsets[base])
+                for i in order {
+                    let start = offsets[base + 2 * i]
+                    let stop = i + 1 < n ? offsets[base + 2 * (i + 1)] : end
+                    entries.append(contentsOf: UnsafeRawBufferPointer(start: bytes + start, count: stop - start))
+                }
+                sorted = entries
+            }
+        }
+        if let duplicate {
+            let start = keyOffsets[base + 2 * duplicate], stop = keyOffsets[base + 2 * duplicate + 1]
+            let name = (try? CBORValue(decoding: Array(writer.bytes[start..<stop]))).map { "\($0)" } ?? "?"
+            throw EncodingError.invalidValue(name, .init(codingPath: path, debugDescription: "CBOR: the map would hold the key \(name) twice"))
+        }
+        if let sorted {
+            writer.bytes.replaceSubrange(keyOffsets[base]..<end, with: sorted)
+        }
+    }
+
+    /// Starts entry of container `id`, writing the key for maps.
+    @inline(__always)
+    func beginEntry(_ id: Int, key: (any CodingKey)?) throws {
+        try enter(id)
+        stack[stack.count - 1].count += 1
+        if let key {
+            keyOffsets.append(writer.bytes.count)
+            writer.text(key.stringValue)
+            keyOffsets.append(writer.bytes.count)
+        }
+    }
+
+    // MARK: Values
+
+    /// Encodes any value at the current position: special types, then the value's own code.
+    func encodeValue<T: Encodable>(_ value: T) throws {
+        if T.self == Date.self {
+            writer.head(6, 1)
+            let seconds = unsafeBitCast(value, to: Date.self).timeIntervalSince1970
+            if seconds == seconds.rounded(), abs(seconds) < 0x1p63 {
+                writer.int(Int64(seconds))
+            } else {
+                writer.double(seconds)
+            }
+            return
+        }
+        if T.self == URL.self {
+            writer.head(6, 32)
+            writer.text(unsafeBitCast(value, to: URL.self).absoluteString)
+            return
+        }
+        if T.self == UUID.self {
+            writer.head(6, 37)
+            withUnsafeBytes(of: unsafeBitCast(value, to: UUID.self).uuid) { writer.byteString($0) }
+            return
+        }
+        if T.self == Data.self {
+            unsafeBitCast(value, to: Data.self).withUnsafeBytes { writer.byteString($0) }
+            return
+        }
+        let depth = stack.count
+        let start = writer.bytes.count
+        let saved = valueContainer
+        valueContainer = nil
+        defer { valueContainer = saved }
+        try value.encode(to: self)
+        while stack.count > depth { try close() }
+        if writer.bytes.count == start { writer.bytes.append(0xA0) }  // encoded nothing: {}
+    }
+
+    /// Encodes a nested value of a container under `key` (nil for array items).
+    @inline(__always)
+    func encodeNested<T: Encodable>(_ value: T, key: any CodingKey) throws {
+        path.append(key)
+        defer { path.removeLast() }
+        try encodeValue(value)
+    }
+}
+
+// MARK: - Containers
+
+struct KeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let state: EncoderState
+    let id: Int
+    let codingPath: [any CodingKey]
+
+    mutating func encodeNil(forKey key: Key) throws {
+        try state.beginEntry(id, key: key)
+        state.writer.bytes.append(0xF6)
+    }
+    mutating func encode(_ value: Bool, forKey key: Key) throws {
+        try state.beginEntry(id, key: key)
+        state.writer.bytes.append(value ? 0xF5 : 0xF4)
+    }
+    mutating func encode(_ value: String, forKey key: Key) throws {
+        try state.beginEntry(id, key: key)
+        state.writer.text(value)
+    }
+    mutating func encode(_ value: Double, forKey key: Key) throws {
+        try state.beginEntry(id, key: key)
+        state.writer.double(value)
+    }
+    mutating func encode(_ value: Float, forKey key: Key) throws {
+        try state.beginEntry(id, key: key)
+        state.writer.double(Double(value))
+    }
+    mutating func encode(_ value: Int, forKey key: Key) throws { try int(Int64(value), key) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { try int(Int64(value), key) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { try int(Int64(value), key) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { try int(Int64(value), key) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { try int(value, key) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { try uint(UInt64(value), key) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { try uint(UInt64(value), key) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { try uint(UInt64(value), key) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { try uint(UInt64(value), key) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { try uint(value, key) }
+
+    @inline(__always)
+    private func int(_ value: Int64, _ key: Key) throws {
+        try state.beginEntry(id, key: key)
+        state.writer.int(value)
+    }
+    @inline(__always)
+    private func uint(_ value: UInt64, _ key: Key) throws {
+        try state.beginEntry(id, key: key)
+        state.writer.head(0, value)
+    }
+
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        try state.beginEntry(id, key: key)
+        try state.encodeNested(value, key: key)
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        record { try state.beginEntry(id, key: key) }
+        return KeyedEncodingContainer(KeyedEncoding<NestedKey>(state: state, id: state.openContainer(isMap: true, reuse: false), codingPath: codingPath + [key]))
+    }
+
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        record { try state.beginEntry(id, key: key) }
+        return UnkeyedEncoding(state: state, id: state.openContainer(isMap: false, reuse: false), codingPath: codingPath + [key])
+    }
+
+    mutating func superEncoder() -> any Encoder { superEncoder(forKey: Key(stringValue: "super")!) }
+
+    mutating func superEncoder(forKey key: Key) -> any Encoder {
+        record { try state.beginEntry(id, key: key) }
+        state.valueContainer = nil
+        return state
+    }
+
+    private func record(_ body: () throws -> Void) {
+        do { try body() } catch let error as EncodingError { state.failure = state.failure ?? error } catch {}
+    }
+}
+
+struct IndexKey: CodingKey {
+    let intValue: Int?
+    var stringValue: String { "\(intValue ?? 0)" }
+    init(_ index: Int) { intValue = index }
+    init?(intValue: Int) { self.intValue = intValue }
+    init?(stringValue: String) { nil }
+}
+
+struct UnkeyedEncoding: UnkeyedEncodingContainer {
+    let state: EncoderState
+    let id: Int
+    let codingPath: [any CodingKey]
+    var count: Int { state.stack.last(where: { $0.id == id })?.count ?? 0 }
+
+    @inline(__always)
+    private func begin() throws { try state.beginEntry(id, key: nil) }
+
+    mutating func encodeNil() throws { try begin(); state.writer.bytes.append(0xF6) }
+    mutating func encode(_ value: Bool) throws { try begin(); state.writer.bytes.append(value ? 0xF5 : 0xF4) }
+    mutating func encode(_ value: String) throws { try begin(); state.writer.text(value) }
+    mutating func encode(_ value: Double) throws { try begin(); state.writer.double(value) }
+    mutating func encode(_ value: Float) throws { try begin(); state.writer.double(Double(value)) }
+    mutating func encode(_ value: Int) throws { try begin(); state.writer.int(Int64(value)) }
+    mutating func encode(_ value: Int8) throws { try begin(); state.writer.int(Int64(value)) }
+    mutating func encode(_ value: Int16) throws { try begin(); state.writer.int(Int64(value)) }
+    mutating func encode(_ value: Int32) throws { try begin(); state.writer.int(Int64(value)) }
+    mutating func encode(_ value: Int64) throws { try begin(); state.writer.int(value) }
+    mutating func encode(_ value: UInt) throws { try begin(); state.writer.head(0, UInt64(value)) }
+    mutating func encode(_ value: UInt8) throws { try begin(); state.writer.head(0, UInt64(value)) }
+    mutating func encode(_ value: UInt16) throws { try begin(); state.writer.head(0, UInt64(value)) }
+    mutating func encode(_ value: UInt32) throws { try begin(); state.writer.head(0, UInt64(value)) }
+    mutating func encode(_ value: UInt64) throws { try begin(); state.writer.head(0, value) }
+
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        let index = count
+        try begin()
+        try state.encodeNested(value, key: IndexKey(index))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        let index = count
+        record { try begin() }
+        return KeyedEncodingContainer(KeyedEncoding<NestedKey>(state: state, id: state.openContainer(isMap: true, reuse: false), codingPath: codingPath + [IndexKey(index)]))
+    }
+
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        let index = count
+        record { try begin() }
+        return UnkeyedEncoding(state: state, id: state.openContainer(isMap: false, reuse: false), codingPath: codingPath + [IndexKey(index)])
+    }
+
+    mutating func superEncoder() -> any Encoder {
+        record { try begin() }
+        state.valueContainer = nil
+        return state
+    }
+
+    private func record(_ body: () throws -> Void) {
+        do { try body() } catch let error as EncodingError { state.failure = state.failure ?? error } catch {}
+    }
+}
+
+struct SingleValueEncoding: SingleValueEncodingContainer {
+    let state: EncoderState
+    let codingPath: [any CodingKey]
+
+    mutating func encodeNil() throws { state.writer.bytes.append(0xF6) }
+    mutating func encode(_ value: Bool) throws { state.writer.bytes.append(value ? 0xF5 : 0xF4) }
+    mutating func encode(_ value: String) throws { state.writer.text(value) }
+    mutating func encode(_ value: Double) throws { state.writer.double(value) }
+    mutating func encode(_ value: Float) throws { state.writer.double(Double(value)) }
+    mutating func encode(_ value: Int) throws { state.writer.int(Int64(value)) }
+    mutating func encode(_ value: Int8) throws { state.writer.int(Int64(value)) }
+    mutating func encode(_ value: Int16) throws { state.writer.int(Int64(value)) }
+    mutating func encode(_ value: Int32) throws { state.writer.int(Int64(value)) }
+    mutating func encode(_ value: Int64) throws { state.writer.int(value) }
+    mutating func encode(_ value: UInt) throws { state.writer.head(0, UInt64(value)) }
+    mutating func encode(_ value: UInt8) throws { state.writer.head(0, UInt64(value)) }
+    mutating func encode(_ value: UInt16) throws { state.writer.head(0, UInt64(value)) }
+    mutating func encode(_ value: UInt32) throws { state.writer.head(0, UInt64(value)) }
+    mutating func encode(_ value: UInt64) throws { state.writer.head(0, value) }
+    mutating func encode<T: Encodable>(_ value: T) throws { try state.encodeValue(value) }
+}

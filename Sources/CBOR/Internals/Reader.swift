@@ -1,0 +1,191 @@
+/// The head of a CBOR data item: major type, additional information and argument.
+struct Head {
+    /// The major type, 0–7.
+    var major: UInt8
+    /// The additional information, 0–31.
+    var info: UInt8
+    /// The argument (the value, length or count); 0 for indefinite lengths.
+    var argument: UInt64
+    /// Where the item's content starts (just after the head).
+    var contentOffset: Int
+
+    var isIndefinite: Bool { info == 31 }
+}
+
+/// Checked reads over untrusted bytes. Every read is bounds-checked; every length is checked
+/// against the remaining input before anything is allocated for it. This is the one place that
+/// parses heads, shared by the typed decoder and by `CBORValue`.
+struct Reader {
+    let base: UnsafeRawPointer?
+    let count: Int
+    let maxDepth: Int
+
+    init(_ buffer: UnsafeRawBufferPointer, maxDepth: Int) {
+        base = buffer.baseAddress
+        count = buffer.count
+        self.maxDepth = maxDepth
+    }
+
+    @inline(__always)
+    func byte(at offset: Int) throws(CBORDecodingError) -> UInt8 {
+        guard offset < count, let base else { throw CBORDecodingError(.truncated, at: offset) }
+        return base.load(fromByteOffset: offset, as: UInt8.self)
+    }
+
+    /// Reads the head at `offset`. A break byte (0xFF) is returned as major 7, info 31.
+    @inline(__always)
+    func head(at offset: Int) throws(CBORDecodingError) -> Head {
+        let initial = try byte(at: offset)
+        let major = initial >> 5
+        let info = initial & 0x1F
+        switch info {
+        case 0..<24:
+            return Head(major: major, info: info, argument: UInt64(info), contentOffset: offset + 1)
+        case 24...27:
+            let size = 1 << Int(info - 24)
+            guard offset + size < count, let base else { throw CBORDecodingError(.truncated, at: offset) }
+            var value: UInt64 = 0
+            for i in 1...size {
+                value = value << 8 | UInt64(base.load(fromByteOffset: offset + i, as: UInt8.self))
+            }
+            if major == 7 && info == 24 && value < 32 {
+                throw CBORDecodingError(.invalidSimpleValue(UInt8(value)), at: offset)
+            }
+            return Head(major: major, info: info, argument: value, contentOffset: offset + 1 + size)
+        case 31:
+            guard major >= 2 else { throw CBORDecodingError(.indefiniteLengthNotAllowed(major: major), at: offset) }
+            guard major != 6 else { throw CBORDecodingError(.indefiniteLengthNotAllowed(major: major), at: offset) }
+            return Head(major: major, info: 31, argument: 0, contentOffset: offset + 1)
+        default:
+            throw CBORDecodingError(.reservedAdditionalInformation(info), at: offset)
+        }
+    }
+
+    /// Whether the byte at `offset` is a break.
+    @inline(__always)
+    func isBreak(at offset: Int) throws(CBORDecodingError) -> Bool {
+        try byte(at: offset) == 0xFF
+    }
+
+    /// Checks that a definite length fits in the input after `offset` (each unit at least one byte).
+    @inline(__always)
+    func checkLength(_ length: UInt64, units: UInt64 = 1, from offset: Int) throws(CBORDecodingError) -> Int {
+        let remaining = UInt64(count - min(offset, count))
+        guard length <= remaining / units else { throw CBORDecodingError(.lengthExceedsInput(length), at: offset) }
+        return Int(length)
+    }
+
+    /// The offset just after the well-formed item at `offset`, checking its whole structure.
+    func skip(at offset: Int, depth: Int = 0) throws(CBORDecodingError) -> Int {
+        guard depth <= maxDepth else { throw CBORDecodingError(.tooDeep(limit: maxDepth), at: offset) }
+        let head = try head(at: offset)
+        switch head.major {
+        case 0, 1:
+            return head.contentOffset
+        case 2, 3:
+            if head.isIndefinite {
+                var position = head.contentOffset
+                while try !isBreak(at: position) {
+                    let chunk = try self.head(at: position)
+                    guard chunk.major == head.major, !chunk.isIndefinite else { throw CBORDecodingError(.invalidChunk, at: position) }
+                    position = chunk.contentOffset + (try checkLength(chunk.argument, from: chunk.contentOffset))
+                }
+                return position + 1
+            }
+            return head.contentOffset + (try checkLength(head.argument, from: head.contentOffset))
+        case 4, 5:
+            let perEntry = head.major == 5 ? 2 : 1
+            var position = head.contentOffset
+            if head.isIndefinite {
+                while try !isBreak(at: position) {
+                    for _ in 0..<perEntry {
+                        if try isBreak(at: position) { throw CBORDecodingError(.unexpectedBreak, at: position) }
+                        position = try skip(at: position, depth: depth + 1)
+                    }
+                }
+                return position + 1
+            }
+            let items = try checkLength(head.argument, units: UInt64(perEntry), from: position) * perEntry
+            for _ in 0..<items {
+                position = try skip(at: position, depth: depth + 1)
+            }
+            return position
+        case 6:
+            return try skip(at: head.contentOffset, depth: depth + 1)
+        default:  // 7: simple values, floats, break
+            if head.isIndefinite { throw CBORDecodingError(.unexpectedBreak, at: offset) }
+            return head.contentOffset
+        }
+    }
+
+    /// The bytes of a definite string item's content.
+    @inline(__always)
+    func bytes(from offset: Int, count length: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: base.map { $0 + offset }, count: length)
+    }
+
+    /// The content of a (definite or indefinite) byte or text string at `head`, copied when chunked.
+    func withStringContent<R>(_ head: Head, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        if !head.isIndefinite {
+            let length = try checkLength(head.argument, from: head.contentOffset)
+            return try body(bytes(from: head.contentOffset, count: length))
+        }
+        var joined: [UInt8] = []
+        var position = head.contentOffset
+        while try !isBreak(at: position) {
+            let chunk = try self.head(at: position)
+            guard chunk.major == head.major, !chunk.isIndefinite else { throw CBORDecodingError(.invalidChunk, at: position) }
+            let length = try checkLength(chunk.argument, from: chunk.contentOffset)
+            joined.append(contentsOf: bytes(from: chunk.contentOffset, count: length))
+            position = chunk.contentOffset + length
+        }
+        return try joined.withUnsafeBytes(body)
+    }
+
+    /// A text string's content as a `String`, rejecting invalid UTF-8.
+    func string(_ head: Head, at offset: Int) throws -> String {
+        try withStringContent(head) { raw throws(CBORDecodingError) in
+            guard let text = String(validating: raw.bindMemory(to: UInt8.self), as: UTF8.self) else {
+                throw CBORDecodingError(.invalidUTF8, at: offset)
+            }
+            return text
+        }
+    }
+}
+
+// MARK: - Half-precision floats
+
+/// Converts IEEE 754 half-precision bits to a `Double`, exactly.
+func doubleFromHalf(_ bits: UInt16) -> Double {
+    let sign: Double = bits & 0x8000 != 0 ? -1 : 1
+    let exponent = Int((bits >> 10) & 0x1F)
+    let mantissa = Double(bits & 0x3FF)
+    switch exponent {
+    case 0: return sign * mantissa * 0x1p-24
+    case 31: return mantissa == 0 ? sign * .infinity : .nan
+    default: return sign * (1 + mantissa / 1024) * Double(sign: .plus, exponent: exponent - 15, significand: 1)
+    }
+}
+
+/// The half-precision bits of `value` when it converts exactly, else `nil`.
+func halfBits(exactly value: Double) -> UInt16? {
+    if value.isNaN { return 0x7E00 }
+    let sign: UInt16 = value.sign == .minus ? 0x8000 : 0
+    if value.isInfinite { return sign | 0x7C00 }
+    if value == 0 { return sign }
+    let magnitude = abs(value)
+    // Normal halves: 2^-14 ... 65504, with 10 mantissa bits.
+    if magnitude >= 0x1p-14 && magnitude <= 65504 {
+        let exponent = magnitude.exponent  // unbiased
+        let scaled = magnitude.significand * 1024  // 1024 ... 2047.x
+        guard scaled == scaled.rounded(.towardZero) else { return nil }
+        return sign | UInt16(exponent + 15) << 10 | (UInt16(scaled) - 1024)
+    }
+    // Subnormal halves: multiples of 2^-24 below 2^-14.
+    if magnitude < 0x1p-14 {
+        let units = magnitude * 0x1p24
+        guard units == units.rounded(.towardZero), units >= 1 else { return nil }
+        return sign | UInt16(units)
+    }
+    return nil
+}

@@ -1,0 +1,85 @@
+// codec-bench: the CBOR coder against Foundation's JSONEncoder/JSONDecoder on the same models,
+// in the same run. Budget (issue 4): CBOR encode + decode ≥ 5× faster than JSON.
+//
+//   swift run -c release --package-path tools/bench codec-bench [--models N] [--rounds R]
+import BenchSupport
+import CBOR
+import Foundation
+
+/// A typical cached model: 6 fields, strings and integers.
+struct User: Codable, Equatable {
+    var id: Int
+    var name: String
+    var email: String
+    var age: Int
+    var city: String
+    var followers: Int
+}
+
+let count = option("models", default: 20_000)
+let rounds = option("rounds", default: 9)
+var rng = SplitMix64(seed: 7)
+let cities = ["Berlin", "Lisbon", "Osaka", "Nairobi", "Montréal", "São Paulo"]
+let users = (0..<count).map { i in
+    User(
+        id: 1_000_000 + i, name: "User Number \(i)", email: "user\(i)@example.com",
+        age: Int(rng.next() % 90), city: cities[Int(rng.next() % 6)], followers: Int(rng.next() % 100_000)
+    )
+}
+
+let jsonEncoder = JSONEncoder()
+let jsonDecoder = JSONDecoder()
+let cborEncoder = CBOREncoder()
+let cborDecoder = CBORDecoder()
+let json = try users.map { try jsonEncoder.encode($0) }
+let cbor = try users.map { try cborEncoder.encode($0) }
+// The two coders must agree on the values before their speed means anything.
+for i in stride(from: 0, to: count, by: 97) {
+    let viaJSON = try jsonDecoder.decode(User.self, from: json[i])
+    let viaCBOR = try cborDecoder.decode(User.self, from: cbor[i])
+    precondition(viaJSON == users[i] && viaCBOR == users[i], "the coders disagree on model \(i)")
+}
+let jsonBytes = json.reduce(0) { $0 + $1.count }
+let cborBytes = cbor.reduce(0) { $0 + $1.count }
+
+nonisolated(unsafe) var sink = 0  // keeps results alive; single-threaded benchmark
+func jsonRoundTrip() throws -> UInt64 {
+    try time {
+        for user in users {
+            let data = try jsonEncoder.encode(user)
+            sink &+= try jsonDecoder.decode(User.self, from: data).age
+        }
+    }
+}
+func cborRoundTrip() throws -> UInt64 {
+    try time {
+        for user in users {
+            let bytes = try cborEncoder.encode(user)
+            sink &+= try cborDecoder.decode(User.self, from: bytes).age
+        }
+    }
+}
+
+if CommandLine.arguments.contains("--profile-cbor") {
+    // For profilers: only the CBOR side.
+    for _ in 0..<rounds { _ = try cborRoundTrip() }
+    exit(0)
+}
+
+print("codec-bench: \(count) models of 6 fields, \(rounds) rounds (medians); average size JSON \(jsonBytes / count) B, CBOR \(cborBytes / count) B")
+print("")
+let roundTrip = try compare("encode + decode", baseline: "Foundation JSON", operations: count, rounds: rounds,
+    baselineRound: jsonRoundTrip, candidateRound: cborRoundTrip)
+let encode = try compare("encode", baseline: "JSONEncoder", operations: count, rounds: rounds,
+    baselineRound: { try time { for user in users { sink &+= try jsonEncoder.encode(user).count } } },
+    candidateRound: { try time { for user in users { sink &+= try cborEncoder.encode(user).count } } })
+let decode = try compare("decode", baseline: "JSONDecoder", operations: count, rounds: rounds,
+    baselineRound: { try time { for data in json { sink &+= try jsonDecoder.decode(User.self, from: data).age } } },
+    candidateRound: { try time { for bytes in cbor { sink &+= try cborDecoder.decode(User.self, from: bytes).age } } })
+// Here the budget is a speed-up: JSON time / CBOR time ≥ 5, i.e. CBOR/JSON ≤ 0.2.
+var rows = [roundTrip, encode, decode]
+rows[0].budget = 0.2
+let ok = report("CBOR vs Foundation JSON (ratio = CBOR time / JSON time)", rows)
+for row in rows { print("\(row.name): CBOR is \(format(1 / row.ratio, 2))× faster than JSON") }
+if sink == 42 { print("") }
+exit(ok ? 0 : 1)
