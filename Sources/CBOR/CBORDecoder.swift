@@ -8,6 +8,7 @@ internal import Glibc
 #elseif canImport(Darwin)
 internal import Darwin
 #endif
+internal import Synchronization
 
 /// Decodes `Decodable` values from RFC 8949 CBOR, hardened for untrusted bytes.
 ///
@@ -46,12 +47,17 @@ public struct CBORDecoder: Sendable {
     /// transaction, for example).
     public func decode<T: Decodable>(_ type: T.Type, from buffer: UnsafeRawBufferPointer) throws -> T {
         let reader = Reader(buffer, maxDepth: maxDepth)
-        let end = try reader.skip(at: 0)
+        let state = DecoderState.take(reader: reader, userInfo: userInfo)
+        defer { DecoderState.recycle(state) }
+        let value = try state.decodeValue(type, at: 0)
+        // Every read above was bounds-checked, and every item a container reached was checked
+        // whole (depth, lengths, structure) before use. A top-level map is checked whole when its
+        // container indexes it; anything else is checked here, before the value is returned.
+        let end = try state.topLevelEnd ?? reader.skip(at: 0)
         guard end == buffer.count else {
             throw CBORDecodingError(.trailingBytes(count: buffer.count - end), at: end)
         }
-        let state = DecoderState(reader: reader, userInfo: userInfo)
-        return try state.decodeValue(type, at: 0)
+        return value
     }
 
     /// Decodes a `T` from an array of bytes.
@@ -73,15 +79,51 @@ public struct CBORDecoder: Sendable {
 ///
 /// One decode call runs on one thread and never holds two accesses to a property at once, so the
 /// mutable properties opt out of dynamic exclusivity checks.
-final class DecoderState: Decoder {
-    let reader: Reader
+final class DecoderState: Decoder, @unchecked Sendable {
+    // @unchecked: a state serves one decode call at a time; the pool hands each out exclusively.
+    var reader: Reader
     @exclusivity(unchecked) var offset = 0
     @exclusivity(unchecked) var path: [any CodingKey] = []
-    let userInfoStorage: [CodingUserInfoKey: any Sendable]
+    /// The entries of every map indexed during this decode call (see `indexMap`).
+    @exclusivity(unchecked) var entries: [MapEntry] = []
+    /// Per indexed map, the entry to try first on the next lookup.
+    @exclusivity(unchecked) var guesses: [Int] = []
+    /// Text keys that arrived as indefinite-length strings, by entry number.
+    var chunkedKeys: [Int: String] = [:]
+    /// Counts decode calls, so that a container kept past its call is recognized.
+    var generation = 0
+    /// Where the top-level item ends, once a container has indexed it whole.
+    var topLevelEnd: Int?
+    var userInfoStorage: [CodingUserInfoKey: any Sendable]
 
     init(reader: Reader, userInfo: [CodingUserInfoKey: any Sendable]) {
         self.reader = reader
         self.userInfoStorage = userInfo
+    }
+
+    /// A state kept for reuse: steady-state decoding allocates no decoder and no map index.
+    /// (One slot: a second thread decoding at the same time simply makes its own state.)
+    private static let spare = Mutex<DecoderState?>(nil)
+
+    static func take(reader: Reader, userInfo: [CodingUserInfoKey: any Sendable]) -> DecoderState {
+        guard let state = spare.withLock({ $0.take() }) else { return DecoderState(reader: reader, userInfo: userInfo) }
+        state.reader = reader
+        if !userInfo.isEmpty { state.userInfoStorage = userInfo }
+        return state
+    }
+
+    static func recycle(_ state: DecoderState) {
+        state.generation &+= 1
+        state.offset = 0
+        state.topLevelEnd = nil
+        if !state.path.isEmpty { state.path.removeAll(keepingCapacity: true) }
+        // Keep the entry lists for the next call unless one large value made them big.
+        state.entries.removeAll(keepingCapacity: state.entries.capacity <= 4096)
+        state.guesses.removeAll(keepingCapacity: state.guesses.capacity <= 1024)
+        if !state.chunkedKeys.isEmpty { state.chunkedKeys = [:] }
+        if !state.userInfoStorage.isEmpty { state.userInfoStorage = [:] }
+        state.reader = Reader(UnsafeRawBufferPointer(start: nil, count: 0), maxDepth: 0)
+        spare.withLock { if $0 == nil { $0 = state } }
     }
 
     var codingPath: [any CodingKey] { path }
@@ -96,7 +138,7 @@ final class DecoderState: Decoder {
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         let head = try reader.head(at: offset)
         guard head.major == 5 else { throw mismatch([String: Int].self, at: offset, expected: "a map") }
-        return KeyedDecodingContainer(KeyedDecoding<Key>(state: self, index: try MapIndex.build(self, head: head, at: offset), codingPath: path))
+        return KeyedDecodingContainer(KeyedDecoding<Key>(state: self, map: try indexMap(head, at: offset), codingPath: path))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -225,6 +267,13 @@ final class DecoderState: Decoder {
     func decodeString(at offset: Int) throws -> String {
         let head = try reader.head(at: offset)
         guard head.major == 3 else { throw mismatch(String.self, at: offset, expected: "a text string") }
+        if !head.isIndefinite {
+            // The common case, without the closures of the general path.
+            let length = try reader.checkLength(head.argument, from: head.contentOffset)
+            let raw = reader.bytes(from: head.contentOffset, count: length)
+            guard isValidUTF8(raw) else { throw withPath(CBORDecodingError(.invalidUTF8, at: offset)) }
+            return String(decoding: raw.assumingMemoryBound(to: UInt8.self), as: UTF8.self)
+        }
         do {
             return try reader.string(head, at: offset)
         } catch let error as CBORDecodingError {
@@ -317,137 +366,149 @@ final class DecoderState: Decoder {
 
 /// One entry of a map: where its key's text (or integer) and its value are.
 struct MapEntry {
-    /// Offset and length of the key's UTF-8 content; `length == -1` for an integer key.
+    /// Offset and length of the key's UTF-8 content; `keyLength == -1` for an integer key,
+    /// `keyOffset == -1` for a chunked text key (kept in `DecoderState.chunkedKeys`).
     var keyOffset: Int
     var keyLength: Int
     var intKey: Int64
     var valueOffset: Int
 }
 
-/// The entries of one map, found once when the container is made (one allocation), with a guess
-/// of the next lookup: Codable code asks for keys in the order they were written.
-final class MapIndex: ManagedBuffer<MapIndex.Header, MapEntry> {
-    // A ManagedBuffer subclass may not have stored properties: everything lives in the header.
-    struct Header {
-        var count: Int
-        var next: Int
-        /// Keys that arrived as indefinite-length strings, by entry number (rare).
-        var chunkedKeys: [Int: String] = [:]
-    }
+/// A map indexed by the decoder: its entries are `entries[base..<base + count]` of the state that
+/// made it, during the decode call numbered `generation`.
+struct MapReference {
+    let base: Int
+    let count: Int
+    /// Where this map's next-lookup guess is kept in `DecoderState.guesses`.
+    let number: Int
+    let generation: Int
+}
 
-    static func build(_ state: DecoderState, head: Head, at offset: Int) throws -> MapIndex {
-        let reader = state.reader
+extension DecoderState {
+    /// Finds the entries of the map at `offset` once, when its container is made. They go into the
+    /// state's shared entry list (no allocation per map once the list has grown).
+    func indexMap(_ head: Head, at offset: Int) throws -> MapReference {
+        // Keys and values sit one level below the map, whose depth is the length of the coding path.
+        let depth = path.count + 1
         var position = head.contentOffset
         var count: Int
         if head.isIndefinite {
             count = 0
             var scan = position
             while try !reader.isBreak(at: scan) {
-                scan = try reader.skip(at: try reader.skip(at: scan))
+                scan = try reader.skip(at: try reader.skip(at: scan, depth: depth), depth: depth)
                 count += 1
             }
         } else {
             count = try reader.checkLength(head.argument, units: 2, from: position)
         }
-        let index = unsafeDowncast(MapIndex.create(minimumCapacity: count) { _ in Header(count: count, next: 0) }, to: MapIndex.self)
-        try index.withUnsafeMutablePointerToElements { entries in
-            for i in 0..<count {
-                let keyHead = try reader.head(at: position)
-                let valueOffset: Int
-                switch keyHead.major {
-                case 3 where !keyHead.isIndefinite:
-                    let length = try reader.checkLength(keyHead.argument, from: keyHead.contentOffset)
-                    valueOffset = keyHead.contentOffset + length
-                    (entries + i).initialize(to: MapEntry(keyOffset: keyHead.contentOffset, keyLength: length, intKey: 0, valueOffset: valueOffset))
-                case 3:
-                    // A chunked key (rare): joined once and compared as text.
-                    let text = try reader.string(keyHead, at: position)
-                    valueOffset = try reader.skip(at: position)
-                    (entries + i).initialize(to: MapEntry(keyOffset: -1, keyLength: 0, intKey: 0, valueOffset: valueOffset))
-                    index.chunkedKeys[i] = text
-                case 0, 1:
-                    let value = try state.decodeInteger(Int64.self, at: position)
-                    valueOffset = keyHead.contentOffset
-                    (entries + i).initialize(to: MapEntry(keyOffset: 0, keyLength: -1, intKey: value, valueOffset: valueOffset))
-                default:
-                    throw state.withPath(CBORDecodingError(.unsupportedKey, at: position))
-                }
-                position = try reader.skip(at: valueOffset)
+        let base = entries.count
+        entries.reserveCapacity(base + count)
+        for _ in 0..<count {
+            let keyHead = try reader.head(at: position)
+            let valueOffset: Int
+            switch keyHead.major {
+            case 3 where !keyHead.isIndefinite:
+                let length = try reader.checkLength(keyHead.argument, from: keyHead.contentOffset)
+                valueOffset = keyHead.contentOffset + length
+                entries.append(MapEntry(keyOffset: keyHead.contentOffset, keyLength: length, intKey: 0, valueOffset: valueOffset))
+            case 3:
+                // A chunked key (rare): joined once and compared as text.
+                chunkedKeys[entries.count] = try reader.string(keyHead, at: position)
+                valueOffset = try reader.skip(at: position, depth: depth)
+                entries.append(MapEntry(keyOffset: -1, keyLength: 0, intKey: 0, valueOffset: valueOffset))
+            case 0, 1:
+                let value = try decodeInteger(Int64.self, at: position)
+                valueOffset = keyHead.contentOffset
+                entries.append(MapEntry(keyOffset: 0, keyLength: -1, intKey: value, valueOffset: valueOffset))
+            default:
+                throw withPath(CBORDecodingError(.unsupportedKey, at: position))
             }
-            try index.checkDuplicates(entries, count: count, state: state, mapOffset: offset)
+            position = try reader.skipQuickly(at: valueOffset, depth: depth)
         }
-        return index
+        if head.isIndefinite { position += 1 }  // the break
+        if offset == 0 { topLevelEnd = position }
+        guesses.append(base)
+        let map = MapReference(base: base, count: count, number: guesses.count - 1, generation: generation)
+        try checkDuplicates(map, mapOffset: offset)
+        return map
     }
 
-    var chunkedKeys: [Int: String] {
-        get { header.chunkedKeys }
-        set { header.chunkedKeys = newValue }
-    }
-
-    func keyText(_ entry: MapEntry, _ i: Int, _ reader: Reader) -> String {
+    func keyText(_ i: Int) -> String {
+        let entry = entries[i]
         if entry.keyLength == -1 { return String(entry.intKey) }
         if entry.keyOffset == -1 { return chunkedKeys[i] ?? "" }
         return String(decoding: reader.bytes(from: entry.keyOffset, count: entry.keyLength), as: UTF8.self)
     }
 
-    private func checkDuplicates(_ entries: UnsafeMutablePointer<MapEntry>, count: Int, state: DecoderState, mapOffset: Int) throws {
-        guard count > 1 else { return }
-        let reader = state.reader
-        func same(_ a: Int, _ b: Int) -> Bool {
-            let x = entries[a], y = entries[b]
-            if x.keyLength == -1 || y.keyLength == -1 { return x.keyLength == y.keyLength && x.intKey == y.intKey }
-            if x.keyOffset == -1 || y.keyOffset == -1 { return keyText(x, a, reader) == keyText(y, b, reader) && x.keyOffset == y.keyOffset }
-            return x.keyLength == y.keyLength
-                && (x.keyLength == 0 || memcmp(reader.base! + x.keyOffset, reader.base! + y.keyOffset, x.keyLength) == 0)
-        }
+    private func checkDuplicates(_ map: MapReference, mapOffset: Int) throws {
+        guard map.count > 1 else { return }
+        let range = map.base..<map.base + map.count
         var duplicate: Int?
-        if count <= 24 {
-            outer: for i in 1..<count {
-                for j in 0..<i where same(i, j) {
-                    duplicate = i
-                    break outer
+        if map.count <= 24 {
+            entries.withUnsafeBufferPointer { entries in
+                outer: for i in range.dropFirst() {
+                    let x = entries[i]
+                    for j in map.base..<i {
+                        let y = entries[j]
+                        guard x.keyLength == y.keyLength else { continue }
+                        let same: Bool
+                        if x.keyLength == -1 {
+                            same = x.intKey == y.intKey
+                        } else if x.keyOffset == -1 || y.keyOffset == -1 {
+                            same = x.keyOffset == y.keyOffset && chunkedKeys[i] == chunkedKeys[j]
+                        } else {
+                            same = x.keyLength == 0 || memcmp(reader.base! + x.keyOffset, reader.base! + y.keyOffset, x.keyLength) == 0
+                        }
+                        if same {
+                            duplicate = i
+                            break outer
+                        }
+                    }
                 }
             }
         } else {
             var seen = Set<String>()
-            for i in 0..<count {
-                let text = (entries[i].keyLength == -1 ? "#" : "$") + keyText(entries[i], i, reader)
-                if !seen.insert(text).inserted {
-                    duplicate = i
-                    break
-                }
+            for i in range where !seen.insert((entries[i].keyLength == -1 ? "#" : "$") + keyText(i)).inserted {
+                duplicate = i
+                break
             }
         }
         if let duplicate {
-            let entry = entries[duplicate]
-            throw state.withPath(CBORDecodingError(.duplicateKey(keyText(entry, duplicate, reader)), at: mapOffset))
+            throw withPath(CBORDecodingError(.duplicateKey(keyText(duplicate)), at: mapOffset))
         }
     }
 
-    /// The entry number of `key`, or `nil`.
-    func find(_ key: some CodingKey, _ reader: Reader) -> Int? {
+    /// The entry number of `key` in `map`, or `nil`; starts at the entry after the last one found.
+    func find(_ key: some CodingKey, in map: MapReference) throws -> Int? {
+        guard map.generation == generation else {
+            throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "a keyed container was used after its decode call had ended"))
+        }
+        guard map.count > 0 else { return nil }
         var name = key.stringValue
         return name.withUTF8 { utf8 -> Int? in
-            withUnsafeMutablePointers { header, entries -> Int? in
-                let count = header.pointee.count
-                guard count > 0 else { return nil }
-                var i = header.pointee.next < count ? header.pointee.next : 0
-                for _ in 0..<count {
-                    let entry = entries[i]
-                    if entry.keyLength == utf8.count {
-                        if utf8.count == 0 || memcmp(reader.base! + entry.keyOffset, utf8.baseAddress!, utf8.count) == 0 {
-                            header.pointee.next = i + 1
+            guesses.withUnsafeMutableBufferPointer { guesses -> Int? in
+                entries.withUnsafeBufferPointer { entries -> Int? in
+                    let end = map.base + map.count
+                    var i = guesses[map.number]
+                    if i >= end { i = map.base }
+                    for _ in 0..<map.count {
+                        let entry = entries[i]
+                        if entry.keyLength == utf8.count {
+                            if entry.keyOffset >= 0 && (utf8.count == 0 || memcmp(reader.base! + entry.keyOffset, utf8.baseAddress!, utf8.count) == 0) {
+                                guesses[map.number] = i + 1
+                                return i
+                            }
+                        } else if entry.keyLength == -1 {
+                            if let int = key.intValue, Int64(int) == entry.intKey { return i }
+                            if String(entry.intKey) == key.stringValue { return i }
+                        } else if entry.keyOffset == -1, chunkedKeys[i] == key.stringValue {
                             return i
                         }
-                    } else if entry.keyLength == -1 {
-                        if let int = key.intValue, Int64(int) == entry.intKey { return i }
-                        if String(entry.intKey) == key.stringValue { return i }
-                    } else if entry.keyOffset == -1, chunkedKeys[i] == key.stringValue {
-                        return i
+                        i = i + 1 == end ? map.base : i + 1
                     }
-                    i = i + 1 == count ? 0 : i + 1
+                    return nil
                 }
-                return nil
             }
         }
     }
@@ -455,27 +516,26 @@ final class MapIndex: ManagedBuffer<MapIndex.Header, MapEntry> {
 
 struct KeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let state: DecoderState
-    let index: MapIndex
+    let map: MapReference
     let codingPath: [any CodingKey]
 
     var allKeys: [Key] {
-        index.withUnsafeMutablePointers { header, entries in
-            (0..<header.pointee.count).compactMap { i in
-                let entry = entries[i]
-                if entry.keyLength == -1, let key = Key(intValue: Int(truncatingIfNeeded: entry.intKey)) { return key }
-                return Key(stringValue: index.keyText(entry, i, state.reader))
-            }
+        guard map.generation == state.generation else { return [] }
+        return (map.base..<map.base + map.count).compactMap { i in
+            let entry = state.entries[i]
+            if entry.keyLength == -1, let key = Key(intValue: Int(truncatingIfNeeded: entry.intKey)) { return key }
+            return Key(stringValue: state.keyText(i))
         }
     }
 
-    func contains(_ key: Key) -> Bool { index.find(key, state.reader) != nil }
+    func contains(_ key: Key) -> Bool { ((try? state.find(key, in: map)) ?? nil) != nil }
 
     @inline(__always)
     private func valueOffset(_ key: Key) throws -> Int {
-        guard let i = index.find(key, state.reader) else {
+        guard let i = try state.find(key, in: map) else {
             throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no value for key '\(key.stringValue)' in the map"))
         }
-        return index.withUnsafeMutablePointerToElements { $0[i].valueOffset }
+        return state.entries[i].valueOffset
     }
 
     /// Runs a primitive decode; only when it fails is `key` added to the error's coding path.
@@ -510,8 +570,8 @@ struct KeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        guard let i = index.find(key, state.reader) else { return nil }
-        let offset = index.withUnsafeMutablePointerToElements { $0[i].valueOffset }
+        guard let i = try state.find(key, in: map) else { return nil }
+        let offset = state.entries[i].valueOffset
         if try state.isNil(at: offset) { return nil }
         return try state.decodeNested(type, at: offset, key: key)
     }
@@ -522,7 +582,7 @@ struct KeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
         defer { state.path.removeLast() }
         let head = try state.reader.head(at: offset)
         guard head.major == 5 else { throw state.mismatch([String: Int].self, at: offset, expected: "a map") }
-        return KeyedDecodingContainer(KeyedDecoding<NestedKey>(state: state, index: try MapIndex.build(state, head: head, at: offset), codingPath: codingPath + [key]))
+        return KeyedDecodingContainer(KeyedDecoding<NestedKey>(state: state, map: try state.indexMap(head, at: offset), codingPath: codingPath + [key]))
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
@@ -571,7 +631,8 @@ struct UnkeyedDecoding: UnkeyedDecodingContainer {
             throw DecodingError.valueNotFound(Any.self, .init(codingPath: codingPath + [IndexKey(currentIndex)], debugDescription: "the array has no more items"))
         }
         let offset = position
-        position = try state.reader.skip(at: position)
+        // Items sit one level below the array, whose depth is the length of its coding path.
+        position = try state.reader.skip(at: position, depth: codingPath.count + 1)
         currentIndex += 1
         return offset
     }
@@ -619,7 +680,7 @@ struct UnkeyedDecoding: UnkeyedDecodingContainer {
         defer { state.path.removeLast() }
         let head = try state.reader.head(at: offset)
         guard head.major == 5 else { throw state.mismatch([String: Int].self, at: offset, expected: "a map") }
-        return KeyedDecodingContainer(KeyedDecoding<NestedKey>(state: state, index: try MapIndex.build(state, head: head, at: offset), codingPath: codingPath + [IndexKey(index)]))
+        return KeyedDecodingContainer(KeyedDecoding<NestedKey>(state: state, map: try state.indexMap(head, at: offset), codingPath: codingPath + [IndexKey(index)]))
     }
 
     mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {

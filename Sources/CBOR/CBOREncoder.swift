@@ -8,6 +8,7 @@ internal import Glibc
 #elseif canImport(Darwin)
 internal import Darwin
 #endif
+internal import Synchronization
 
 /// Encodes `Encodable` values as RFC 8949 CBOR.
 ///
@@ -53,11 +54,10 @@ public struct CBOREncoder: Sendable {
 
     /// Encodes `value` after the bytes already in `buffer` (for example, after a record header).
     public func encode<T: Encodable>(_ value: T, appendingTo buffer: inout [UInt8]) throws {
-        let state = EncoderState(deterministic: deterministic, userInfo: userInfo)
-        state.writer.bytes = buffer
-        buffer = []
-        state.writer.bytes.reserveCapacity(state.writer.bytes.count + 128)
-        defer { buffer = state.writer.bytes }
+        let state = EncoderState.take()
+        defer { EncoderState.recycle(state) }
+        state.begin(deterministic: deterministic, userInfo: userInfo, buffer: &buffer)
+        defer { buffer = state.finish() }
         try state.encodeValue(value)
         if let failure = state.failure { throw failure }
     }
@@ -82,10 +82,11 @@ struct Frame {
 /// One encode call runs on one thread and never holds two accesses to a property at once, so the
 /// hot properties opt out of dynamic exclusivity checks, which otherwise cost more than the
 /// encoding itself.
-final class EncoderState: Encoder {
-    @exclusivity(unchecked) var writer = Writer()
+final class EncoderState: Encoder, @unchecked Sendable {
+    // @unchecked: a state serves one encode call at a time; the pool hands each out exclusively.
+    let writer = Writer()
     @exclusivity(unchecked) var stack: [Frame] = []
-    /// For every open map, the offsets of its keys: start of key i, then end of key i.
+    /// For every open map, where each of its keys starts (a key is a text string: its head says where it ends).
     @exclusivity(unchecked) var keyOffsets: [Int] = []
     @exclusivity(unchecked) var nextID = 0
     @exclusivity(unchecked) var path: [any CodingKey] = []
@@ -93,12 +94,42 @@ final class EncoderState: Encoder {
     @exclusivity(unchecked) var valueContainer: Int?
     /// An error found where Codable gives no way to throw (nestedContainer, superEncoder).
     var failure: EncodingError?
-    let deterministic: Bool
-    let userInfoStorage: [CodingUserInfoKey: any Sendable]
+    var deterministic = false
+    var userInfoStorage: [CodingUserInfoKey: any Sendable] = [:]
 
-    init(deterministic: Bool, userInfo: [CodingUserInfoKey: any Sendable]) {
+    // MARK: Reuse
+
+    /// States kept for reuse: steady-state encoding then allocates only its output and Codable's
+    /// container boxes. A container ids keep counting up across uses (`nextID` is never reset),
+    /// so a container kept past its encode call can never write into a later one.
+    /// (One slot: a second thread encoding at the same time simply makes its own state.)
+    private static let spare = Mutex<EncoderState?>(nil)
+
+    static func take() -> EncoderState {
+        spare.withLock { $0.take() } ?? EncoderState()
+    }
+
+    static func recycle(_ state: EncoderState) {
+        // A state that grew for a large value is not kept: its buffer would stay allocated.
+        guard state.writer.capacity <= 1 << 16 else { return }
+        // After a successful encode these are empty already; after a failure they may not be.
+        if !state.stack.isEmpty { state.stack.removeAll(keepingCapacity: true) }
+        if !state.keyOffsets.isEmpty { state.keyOffsets.removeAll(keepingCapacity: true) }
+        if !state.path.isEmpty { state.path.removeAll(keepingCapacity: true) }
+        state.valueContainer = nil
+        state.failure = nil
+        if !state.userInfoStorage.isEmpty { state.userInfoStorage = [:] }
+        spare.withLock { if $0 == nil { $0 = state } }
+    }
+
+    func begin(deterministic: Bool, userInfo: [CodingUserInfoKey: any Sendable], buffer: inout [UInt8]) {
         self.deterministic = deterministic
-        self.userInfoStorage = userInfo
+        if !userInfo.isEmpty { self.userInfoStorage = userInfo }
+        writer.reset(prefix: buffer)
+    }
+
+    func finish() -> [UInt8] {
+        writer.toArray()
     }
 
     var codingPath: [any CodingKey] { path }
@@ -113,8 +144,8 @@ final class EncoderState: Encoder {
             return existing
         }
         nextID += 1
-        stack.append(Frame(id: nextID, isMap: isMap, headerOffset: writer.bytes.count, keyOffsetsBase: keyOffsets.count))
-        writer.bytes.append(isMap ? 0xA0 : 0x80)  // placeholder: the count is patched when the container closes
+        stack.append(Frame(id: nextID, isMap: isMap, headerOffset: writer.count, keyOffsetsBase: keyOffsets.count))
+        writer.append(isMap ? 0xA0 : 0x80)  // placeholder: the count is patched when the container closes
         if reuse { valueContainer = nextID }
         return nextID
     }
@@ -146,80 +177,102 @@ final class EncoderState: Encoder {
     /// Closes the innermost container: sorts (deterministic) and checks its keys, writes its count.
     func close() throws {
         let frame = stack.removeLast()
-        defer { keyOffsets.removeSubrange(frame.keyOffsetsBase...) }
+        defer { keyOffsets.removeLast(keyOffsets.count - frame.keyOffsetsBase) }
         if frame.isMap && frame.count > 1 {
             try finishMap(frame)
         }
         let major: UInt8 = frame.isMap ? 5 : 4
         let length = Writer.headLength(UInt64(frame.count))
         if length > 1 {
-            writer.bytes.insert(contentsOf: repeatElement(0, count: length - 1), at: frame.headerOffset + 1)
+            writer.insertGap(length - 1, at: frame.headerOffset + 1)
         }
-        writer.bytes.withUnsafeMutableBytes { raw in
-            Writer.writeHead(major, UInt64(frame.count), into: UnsafeMutableRawBufferPointer(rebasing: raw[frame.headerOffset..<frame.headerOffset + length]))
-        }
+        writer.writeHead(major, UInt64(frame.count), at: frame.headerOffset)
     }
 
     /// Refuses duplicate keys and, in deterministic mode, orders the entries by key bytes.
     private func finishMap(_ frame: Frame) throws {
         let n = frame.count
         let base = frame.keyOffsetsBase
-        let end = writer.bytes.count
+        let end = writer.count
         var sorted: [UInt8]?
         var duplicate: Int?
-        writer.bytes.withUnsafeBytes { raw in
+        writer.withBytes { raw in
             keyOffsets.withUnsafeBufferPointer { offsets in
-                let bytes = raw.baseAddress!
-                /// Key order: bytewise over the encoded keys, a shorter key before its extensions.
-                func compare(_ a: Int, _ b: Int) -> Int32 {
-                    let aStart = offsets[base + 2 * a], aLength = offsets[base + 2 * a + 1] - aStart
-                    let bStart = offsets[base + 2 * b], bLength = offsets[base + 2 * b + 1] - bStart
-                    let c = memcmp(bytes + aStart, bytes + bStart, min(aLength, bLength))
-                    return c != 0 ? c : Int32(aLength - bLength).signum()
-                }
-                if !deterministic && n <= 16 {
-                    // Few keys: compare each pair, no allocation.
-                    outer: for i in 1..<n {
-                        for j in 0..<i where compare(i, j) == 0 {
-                            duplicate = i
-                            break outer
-                        }
+                withUnsafeTemporaryAllocation(of: (start: Int, length: Int).self, capacity: n) { keys in
+                    let bytes = raw.baseAddress!
+                    // Where each encoded key (head and text) lies. The encoder wrote these heads
+                    // itself, so they are well-formed and in bounds.
+                    let reader = Reader(raw, maxDepth: 1)
+                    for i in 0..<n {
+                        let start = offsets[base + i]
+                        let head = (try? reader.head(at: start)) ?? Head(major: 3, info: 0, argument: 0, contentOffset: start + 1)
+                        keys[i] = (start, head.contentOffset - start + Int(head.argument))
                     }
-                    return
+                    /// Key order: bytewise over the encoded keys, a shorter key before its extensions.
+                    func compare(_ a: Int, _ b: Int) -> Int32 {
+                        let x = keys[a], y = keys[b]
+                        let c = memcmp(bytes + x.start, bytes + y.start, min(x.length, y.length))
+                        return c != 0 ? c : Int32(x.length - y.length).signum()
+                    }
+                    if !deterministic && n <= 16 {
+                        // Few keys: compare each pair of equal length, no allocation.
+                        outer: for i in 1..<n {
+                            for j in 0..<i where keys[i].length == keys[j].length && compare(i, j) == 0 {
+                                duplicate = i
+                                break outer
+                            }
+                        }
+                        return
+                    }
+                    let order = (0..<n).sorted { compare($0, $1) < 0 }
+                    duplicate = (1..<n).first { compare(order[$0 - 1], order[$0]) == 0 }.map { order[$0] }
+                    guard deterministic, duplicate == nil else { return }
+                    var entries: [UInt8] = []
+                    entries.reserveCapacity(end - offsets[base])
+                    for i in order {
+                        let start = offsets[base + i]
+                        let stop = i + 1 < n ? offsets[base + i + 1] : end
+                        entries.append(contentsOf: UnsafeRawBufferPointer(start: bytes + start, count: stop - start))
+                    }
+                    sorted = entries
                 }
-                let order = (0..<n).sorted { compare($0, $1) < 0 }
-                duplicate = (1..<n).first { compare(order[$0 - 1], order[$0]) == 0 }.map { order[$0] }
-                guard deterministic, duplicate == nil else { return }
-                var entries: [UInt8] = []
-                entries.reserveCapacity(end - offsets[base])
-                for i in order {
-                    let start = offsets[base + 2 * i]
-                    let stop = i + 1 < n ? offsets[base + 2 * (i + 1)] : end
-                    entries.append(contentsOf: UnsafeRawBufferPointer(start: bytes + start, count: stop - start))
-                }
-                sorted = entries
             }
         }
         if let duplicate {
-            let start = keyOffsets[base + 2 * duplicate], stop = keyOffsets[base + 2 * duplicate + 1]
-            let name = (try? CBORValue(decoding: Array(writer.bytes[start..<stop]))).map { "\($0)" } ?? "?"
+            let start = keyOffsets[base + duplicate]
+            let stop = duplicate + 1 < n ? keyOffsets[base + duplicate + 1] : end
+            let name = describeKey(writer.withBytes { Array($0[start..<stop]) })
             throw EncodingError.invalidValue(name, .init(codingPath: path, debugDescription: "CBOR: the map would hold the key \(name) twice"))
         }
         if let sorted {
-            writer.bytes.replaceSubrange(keyOffsets[base]..<end, with: sorted)
+            writer.overwrite(at: keyOffsets[base], with: sorted)
         }
     }
 
-    /// Starts entry of container `id`, writing the key for maps.
+    /// The text key at the start of an entry's bytes, for error messages.
+    private func describeKey(_ entry: [UInt8]) -> String {
+        entry.withUnsafeBytes { raw in
+            let reader = Reader(raw, maxDepth: 1)
+            guard let head = try? reader.head(at: 0), let text = try? reader.string(head, at: 0) else { return "?" }
+            return "'\(text)'"
+        }
+    }
+
+    /// Starts an entry of map `id`: counts it, records where its key starts and writes the key.
+    /// Generic over the key type so that no existential is built per entry.
     @inline(__always)
-    func beginEntry(_ id: Int, key: (any CodingKey)?) throws {
+    func beginEntry<K: CodingKey>(_ id: Int, key: K) throws {
         try enter(id)
         stack[stack.count - 1].count += 1
-        if let key {
-            keyOffsets.append(writer.bytes.count)
-            writer.text(key.stringValue)
-            keyOffsets.append(writer.bytes.count)
-        }
+        keyOffsets.append(writer.count)
+        writer.text(key.stringValue)
+    }
+
+    /// Starts an item of array `id`.
+    @inline(__always)
+    func beginItem(_ id: Int) throws {
+        try enter(id)
+        stack[stack.count - 1].count += 1
     }
 
     // MARK: Values
@@ -251,13 +304,13 @@ final class EncoderState: Encoder {
             return
         }
         let depth = stack.count
-        let start = writer.bytes.count
+        let start = writer.count
         let saved = valueContainer
         valueContainer = nil
         defer { valueContainer = saved }
         try value.encode(to: self)
         while stack.count > depth { try close() }
-        if writer.bytes.count == start { writer.bytes.append(0xA0) }  // encoded nothing: {}
+        if writer.count == start { writer.append(0xA0) }  // encoded nothing: {}
     }
 
     /// Encodes a nested value of a container under `key` (nil for array items).
@@ -278,11 +331,11 @@ struct KeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     mutating func encodeNil(forKey key: Key) throws {
         try state.beginEntry(id, key: key)
-        state.writer.bytes.append(0xF6)
+        state.writer.append(0xF6)
     }
     mutating func encode(_ value: Bool, forKey key: Key) throws {
         try state.beginEntry(id, key: key)
-        state.writer.bytes.append(value ? 0xF5 : 0xF4)
+        state.writer.append(value ? 0xF5 : 0xF4)
     }
     mutating func encode(_ value: String, forKey key: Key) throws {
         try state.beginEntry(id, key: key)
@@ -361,10 +414,10 @@ struct UnkeyedEncoding: UnkeyedEncodingContainer {
     var count: Int { state.stack.last(where: { $0.id == id })?.count ?? 0 }
 
     @inline(__always)
-    private func begin() throws { try state.beginEntry(id, key: nil) }
+    private func begin() throws { try state.beginItem(id) }
 
-    mutating func encodeNil() throws { try begin(); state.writer.bytes.append(0xF6) }
-    mutating func encode(_ value: Bool) throws { try begin(); state.writer.bytes.append(value ? 0xF5 : 0xF4) }
+    mutating func encodeNil() throws { try begin(); state.writer.append(0xF6) }
+    mutating func encode(_ value: Bool) throws { try begin(); state.writer.append(value ? 0xF5 : 0xF4) }
     mutating func encode(_ value: String) throws { try begin(); state.writer.text(value) }
     mutating func encode(_ value: Double) throws { try begin(); state.writer.double(value) }
     mutating func encode(_ value: Float) throws { try begin(); state.writer.double(Double(value)) }
@@ -412,8 +465,8 @@ struct SingleValueEncoding: SingleValueEncodingContainer {
     let state: EncoderState
     let codingPath: [any CodingKey]
 
-    mutating func encodeNil() throws { state.writer.bytes.append(0xF6) }
-    mutating func encode(_ value: Bool) throws { state.writer.bytes.append(value ? 0xF5 : 0xF4) }
+    mutating func encodeNil() throws { state.writer.append(0xF6) }
+    mutating func encode(_ value: Bool) throws { state.writer.append(value ? 0xF5 : 0xF4) }
     mutating func encode(_ value: String) throws { state.writer.text(value) }
     mutating func encode(_ value: Double) throws { state.writer.double(value) }
     mutating func encode(_ value: Float) throws { state.writer.double(Double(value)) }

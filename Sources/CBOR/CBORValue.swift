@@ -136,32 +136,32 @@ public indirect enum CBORValue: Sendable, Hashable {
     /// The value's canonical encoding: definite lengths, shortest heads and floats, map entries in
     /// the order given (sort them for deterministic bytes).
     public func encoded() -> [UInt8] {
-        var writer = Writer()
-        write(to: &writer)
-        return writer.bytes
+        let writer = Writer()
+        write(to: writer)
+        return writer.toArray()
     }
 
-    func write(to writer: inout Writer) {
+    func write(to writer: Writer) {
         switch self {
         case .unsigned(let n): writer.head(0, n)
         case .negative(let n): writer.head(1, n)
-        case .bytes(let bytes): writer.head(2, UInt64(bytes.count)); writer.bytes.append(contentsOf: bytes)
+        case .bytes(let bytes): bytes.withUnsafeBytes { writer.byteString($0) }
         case .text(let text): writer.text(text)
         case .array(let items):
             writer.head(4, UInt64(items.count))
-            for item in items { item.write(to: &writer) }
+            for item in items { item.write(to: writer) }
         case .map(let entries):
             writer.head(5, UInt64(entries.count))
             for entry in entries {
-                entry.key.write(to: &writer)
-                entry.value.write(to: &writer)
+                entry.key.write(to: writer)
+                entry.value.write(to: writer)
             }
-        case .tagged(let tag, let inner): writer.head(6, tag); inner.write(to: &writer)
-        case .bool(let flag): writer.bytes.append(flag ? 0xF5 : 0xF4)
-        case .null: writer.bytes.append(0xF6)
-        case .undefined: writer.bytes.append(0xF7)
+        case .tagged(let tag, let inner): writer.head(6, tag); inner.write(to: writer)
+        case .bool(let flag): writer.append(flag ? 0xF5 : 0xF4)
+        case .null: writer.append(0xF6)
+        case .undefined: writer.append(0xF7)
         case .simple(let value):
-            if value < 24 { writer.bytes.append(0xE0 | value) } else { writer.bytes += [0xF8, value] }
+            if value < 24 { writer.append(0xE0 | value) } else { writer.append(0xF8); writer.append(value) }
         case .float(let value): writer.double(value)
         }
     }

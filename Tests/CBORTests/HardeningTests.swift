@@ -136,3 +136,32 @@ enum CBORTestValue: Encodable {
         }
     }
 }
+
+@Suite("UTF-8 validation")
+struct UTF8ValidationTests {
+    /// Every 1-, 2- and 3-byte sequence over a set of interesting bytes, and random longer ones:
+    /// the decoder must accept exactly what the standard library's validator accepts.
+    @Test("agrees with the standard library on short and random sequences")
+    func agreesWithStandardLibrary() throws {
+        let interesting: [UInt8] = [0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xFF]
+        var inputs: [[UInt8]] = []
+        for a in interesting {
+            inputs.append([a])
+            for b in interesting {
+                inputs.append([a, b])
+                for c in interesting { inputs.append([a, b, c]); inputs.append([0xF0, a, b, c]) }
+            }
+        }
+        var rng = SeededGenerator(seed: SeededGenerator.seedFromEnvironment())
+        for _ in 0..<20_000 {
+            inputs.append((0..<Int.random(in: 0...24, using: &rng)).map { _ in interesting.randomElement(using: &rng)! })
+        }
+        inputs.append(Array("plain ASCII text that is longer than eight bytes, Grüße 水 🦊".utf8))
+        for input in inputs {
+            let expected = String(validating: input, as: UTF8.self) != nil
+            let cbor = [0x78, UInt8(input.count)] + input
+            let accepted = (try? CBORValue(decoding: cbor)) != nil
+            #expect(accepted == expected, "\(input.map { String($0, radix: 16) })")
+        }
+    }
+}

@@ -75,6 +75,23 @@ struct Reader {
         return Int(length)
     }
 
+    /// ``skip(at:depth:)`` with the common flat items (integers, simple values, floats, definite
+    /// strings) handled inline.
+    @inline(__always)
+    func skipQuickly(at offset: Int, depth: Int) throws(CBORDecodingError) -> Int {
+        let head = try head(at: offset)
+        switch head.major {
+        case 0, 1:
+            return head.contentOffset
+        case 2, 3 where !head.isIndefinite:
+            return head.contentOffset + (try checkLength(head.argument, from: head.contentOffset))
+        case 7 where !head.isIndefinite:
+            return head.contentOffset
+        default:
+            return try skip(at: offset, depth: depth)
+        }
+    }
+
     /// The offset just after the well-formed item at `offset`, checking its whole structure.
     func skip(at offset: Int, depth: Int = 0) throws(CBORDecodingError) -> Int {
         guard depth <= maxDepth else { throw CBORDecodingError(.tooDeep(limit: maxDepth), at: offset) }
@@ -145,10 +162,8 @@ struct Reader {
     /// A text string's content as a `String`, rejecting invalid UTF-8.
     func string(_ head: Head, at offset: Int) throws -> String {
         try withStringContent(head) { raw throws(CBORDecodingError) in
-            guard let text = String(validating: raw.bindMemory(to: UInt8.self), as: UTF8.self) else {
-                throw CBORDecodingError(.invalidUTF8, at: offset)
-            }
-            return text
+            guard isValidUTF8(raw) else { throw CBORDecodingError(.invalidUTF8, at: offset) }
+            return String(decoding: raw, as: UTF8.self)
         }
     }
 }

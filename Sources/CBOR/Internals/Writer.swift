@@ -1,7 +1,88 @@
-/// Appends CBOR items to a byte buffer with the shortest heads and the shortest exact floats
-/// (RFC 8949 §4.2.1 "preferred serialization"). Shared by the encoder and `CBORValue`.
-struct Writer {
-    var bytes: [UInt8] = []
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+/// Appends CBOR items to a growable byte buffer with the shortest heads and the shortest exact
+/// floats (RFC 8949 §4.2.1 "preferred serialization"). Shared by the encoder and `CBORValue`.
+///
+/// The buffer is raw memory with one capacity check per write, not a `[UInt8]`: array appends
+/// (uniqueness check, generic copy) cost more than the encoding itself. The encoder keeps its
+/// writer across calls, so steady-state encoding allocates only the returned array.
+final class Writer {
+    private(set) var base: UnsafeMutablePointer<UInt8>
+    /// Bytes of memory held.
+    private(set) var capacity: Int
+    /// Bytes written so far.
+    @exclusivity(unchecked) private(set) var count = 0
+
+    init(capacity: Int = 256) {
+        self.capacity = max(capacity, 16)
+        base = .allocate(capacity: self.capacity)
+    }
+
+    deinit { base.deallocate() }
+
+    /// Starts over with `prefix` as the first bytes.
+    func reset(prefix: [UInt8] = []) {
+        count = 0
+        prefix.withUnsafeBytes { append($0) }
+    }
+
+    /// A copy of the bytes written.
+    func toArray() -> [UInt8] {
+        Array(UnsafeBufferPointer(start: base, count: count))
+    }
+
+    /// Runs `body` over the bytes written so far.
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    @inline(__always)
+    private func reserve(_ extra: Int) {
+        if count + extra > capacity { grow(to: count + extra) }
+    }
+
+    private func grow(to needed: Int) {
+        var newCapacity = capacity * 2
+        while newCapacity < needed { newCapacity *= 2 }
+        let newBase = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+        newBase.update(from: base, count: count)
+        base.deallocate()
+        base = newBase
+        capacity = newCapacity
+    }
+
+    @inline(__always)
+    func append(_ byte: UInt8) {
+        reserve(1)
+        base[count] = byte
+        count += 1
+    }
+
+    @inline(__always)
+    func append(_ raw: UnsafeRawBufferPointer) {
+        guard let source = raw.baseAddress, !raw.isEmpty else { return }
+        reserve(raw.count)
+        (base + count).update(from: source.assumingMemoryBound(to: UInt8.self), count: raw.count)
+        count += raw.count
+    }
+
+    /// Opens a gap of `length` bytes at `offset`, moving what follows.
+    func insertGap(_ length: Int, at offset: Int) {
+        reserve(length)
+        memmove(base + offset + length, base + offset, count - offset)
+        count += length
+    }
+
+    /// Overwrites the bytes from `offset` on with `bytes` (which must fit in what is written).
+    func overwrite(at offset: Int, with bytes: [UInt8]) {
+        bytes.withUnsafeBufferPointer { (base + offset).update(from: $0.baseAddress!, count: $0.count) }
+    }
+
+    // MARK: Items
 
     /// The length of the head for `argument`.
     @inline(__always)
@@ -16,40 +97,31 @@ struct Writer {
     }
 
     @inline(__always)
-    mutating func head(_ major: UInt8, _ argument: UInt64) {
+    func head(_ major: UInt8, _ argument: UInt64) {
+        reserve(9)
+        writeHead(major, argument, at: count)
+        count += Self.headLength(argument)
+    }
+
+    /// Writes the head for `argument` at `offset`; the space must be there.
+    @inline(__always)
+    func writeHead(_ major: UInt8, _ argument: UInt64, at offset: Int) {
         let m = major << 5
-        switch argument {
-        case 0..<24:
-            bytes.append(m | UInt8(argument))
-        case 24...0xFF:
-            bytes.append(m | 24)
-            bytes.append(UInt8(argument))
-        case 0x100...0xFFFF:
-            bytes.append(m | 25)
-            appendBigEndian(UInt16(argument))
-        case 0x1_0000...0xFFFF_FFFF:
-            bytes.append(m | 26)
-            appendBigEndian(UInt32(argument))
-        default:
-            bytes.append(m | 27)
-            appendBigEndian(argument)
+        let length = Self.headLength(argument)
+        if length == 1 {
+            base[offset] = m | UInt8(argument)
+            return
+        }
+        base[offset] = m | (length == 2 ? 24 : length == 3 ? 25 : length == 5 ? 26 : 27)
+        var shift = UInt64(8 * (length - 2))
+        for i in 1..<length {
+            base[offset + i] = UInt8(truncatingIfNeeded: argument >> shift)
+            shift &-= 8
         }
     }
 
-    /// Writes the head for `argument` into `target` (which has exactly the head's length).
-    static func writeHead(_ major: UInt8, _ argument: UInt64, into target: UnsafeMutableRawBufferPointer) {
-        var scratch = Writer()
-        scratch.head(major, argument)
-        target.copyBytes(from: scratch.bytes)
-    }
-
     @inline(__always)
-    mutating func appendBigEndian<T: FixedWidthInteger>(_ value: T) {
-        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
-    }
-
-    @inline(__always)
-    mutating func int(_ value: Int64) {
+    func int(_ value: Int64) {
         if value >= 0 {
             head(0, UInt64(value))
         } else {
@@ -58,31 +130,38 @@ struct Writer {
     }
 
     @inline(__always)
-    mutating func text(_ value: String) {
+    func text(_ value: String) {
         var value = value
         value.withUTF8 { utf8 in
             head(3, UInt64(utf8.count))
-            bytes.append(contentsOf: utf8)
+            append(UnsafeRawBufferPointer(utf8))
         }
     }
 
     @inline(__always)
-    mutating func byteString(_ raw: UnsafeRawBufferPointer) {
+    func byteString(_ raw: UnsafeRawBufferPointer) {
         head(2, UInt64(raw.count))
-        bytes.append(contentsOf: raw)
+        append(raw)
     }
 
     /// The shortest of half, single and double that holds `value` exactly; NaN as 0xf97e00.
-    mutating func double(_ value: Double) {
+    func double(_ value: Double) {
+        reserve(9)
         if let half = halfBits(exactly: value) {
-            bytes.append(0xF9)
-            appendBigEndian(half)
+            base[count] = 0xF9
+            base[count + 1] = UInt8(half >> 8)
+            base[count + 2] = UInt8(half & 0xFF)
+            count += 3
         } else if Double(Float(value)) == value {
-            bytes.append(0xFA)
-            appendBigEndian(Float(value).bitPattern)
+            let bits = Float(value).bitPattern.bigEndian
+            base[count] = 0xFA
+            withUnsafeBytes(of: bits) { (base + count + 1).update(from: $0.baseAddress!.assumingMemoryBound(to: UInt8.self), count: 4) }
+            count += 5
         } else {
-            bytes.append(0xFB)
-            appendBigEndian(value.bitPattern)
+            let bits = value.bitPattern.bigEndian
+            base[count] = 0xFB
+            withUnsafeBytes(of: bits) { (base + count + 1).update(from: $0.baseAddress!.assumingMemoryBound(to: UInt8.self), count: 8) }
+            count += 9
         }
     }
 }

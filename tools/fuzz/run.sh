@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Fuzzes the CBOR decoder with libFuzzer for a bounded time.
+#   tools/fuzz/run.sh [SECONDS]        (default 60)
+# Builds the CBOR sources and tools/fuzz/FuzzCBOR.swift with -sanitize=fuzzer,address into
+# .build-fuzz/, seeds the corpus with the shared RFC vectors, and prints libFuzzer's summary.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+seconds=${1:-60}
+out=.build-fuzz
+mkdir -p "$out/corpus"
+swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name CBORFuzz \
+    Sources/CBOR/*.swift Sources/CBOR/Internals/*.swift tools/fuzz/FuzzCBOR.swift \
+    -o "$out/fuzz-cbor" 2>&1 | grep -v "^$" || true
+[ -x "$out/fuzz-cbor" ] || { echo "error: the fuzz target did not build" >&2; exit 1; }
+# Seed corpus: every valid and invalid vector of ../shared/testdata/cbor.
+python3 - "$out/corpus" <<'PY'
+import json, sys, os, pathlib
+root = pathlib.Path("..") / "shared" / "testdata" / "cbor"
+for name in ("appendix_a.json", "fail.json"):
+    path = root / name
+    if not path.exists():
+        continue
+    for i, vector in enumerate(json.load(open(path))):
+        (pathlib.Path(sys.argv[1]) / f"{name}-{i}").write_bytes(bytes.fromhex(vector["hex"]))
+PY
+exec "$out/fuzz-cbor" "$out/corpus" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 -print_final_stats=1
