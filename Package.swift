@@ -16,6 +16,7 @@ let package = Package(
     products: [
         .library(name: "LMDB", targets: ["LMDB"]),
         .library(name: "CBOR", targets: ["CBOR"]),
+        .library(name: "VariableCoding", targets: ["VariableCoding"]),
         .executable(name: "hoard", targets: ["HoardCLI"]),
     ],
     dependencies: [
@@ -30,6 +31,9 @@ let package = Package(
             providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
         ),
         .target(name: "LMDB", dependencies: ["CLMDB"], swiftSettings: strict),
+
+        // One model type, many versioned key sets; pure Swift, works with any Encoder/Decoder.
+        .target(name: "VariableCoding", swiftSettings: strict),
 
         // RFC 8949 CBOR as a Codable coder; pure Swift, no LMDB.
         .target(name: "CBOR", swiftSettings: strict),
@@ -55,6 +59,11 @@ let package = Package(
         .testTarget(
             name: "CBORTests",
             dependencies: ["CBOR", "TestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "VariableCodingTests",
+            dependencies: ["VariableCoding", "CBOR", "TestSupport"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,0 +1,178 @@
+/// Whether a key was there, and what it held.
+public enum Presence<Value> {
+    /// The key set has no key for the property, or the data has no such key.
+    case missing
+    /// The key is there with `null`.
+    case null
+    /// The key is there with a value.
+    case value(Value)
+}
+
+/// The properties of one encoded model, looked up by key path in the key set being decoded.
+///
+/// ```swift
+/// init(from container: DecodingContainer<User>) throws {
+///     name = try container.decodeValue(for: \.name)                  // missing or null: error
+///     nickname = try container.decodeValueIfPresent(for: \.nickname)  // missing or null: nil
+///     age = try container.decodeValue(for: \.age, default: 0)        // missing: 0, null: error
+///     if container.localVersion == 1 {                               // the type changed in version 2
+///         score = Int(try container.decodeValue(String.self, forProperty: \.score)) ?? 0
+///     } else {
+///         score = try container.decodeValue(for: \.score)
+///     }
+/// }
+/// ```
+///
+/// What happens when a value is not there:
+///
+/// | method | key missing | `null` | wrong type |
+/// | --- | --- | --- | --- |
+/// | ``decodeValue(for:)`` | error | error | error (after lossless widening) |
+/// | ``decodeValue(for:default:)`` | the default | error | error |
+/// | ``decodeValueIfPresent(for:)-(KeyPath<Model,Value?>)`` | `nil` | `nil` | error |
+/// | ``presence(of:forProperty:)`` | `.missing` | `.null` | error |
+///
+/// A property that the key set has no key for counts as missing (an older local version that
+/// predates the property). Lossless widening: an integer into `Double` or `Float` when it fits
+/// exactly, a `Float` into a `Double`, a 32-bit integer into a wider one. Errors are
+/// ``VariableCodingError/decoding(type:keySet:property:key:codingPath:reason:underlying:)``.
+public struct DecodingContainer<Model> {
+    let keyed: KeyedDecodingContainer<VariableKey>
+    let table: KeyTable<Model>
+    /// Nested objects entered so far, for key names with dots (made only for such key sets).
+    let nestedObjects: NestedObjects?
+    /// The coding path of the model.
+    public let codingPath: [any CodingKey]
+
+    init(keyed: KeyedDecodingContainer<VariableKey>, table: KeyTable<Model>, codingPath: [any CodingKey]) {
+        self.keyed = keyed
+        self.table = table
+        self.codingPath = codingPath
+        self.nestedObjects = table.hasNestedKeys ? NestedObjects() : nil
+    }
+
+    /// The key set being decoded (never `.currentLocal`: the version it stands for).
+    public var keySet: KeySetID { table.id }
+    /// The local version being decoded, or `nil` for a remote key set.
+    public var localVersion: Int? { table.localVersion }
+
+    /// Whether the data holds a key (with any value, `null` included) for the property.
+    public func contains(_ keyPath: PartialKeyPath<Model>) -> Bool {
+        guard let slot = table.slot(for: keyPath), let container = try? object(for: slot) else { return false }
+        return container.contains(slot.key)
+    }
+
+    /// The property's value; an error when it is missing, `null` or of the wrong type.
+    public func decodeValue<Value: Decodable>(for keyPath: KeyPath<Model, Value>) throws -> Value {
+        try decodeValue(Value.self, forProperty: keyPath)
+    }
+
+    /// The property's value as a type of your choice: for a property whose type changed between versions.
+    public func decodeValue<Value: Decodable>(_ type: Value.Type, forProperty keyPath: PartialKeyPath<Model>) throws -> Value {
+        switch try presence(of: type, forProperty: keyPath) {
+        case .value(let value): return value
+        case .missing: throw failure(keyPath, reason: missingReason(keyPath))
+        case .null: throw failure(keyPath, reason: "the value is null")
+        }
+    }
+
+    /// The property's value, or `defaultValue` when the key is missing (`null` is an error).
+    public func decodeValue<Value: Decodable>(for keyPath: KeyPath<Model, Value>, default defaultValue: @autoclosure () -> Value) throws -> Value {
+        switch try presence(of: Value.self, forProperty: keyPath) {
+        case .value(let value): return value
+        case .missing: return defaultValue()
+        case .null: throw failure(keyPath, reason: "the value is null")
+        }
+    }
+
+    /// The optional property's value, or `nil` when the key is missing or `null`.
+    public func decodeValueIfPresent<Value: Decodable>(for keyPath: KeyPath<Model, Value?>) throws -> Value? {
+        try decodeValueIfPresent(Value.self, forProperty: keyPath)
+    }
+
+    /// The property's value, or `nil` when the key is missing or `null`.
+    public func decodeValueIfPresent<Value: Decodable>(_ type: Value.Type, forProperty keyPath: PartialKeyPath<Model>) throws -> Value? {
+        if case .value(let value) = try presence(of: type, forProperty: keyPath) { return value }
+        return nil
+    }
+
+    /// Whether the property is missing, `null` or has a value; errors only for a value of the wrong type.
+    public func presence<Value: Decodable>(of type: Value.Type, forProperty keyPath: PartialKeyPath<Model>) throws -> Presence<Value> {
+        guard let slot = table.slot(for: keyPath), let container = try object(for: slot) else { return .missing }
+        do {
+            return .value(try container.decode(Value.self, forKey: slot.key))
+        } catch let error as VariableCodingError {
+            throw error  // a nested model's own, already precise error
+        } catch {
+            // The fast path above made one lookup; only a failure looks again, to say why.
+            if !container.contains(slot.key) { return .missing }
+            if (try? container.decodeNil(forKey: slot.key)) == true { return .null }
+            if let widened = widened(Value.self, in: container, forKey: slot.key) { return .value(widened) }
+            throw failure(keyPath, reason: reason(of: error), underlying: error)
+        }
+    }
+
+    // MARK: Internals
+
+    /// The object that holds `slot`'s key: this model's, or a nested one for a dotted key name.
+    func object(for slot: Slot) throws -> KeyedDecodingContainer<VariableKey>? {
+        guard !slot.prefix.isEmpty, let nestedObjects else { return keyed }
+        let path = slot.keyName
+        if let known = nestedObjects.containers[path] { return known }
+        var container = keyed
+        for component in slot.prefix {
+            guard container.contains(component), (try? container.decodeNil(forKey: component)) != true else {
+                nestedObjects.containers[path] = .some(nil)
+                return nil
+            }
+            container = try container.nestedContainer(keyedBy: VariableKey.self, forKey: component)
+        }
+        nestedObjects.containers[path] = container
+        return container
+    }
+
+    /// The closed list of lossless conversions tried after a type mismatch.
+    func widened<Value>(_ type: Value.Type, in container: KeyedDecodingContainer<VariableKey>, forKey key: VariableKey) -> Value? {
+        if Value.self == Double.self {
+            if let integer = try? container.decode(Int64.self, forKey: key), let exact = Double(exactly: integer) { return exact as? Value }
+            if let float = try? container.decode(Float.self, forKey: key) { return Double(float) as? Value }
+        } else if Value.self == Float.self {
+            if let integer = try? container.decode(Int32.self, forKey: key), let exact = Float(exactly: integer) { return exact as? Value }
+        } else if Value.self == Int64.self || Value.self == Int.self {
+            if let integer = try? container.decode(Int32.self, forKey: key) {
+                return (Value.self == Int.self ? Int(integer) as Any : Int64(integer) as Any) as? Value
+            }
+        }
+        return nil
+    }
+
+    func missingReason(_ keyPath: PartialKeyPath<Model>) -> String {
+        guard let slot = table.slot(for: keyPath) else { return "key set \(table.id) has no key for this property and no default was given" }
+        return "the key '\(slot.keyName)' is missing and no default was given"
+    }
+
+    func failure(_ keyPath: PartialKeyPath<Model>, reason: String, underlying: (any Error)? = nil) -> VariableCodingError {
+        let slot = table.slot(for: keyPath)
+        let path = (codingPath.map(\.stringValue) + (slot.map { $0.prefix.map(\.stringValue) + [$0.key.stringValue] } ?? [])).joined(separator: ".")
+        return .decoding(
+            type: typeName(Model.self), keySet: "\(table.id)", property: slot?.property ?? propertyName(keyPath),
+            key: slot?.keyName ?? "-", codingPath: path, reason: reason, underlying: underlying
+        )
+    }
+}
+
+/// Why a coder's error happened, in one line.
+func reason(of error: any Error) -> String {
+    switch error {
+    case DecodingError.typeMismatch(let type, let context): return "expected \(type): \(context.debugDescription)"
+    case DecodingError.valueNotFound(let type, let context): return "no \(type) value: \(context.debugDescription)"
+    case DecodingError.keyNotFound(let key, let context): return "missing key '\(key.stringValue)': \(context.debugDescription)"
+    case DecodingError.dataCorrupted(let context): return "corrupted data: \(context.debugDescription)"
+    default: return "\(error)"
+    }
+}
+
+/// The nested objects a container has entered, shared by its copies.
+final class NestedObjects {
+    var containers: [String: KeyedDecodingContainer<VariableKey>?] = [:]
+}

@@ -1,0 +1,94 @@
+/// Where a model writes its properties, by key path, with the key names of the key set being
+/// encoded.
+///
+/// ```swift
+/// func encode(to container: inout EncodingContainer<User>) throws {
+///     try container.encodeValue(name, for: \.name)
+///     try container.encodeValueIfPresent(nickname, for: \.nickname)   // nil: no key at all
+/// }
+/// ```
+///
+/// A property the key set has no key for is left out (a remote API that does not know a local
+/// field, an old local version), except in the current local key set: storage must not lose
+/// data, so there it is ``VariableCodingError/propertyWithoutKey(type:keySet:property:)``.
+/// Key names with dots are written as nested objects.
+public struct EncodingContainer<Model> {
+    var keyed: KeyedEncodingContainer<VariableKey>
+    let table: KeyTable<Model>
+    /// Values for dotted key names, written as nested objects when the model is done.
+    var nestedValues: [(slot: Slot, value: any Encodable)] = []
+
+    init(keyed: KeyedEncodingContainer<VariableKey>, table: KeyTable<Model>) {
+        self.keyed = keyed
+        self.table = table
+    }
+
+    /// The key set being encoded (never `.currentLocal`: the version it stands for).
+    public var keySet: KeySetID { table.id }
+    /// The local version being encoded, or `nil` for a remote key set.
+    public var localVersion: Int? { table.localVersion }
+    /// The coding path of the model.
+    public var codingPath: [any CodingKey] { keyed.codingPath }
+
+    /// Writes the property's value (`nil` as `null`).
+    public mutating func encodeValue<Value: Encodable>(_ value: Value, for keyPath: KeyPath<Model, Value>) throws {
+        try encodeValue(value, forProperty: keyPath)
+    }
+
+    /// Writes a value of your choice for the property: for a property whose type differs in the
+    /// key set being encoded.
+    public mutating func encodeValue<Value: Encodable>(_ value: Value, forProperty keyPath: PartialKeyPath<Model>) throws {
+        guard let slot = try slot(for: keyPath) else { return }
+        if slot.prefix.isEmpty {
+            try keyed.encode(value, forKey: slot.key)
+        } else {
+            nestedValues.append((slot, value))
+        }
+    }
+
+    /// Writes the property's value, or no key at all when it is `nil`.
+    public mutating func encodeValueIfPresent<Value: Encodable>(_ value: Value?, for keyPath: KeyPath<Model, Value?>) throws {
+        guard let value else {
+            _ = try slot(for: keyPath)  // still checks that the key set knows the property
+            return
+        }
+        try encodeValue(value, forProperty: keyPath)
+    }
+
+    func slot(for keyPath: PartialKeyPath<Model>) throws -> Slot? {
+        if let slot = table.slot(for: keyPath) { return slot }
+        if table.isCurrentLocal {
+            throw VariableCodingError.propertyWithoutKey(type: typeName(Model.self), keySet: "\(table.id)", property: propertyName(keyPath))
+        }
+        return nil
+    }
+
+    /// Writes the values of dotted key names, one nested object per prefix.
+    mutating func finish() throws {
+        guard !nestedValues.isEmpty else { return }
+        try Self.write(nestedValues.map { ($0.slot.prefix[...], $0.slot.key, $0.value) }, into: &keyed)
+    }
+
+    private static func write(
+        _ items: [(prefix: ArraySlice<VariableKey>, key: VariableKey, value: any Encodable)],
+        into container: inout KeyedEncodingContainer<VariableKey>
+    ) throws {
+        var groups: [(name: VariableKey, items: [(prefix: ArraySlice<VariableKey>, key: VariableKey, value: any Encodable)])] = []
+        for item in items {
+            guard let first = item.prefix.first else {
+                try container.encode(item.value, forKey: item.key)
+                continue
+            }
+            let rest = (item.prefix.dropFirst(), item.key, item.value)
+            if let index = groups.firstIndex(where: { $0.name == first }) {
+                groups[index].items.append(rest)
+            } else {
+                groups.append((first, [rest]))
+            }
+        }
+        for group in groups {
+            var nested = container.nestedContainer(keyedBy: VariableKey.self, forKey: group.name)
+            try write(group.items, into: &nested)
+        }
+    }
+}

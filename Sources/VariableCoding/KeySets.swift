@@ -1,0 +1,206 @@
+/// The coding key of a variably coded model: one component of a key name from a key set.
+public struct VariableKey: CodingKey, Hashable, Sendable {
+    public let stringValue: String
+    public var intValue: Int? { nil }
+
+    public init(_ name: String) { stringValue = name }
+    public init?(stringValue: String) { self.stringValue = stringValue }
+    public init?(intValue: Int) { stringValue = String(intValue) }
+}
+
+/// Every key set of a model type: the local storage versions (one of them current) and the
+/// remote API versions, each mapping the type's properties (by key path) to key names.
+///
+/// Declare it once per type, as a `static let`, with key names written out as literals: a key set
+/// that has shipped is data, never derived from today's `CodingKeys`.
+///
+/// ```swift
+/// struct User: VariablyCodable {
+///     var name: String
+///     var email: String
+///
+///     static let keySets = KeySets<User>(
+///         local: [1: [\.name: "USER_NAME", \.email: "EMAIL"]],
+///         remote: ["v1": [\.name: "user_name", \.email: "email_address"]]
+///     )
+/// }
+/// ```
+///
+/// A key name with dots (`"meta.width"`) lives in a nested object. The current local version is
+/// the highest one unless `current` says otherwise. Mistakes in the declaration (two properties
+/// with one key name, a property the current local key set lacks, an unknown current version)
+/// are reported as ``VariableCodingError/invalidKeySets(type:keySet:problem:)`` at the type's
+/// first use.
+///
+/// ## Topics
+/// - ``KeySetID``
+/// - ``DecodingContainer``
+/// - ``EncodingContainer``
+public final class KeySets<Model>: @unchecked Sendable {
+    // @unchecked: immutable after init; key paths are immutable objects.
+
+    /// Key names by property key path.
+    public typealias Keys = [PartialKeyPath<Model>: String]
+
+    /// The local version that storage writes.
+    public let currentVersion: Int
+    /// Every declared local version, ascending.
+    public let localVersions: [Int]
+    /// Every declared remote version name, sorted.
+    public let remoteVersions: [String]
+    let tables: [KeySetID: KeyTable<Model>]
+    let problem: VariableCodingError?
+
+    /// Declares the key sets of `Model`.
+    ///
+    /// - Parameters:
+    ///   - current: the local version storage writes; the highest one when `nil`.
+    ///   - local: key names per local storage version (1, 2, 3 …).
+    ///   - remote: key names per remote API version ("v1", "v2" …).
+    public init(current: Int? = nil, local: [Int: Keys], remote: [String: Keys] = [:]) {
+        let type = typeName(Model.self)
+        localVersions = local.keys.sorted()
+        remoteVersions = remote.keys.sorted()
+        let current = current ?? localVersions.last ?? 0
+        currentVersion = current
+        var tables: [KeySetID: KeyTable<Model>] = [:]
+        var problem: VariableCodingError?
+        func report(_ keySet: KeySetID, _ text: String) {
+            if problem == nil { problem = .invalidKeySets(type: type, keySet: "\(keySet)", problem: text) }
+        }
+        if local.isEmpty { report(.currentLocal, "no local key set is declared") }
+        if let bad = localVersions.first(where: { $0 < 1 }) { report(.local(bad), "local versions start at 1") }
+        if !local.isEmpty && local[current] == nil {
+            report(.local(current), "the current local version \(current) is not declared (declared: \(localVersions.map(String.init).joined(separator: ", ")))")
+        }
+        for (version, keys) in local {
+            let table = KeyTable(id: .local(version), keys: keys, isCurrentLocal: version == current)
+            if let text = table.problem { report(.local(version), text) }
+            tables[.local(version)] = table
+        }
+        for (name, keys) in remote {
+            let table = KeyTable(id: .remote(name), keys: keys, isCurrentLocal: false)
+            if let text = table.problem { report(.remote(name), text) }
+            tables[.remote(name)] = table
+        }
+        // Whatever any key set can bring in, storage must be able to keep.
+        if let currentKeys = local[current] {
+            for (id, table) in tables.sorted(by: { "\($0.key)" < "\($1.key)" }) where id != .local(current) {
+                if let missing = table.properties.first(where: { currentKeys[$0.keyPath] == nil }) {
+                    report(.local(current), "it has no key for property '\(missing.name)', which key set \(id) names")
+                }
+            }
+        }
+        self.tables = tables
+        self.problem = problem
+    }
+
+    /// The table for a requested key set: exact for remote versions; for local versions the exact
+    /// one, or else the highest below it (a nested type whose own versions lag the outer type's).
+    func table(for requested: KeySetID) throws -> KeyTable<Model> {
+        if let problem { throw problem }
+        let id: KeySetID
+        switch requested {
+        case .currentLocal:
+            id = .local(currentVersion)
+        case .local(let version):
+            id = localVersions.last(where: { $0 <= version }).map(KeySetID.local) ?? requested
+        case .remote:
+            id = requested
+        }
+        guard let table = tables[id] else {
+            throw VariableCodingError.unknownKeySet(
+                type: typeName(Model.self), keySet: "\(requested)",
+                known: localVersions.map { "local(\($0))" } + remoteVersions.map { "remote(\($0))" }
+            )
+        }
+        return table
+    }
+
+    /// The key names of one key set by property name (`"name"`, `"meta.width"`), for registries
+    /// and tools that work without the Swift type.
+    public func keyNames(for keySet: KeySetID) throws -> [String: String] {
+        let table = try table(for: keySet)
+        return Dictionary(uniqueKeysWithValues: table.properties.map { ($0.name, $0.keyName) })
+    }
+}
+
+/// One property's place in one key set.
+struct Slot {
+    /// The property's stable name ("name", "meta.width").
+    let property: String
+    /// The full key name as declared ("user_name", "meta.width").
+    let keyName: String
+    /// The nested objects to enter first (empty for a flat key).
+    let prefix: [VariableKey]
+    /// The key within the innermost object.
+    let key: VariableKey
+}
+
+/// One key set, prepared for coding: lookups by key-path identity (one word to hash), falling
+/// back to the key path's own hashing for a key path object made elsewhere.
+final class KeyTable<Model>: @unchecked Sendable {
+    // @unchecked: immutable after init.
+    let id: KeySetID
+    let isCurrentLocal: Bool
+    let byIdentity: [ObjectIdentifier: Slot]
+    let byKeyPath: [PartialKeyPath<Model>: Slot]
+    let properties: [(keyPath: PartialKeyPath<Model>, name: String, keyName: String)]
+    let hasNestedKeys: Bool
+    /// The first thing wrong with the declaration, if anything.
+    let problem: String?
+
+    init(id: KeySetID, keys: [PartialKeyPath<Model>: String], isCurrentLocal: Bool) {
+        self.id = id
+        self.isCurrentLocal = isCurrentLocal
+        var byIdentity: [ObjectIdentifier: Slot] = [:]
+        var byKeyPath: [PartialKeyPath<Model>: Slot] = [:]
+        var properties: [(keyPath: PartialKeyPath<Model>, name: String, keyName: String)] = []
+        var problem: String?
+        var owners: [String: String] = [:]  // key name -> property
+        for (keyPath, keyName) in keys.sorted(by: { $0.value < $1.value }) {
+            let name = propertyName(keyPath)
+            let components = keyName.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            if keyName.isEmpty || components.contains(where: \.isEmpty) {
+                problem = problem ?? "property '\(name)' has the invalid key name '\(keyName)'"
+            }
+            if let other = owners[keyName] {
+                problem = problem ?? "properties '\(other)' and '\(name)' both use the key name '\(keyName)'"
+            }
+            owners[keyName] = name
+            let slot = Slot(
+                property: name, keyName: keyName,
+                prefix: components.dropLast().map(VariableKey.init), key: VariableKey(components.last ?? keyName)
+            )
+            byIdentity[ObjectIdentifier(keyPath)] = slot
+            byKeyPath[keyPath] = slot
+            properties.append((keyPath, name, keyName))
+        }
+        // "meta" cannot be a value and an object at once.
+        for keyName in owners.keys where keyName.contains(".") {
+            var prefix = ""
+            for component in keyName.split(separator: ".").dropLast() {
+                prefix += prefix.isEmpty ? String(component) : "." + component
+                if let owner = owners[prefix] {
+                    problem = problem ?? "property '\(owner)' uses the key name '\(prefix)', which '\(owners[keyName] ?? "")' uses as an object ('\(keyName)')"
+                }
+            }
+        }
+        self.byIdentity = byIdentity
+        self.byKeyPath = byKeyPath
+        self.properties = properties.sorted { $0.name < $1.name }
+        self.hasNestedKeys = owners.keys.contains { $0.contains(".") }
+        self.problem = problem
+    }
+
+    @inline(__always)
+    func slot(for keyPath: PartialKeyPath<Model>) -> Slot? {
+        byIdentity[ObjectIdentifier(keyPath)] ?? byKeyPath[keyPath]
+    }
+
+    /// The local version of this key set, or `nil` for a remote one.
+    var localVersion: Int? {
+        if case .local(let version) = id { return version }
+        return nil
+    }
+}
