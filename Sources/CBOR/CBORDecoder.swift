@@ -34,11 +34,15 @@ public struct CBORDecoder: Sendable {
     /// The deepest nesting accepted; deeper input is refused before decoding starts.
     public var maxDepth: Int
     /// Passed to the values' `init(from:)` as `decoder.userInfo` (for example, a key-set choice).
-    public var userInfo: [CodingUserInfoKey: any Sendable]
+    public var userInfo: [CodingUserInfoKey: any Sendable] {
+        didSet { userInfoBox = UserInfoBox(userInfo) }
+    }
+    private var userInfoBox: UserInfoBox
 
     public init(maxDepth: Int = CBORDecoder.defaultMaxDepth, userInfo: [CodingUserInfoKey: any Sendable] = [:]) {
         self.maxDepth = maxDepth
         self.userInfo = userInfo
+        self.userInfoBox = userInfo.isEmpty ? .empty : UserInfoBox(userInfo)
     }
 
     /// Decodes a `T` from bytes that must hold exactly one data item.
@@ -47,7 +51,7 @@ public struct CBORDecoder: Sendable {
     /// transaction, for example).
     public func decode<T: Decodable>(_ type: T.Type, from buffer: UnsafeRawBufferPointer) throws -> T {
         let reader = Reader(buffer, maxDepth: maxDepth)
-        let state = DecoderState.take(reader: reader, userInfo: userInfo)
+        let state = DecoderState.take(reader: reader, userInfo: userInfoBox)
         defer { DecoderState.recycle(state) }
         let value = try state.decodeValue(type, at: 0)
         // Every read above was bounds-checked, and every item a container reached was checked
@@ -94,9 +98,9 @@ final class DecoderState: Decoder, @unchecked Sendable {
     var generation = 0
     /// Where the top-level item ends, once a container has indexed it whole.
     var topLevelEnd: Int?
-    var userInfoStorage: [CodingUserInfoKey: any Sendable]
+    var userInfoStorage: UserInfoBox
 
-    init(reader: Reader, userInfo: [CodingUserInfoKey: any Sendable]) {
+    init(reader: Reader, userInfo: UserInfoBox) {
         self.reader = reader
         self.userInfoStorage = userInfo
     }
@@ -105,10 +109,10 @@ final class DecoderState: Decoder, @unchecked Sendable {
     /// (One slot: a second thread decoding at the same time simply makes its own state.)
     private static let spare = Mutex<DecoderState?>(nil)
 
-    static func take(reader: Reader, userInfo: [CodingUserInfoKey: any Sendable]) -> DecoderState {
+    static func take(reader: Reader, userInfo: UserInfoBox) -> DecoderState {
         guard let state = spare.withLock({ $0.take() }) else { return DecoderState(reader: reader, userInfo: userInfo) }
         state.reader = reader
-        if !userInfo.isEmpty { state.userInfoStorage = userInfo }
+        state.userInfoStorage = userInfo
         return state
     }
 
@@ -121,13 +125,13 @@ final class DecoderState: Decoder, @unchecked Sendable {
         state.entries.removeAll(keepingCapacity: state.entries.capacity <= 4096)
         state.guesses.removeAll(keepingCapacity: state.guesses.capacity <= 1024)
         if !state.chunkedKeys.isEmpty { state.chunkedKeys = [:] }
-        if !state.userInfoStorage.isEmpty { state.userInfoStorage = [:] }
+        state.userInfoStorage = .empty
         state.reader = Reader(UnsafeRawBufferPointer(start: nil, count: 0), maxDepth: 0)
         spare.withLock { if $0 == nil { $0 = state } }
     }
 
     var codingPath: [any CodingKey] { path }
-    var userInfo: [CodingUserInfoKey: Any] { userInfoStorage }
+    var userInfo: [CodingUserInfoKey: Any] { userInfoStorage.values }
 
     var pathText: String {
         path.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")

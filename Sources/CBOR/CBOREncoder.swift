@@ -35,11 +35,15 @@ public struct CBOREncoder: Sendable {
     /// Sort map keys so that equal values give equal bytes.
     public var deterministic: Bool
     /// Passed to the values' `encode(to:)` as `encoder.userInfo` (for example, a key-set choice).
-    public var userInfo: [CodingUserInfoKey: any Sendable]
+    public var userInfo: [CodingUserInfoKey: any Sendable] {
+        didSet { userInfoBox = UserInfoBox(userInfo) }
+    }
+    private var userInfoBox: UserInfoBox
 
     public init(deterministic: Bool = false, userInfo: [CodingUserInfoKey: any Sendable] = [:]) {
         self.deterministic = deterministic
         self.userInfo = userInfo
+        self.userInfoBox = userInfo.isEmpty ? .empty : UserInfoBox(userInfo)
     }
 
     /// Encodes `value` as one CBOR data item.
@@ -56,7 +60,7 @@ public struct CBOREncoder: Sendable {
     public func encode<T: Encodable>(_ value: T, appendingTo buffer: inout [UInt8]) throws {
         let state = EncoderState.take()
         defer { EncoderState.recycle(state) }
-        state.begin(deterministic: deterministic, userInfo: userInfo, buffer: &buffer)
+        state.begin(deterministic: deterministic, userInfo: userInfoBox, buffer: &buffer)
         defer { buffer = state.finish() }
         try state.encodeValue(value)
         if let failure = state.failure { throw failure }
@@ -95,7 +99,7 @@ final class EncoderState: Encoder, @unchecked Sendable {
     /// An error found where Codable gives no way to throw (nestedContainer, superEncoder).
     var failure: EncodingError?
     var deterministic = false
-    var userInfoStorage: [CodingUserInfoKey: any Sendable] = [:]
+    var userInfoStorage = UserInfoBox.empty
 
     // MARK: Reuse
 
@@ -118,13 +122,13 @@ final class EncoderState: Encoder, @unchecked Sendable {
         if !state.path.isEmpty { state.path.removeAll(keepingCapacity: true) }
         state.valueContainer = nil
         state.failure = nil
-        if !state.userInfoStorage.isEmpty { state.userInfoStorage = [:] }
+        state.userInfoStorage = .empty
         spare.withLock { if $0 == nil { $0 = state } }
     }
 
-    func begin(deterministic: Bool, userInfo: [CodingUserInfoKey: any Sendable], buffer: inout [UInt8]) {
+    func begin(deterministic: Bool, userInfo: UserInfoBox, buffer: inout [UInt8]) {
         self.deterministic = deterministic
-        if !userInfo.isEmpty { self.userInfoStorage = userInfo }
+        self.userInfoStorage = userInfo
         writer.reset(prefix: buffer)
     }
 
@@ -133,7 +137,7 @@ final class EncoderState: Encoder, @unchecked Sendable {
     }
 
     var codingPath: [any CodingKey] { path }
-    var userInfo: [CodingUserInfoKey: Any] { userInfoStorage }
+    var userInfo: [CodingUserInfoKey: Any] { userInfoStorage.values }
 
     // MARK: Containers
 

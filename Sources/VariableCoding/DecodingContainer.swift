@@ -37,13 +37,14 @@ public enum Presence<Value> {
 /// exactly, a `Float` into a `Double`, a 32-bit integer into a wider one. Errors are
 /// ``VariableCodingError/decoding(type:keySet:property:key:codingPath:reason:underlying:)``.
 public struct DecodingContainer<Model> {
-    let keyed: KeyedDecodingContainer<VariableKey>
-    let table: KeyTable<Model>
+    @usableFromInline let keyed: KeyedDecodingContainer<VariableKey>
+    @usableFromInline let table: KeyTable<Model>
     /// Nested objects entered so far, for key names with dots (made only for such key sets).
-    let nestedObjects: NestedObjects?
+    @usableFromInline let nestedObjects: NestedObjects?
     /// The coding path of the model.
     public let codingPath: [any CodingKey]
 
+    @inlinable
     init(keyed: KeyedDecodingContainer<VariableKey>, table: KeyTable<Model>, codingPath: [any CodingKey]) {
         self.keyed = keyed
         self.table = table
@@ -52,22 +53,28 @@ public struct DecodingContainer<Model> {
     }
 
     /// The key set being decoded (never `.currentLocal`: the version it stands for).
+    @inlinable
     public var keySet: KeySetID { table.id }
     /// The local version being decoded, or `nil` for a remote key set.
+    @inlinable
     public var localVersion: Int? { table.localVersion }
 
     /// Whether the data holds a key (with any value, `null` included) for the property.
+    @inlinable
     public func contains(_ keyPath: PartialKeyPath<Model>) -> Bool {
         guard let slot = table.slot(for: keyPath), let container = try? object(for: slot) else { return false }
         return container.contains(slot.key)
     }
 
     /// The property's value; an error when it is missing, `null` or of the wrong type.
+    @inlinable
     public func decodeValue<Value: Decodable>(for keyPath: KeyPath<Model, Value>) throws -> Value {
-        try decodeValue(Value.self, forProperty: keyPath)
+        if let value = try? decodeFlat(Value.self, keyPath) { return value }
+        return try decodeValue(Value.self, forProperty: keyPath)  // the full path, which says why
     }
 
     /// The property's value as a type of your choice: for a property whose type changed between versions.
+    @inlinable
     public func decodeValue<Value: Decodable>(_ type: Value.Type, forProperty keyPath: PartialKeyPath<Model>) throws -> Value {
         switch try presence(of: type, forProperty: keyPath) {
         case .value(let value): return value
@@ -77,7 +84,9 @@ public struct DecodingContainer<Model> {
     }
 
     /// The property's value, or `defaultValue` when the key is missing (`null` is an error).
+    @inlinable
     public func decodeValue<Value: Decodable>(for keyPath: KeyPath<Model, Value>, default defaultValue: @autoclosure () -> Value) throws -> Value {
+        if let value = try? decodeFlat(Value.self, keyPath) { return value }
         switch try presence(of: Value.self, forProperty: keyPath) {
         case .value(let value): return value
         case .missing: return defaultValue()
@@ -86,21 +95,24 @@ public struct DecodingContainer<Model> {
     }
 
     /// The optional property's value, or `nil` when the key is missing or `null`.
+    @inlinable
     public func decodeValueIfPresent<Value: Decodable>(for keyPath: KeyPath<Model, Value?>) throws -> Value? {
         try decodeValueIfPresent(Value.self, forProperty: keyPath)
     }
 
     /// The property's value, or `nil` when the key is missing or `null`.
+    @inlinable
     public func decodeValueIfPresent<Value: Decodable>(_ type: Value.Type, forProperty keyPath: PartialKeyPath<Model>) throws -> Value? {
         if case .value(let value) = try presence(of: type, forProperty: keyPath) { return value }
         return nil
     }
 
     /// Whether the property is missing, `null` or has a value; errors only for a value of the wrong type.
+    @inlinable
     public func presence<Value: Decodable>(of type: Value.Type, forProperty keyPath: PartialKeyPath<Model>) throws -> Presence<Value> {
         guard let slot = table.slot(for: keyPath), let container = try object(for: slot) else { return .missing }
         do {
-            return .value(try container.decode(Value.self, forKey: slot.key))
+            return .value(try decodePrimitiveOrValue(Value.self, in: container, forKey: slot.key))
         } catch let error as VariableCodingError {
             throw error  // a nested model's own, already precise error
         } catch {
@@ -114,7 +126,32 @@ public struct DecodingContainer<Model> {
 
     // MARK: Internals
 
+    /// The fast path of the common case, a flat key holding a value of the right type: one
+    /// lookup, no classification. `nil` (or an error) sends the caller down the full path.
+    @inlinable
+    func decodeFlat<Value: Decodable>(_ type: Value.Type, _ keyPath: PartialKeyPath<Model>) throws -> Value? {
+        guard let slot = table.slot(for: keyPath), slot.prefix.isEmpty else { return nil }
+        return try decodePrimitiveOrValue(Value.self, in: keyed, forKey: slot.key)
+    }
+
+    /// Decodes through the container's typed entry points for the standard primitive types, as
+    /// synthesized Codable code does: the generic entry point would go through `init(from:)` and a
+    /// single-value container for each of them, several times slower.
+    @inlinable
+    func decodePrimitiveOrValue<Value: Decodable>(_ type: Value.Type, in container: KeyedDecodingContainer<VariableKey>, forKey key: VariableKey) throws -> Value {
+        if Value.self == String.self { return unsafeBitCast(try container.decode(String.self, forKey: key), to: Value.self) }
+        if Value.self == Int.self { return unsafeBitCast(try container.decode(Int.self, forKey: key), to: Value.self) }
+        if Value.self == Bool.self { return unsafeBitCast(try container.decode(Bool.self, forKey: key), to: Value.self) }
+        if Value.self == Double.self { return unsafeBitCast(try container.decode(Double.self, forKey: key), to: Value.self) }
+        if Value.self == Int64.self { return unsafeBitCast(try container.decode(Int64.self, forKey: key), to: Value.self) }
+        if Value.self == Float.self { return unsafeBitCast(try container.decode(Float.self, forKey: key), to: Value.self) }
+        if Value.self == Int32.self { return unsafeBitCast(try container.decode(Int32.self, forKey: key), to: Value.self) }
+        if Value.self == UInt64.self { return unsafeBitCast(try container.decode(UInt64.self, forKey: key), to: Value.self) }
+        return try container.decode(Value.self, forKey: key)
+    }
+
     /// The object that holds `slot`'s key: this model's, or a nested one for a dotted key name.
+    @inlinable
     func object(for slot: Slot) throws -> KeyedDecodingContainer<VariableKey>? {
         guard !slot.prefix.isEmpty, let nestedObjects else { return keyed }
         let path = slot.keyName
@@ -132,6 +169,7 @@ public struct DecodingContainer<Model> {
     }
 
     /// The closed list of lossless conversions tried after a type mismatch.
+    @usableFromInline
     func widened<Value>(_ type: Value.Type, in container: KeyedDecodingContainer<VariableKey>, forKey key: VariableKey) -> Value? {
         if Value.self == Double.self {
             if let integer = try? container.decode(Int64.self, forKey: key), let exact = Double(exactly: integer) { return exact as? Value }
@@ -146,11 +184,13 @@ public struct DecodingContainer<Model> {
         return nil
     }
 
+    @usableFromInline
     func missingReason(_ keyPath: PartialKeyPath<Model>) -> String {
         guard let slot = table.slot(for: keyPath) else { return "key set \(table.id) has no key for this property and no default was given" }
         return "the key '\(slot.keyName)' is missing and no default was given"
     }
 
+    @usableFromInline
     func failure(_ keyPath: PartialKeyPath<Model>, reason: String, underlying: (any Error)? = nil) -> VariableCodingError {
         let slot = table.slot(for: keyPath)
         let path = (codingPath.map(\.stringValue) + (slot.map { $0.prefix.map(\.stringValue) + [$0.key.stringValue] } ?? [])).joined(separator: ".")
@@ -162,6 +202,7 @@ public struct DecodingContainer<Model> {
 }
 
 /// Why a coder's error happened, in one line.
+@usableFromInline
 func reason(of error: any Error) -> String {
     switch error {
     case DecodingError.typeMismatch(let type, let context): return "expected \(type): \(context.debugDescription)"
@@ -173,6 +214,8 @@ func reason(of error: any Error) -> String {
 }
 
 /// The nested objects a container has entered, shared by its copies.
+@usableFromInline
 final class NestedObjects {
-    var containers: [String: KeyedDecodingContainer<VariableKey>?] = [:]
+    @usableFromInline var containers: [String: KeyedDecodingContainer<VariableKey>?] = [:]
+    @usableFromInline init() {}
 }

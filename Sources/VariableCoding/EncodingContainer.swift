@@ -13,40 +13,47 @@
 /// data, so there it is ``VariableCodingError/propertyWithoutKey(type:keySet:property:)``.
 /// Key names with dots are written as nested objects.
 public struct EncodingContainer<Model> {
-    var keyed: KeyedEncodingContainer<VariableKey>
-    let table: KeyTable<Model>
+    @usableFromInline var keyed: KeyedEncodingContainer<VariableKey>
+    @usableFromInline let table: KeyTable<Model>
     /// Values for dotted key names, written as nested objects when the model is done.
-    var nestedValues: [(slot: Slot, value: any Encodable)] = []
+    @usableFromInline var nestedValues: [(slot: Slot, value: any Encodable)] = []
 
+    @inlinable
     init(keyed: KeyedEncodingContainer<VariableKey>, table: KeyTable<Model>) {
         self.keyed = keyed
         self.table = table
     }
 
     /// The key set being encoded (never `.currentLocal`: the version it stands for).
+    @inlinable
     public var keySet: KeySetID { table.id }
     /// The local version being encoded, or `nil` for a remote key set.
+    @inlinable
     public var localVersion: Int? { table.localVersion }
     /// The coding path of the model.
+    @inlinable
     public var codingPath: [any CodingKey] { keyed.codingPath }
 
     /// Writes the property's value (`nil` as `null`).
+    @inlinable
     public mutating func encodeValue<Value: Encodable>(_ value: Value, for keyPath: KeyPath<Model, Value>) throws {
         try encodeValue(value, forProperty: keyPath)
     }
 
     /// Writes a value of your choice for the property: for a property whose type differs in the
     /// key set being encoded.
+    @inlinable
     public mutating func encodeValue<Value: Encodable>(_ value: Value, forProperty keyPath: PartialKeyPath<Model>) throws {
         guard let slot = try slot(for: keyPath) else { return }
         if slot.prefix.isEmpty {
-            try keyed.encode(value, forKey: slot.key)
+            try encodePrimitiveOrValue(value, forKey: slot.key)
         } else {
             nestedValues.append((slot, value))
         }
     }
 
     /// Writes the property's value, or no key at all when it is `nil`.
+    @inlinable
     public mutating func encodeValueIfPresent<Value: Encodable>(_ value: Value?, for keyPath: KeyPath<Model, Value?>) throws {
         guard let value else {
             _ = try slot(for: keyPath)  // still checks that the key set knows the property
@@ -55,6 +62,22 @@ public struct EncodingContainer<Model> {
         try encodeValue(value, forProperty: keyPath)
     }
 
+    /// Encodes through the container's typed entry points for the standard primitive types, as
+    /// synthesized Codable code does (see `DecodingContainer.decodePrimitiveOrValue`).
+    @inlinable
+    mutating func encodePrimitiveOrValue<Value: Encodable>(_ value: Value, forKey key: VariableKey) throws {
+        if Value.self == String.self { return try keyed.encode(unsafeBitCast(value, to: String.self), forKey: key) }
+        if Value.self == Int.self { return try keyed.encode(unsafeBitCast(value, to: Int.self), forKey: key) }
+        if Value.self == Bool.self { return try keyed.encode(unsafeBitCast(value, to: Bool.self), forKey: key) }
+        if Value.self == Double.self { return try keyed.encode(unsafeBitCast(value, to: Double.self), forKey: key) }
+        if Value.self == Int64.self { return try keyed.encode(unsafeBitCast(value, to: Int64.self), forKey: key) }
+        if Value.self == Float.self { return try keyed.encode(unsafeBitCast(value, to: Float.self), forKey: key) }
+        if Value.self == Int32.self { return try keyed.encode(unsafeBitCast(value, to: Int32.self), forKey: key) }
+        if Value.self == UInt64.self { return try keyed.encode(unsafeBitCast(value, to: UInt64.self), forKey: key) }
+        try keyed.encode(value, forKey: key)
+    }
+
+    @inlinable
     func slot(for keyPath: PartialKeyPath<Model>) throws -> Slot? {
         if let slot = table.slot(for: keyPath) { return slot }
         if table.isCurrentLocal {
@@ -64,8 +87,14 @@ public struct EncodingContainer<Model> {
     }
 
     /// Writes the values of dotted key names, one nested object per prefix.
+    @inlinable
     mutating func finish() throws {
         guard !nestedValues.isEmpty else { return }
+        try writeNested()
+    }
+
+    @usableFromInline
+    mutating func writeNested() throws {
         try Self.write(nestedValues.map { ($0.slot.prefix[...], $0.slot.key, $0.value) }, into: &keyed)
     }
 

@@ -25,25 +25,41 @@ extension CodingUserInfoKey {
     /// let decoder = JSONDecoder()
     /// decoder.userInfo[.keySet] = KeySetID.remote("v2")
     /// ```
-    public static let keySet = CodingUserInfoKey(rawValue: "hoard.variableCoding.keySet")!
+    public static let keySet = CodingUserInfoKey(rawValue: "hoardKeySet")!  // short: hashed on every model
 }
 
 /// The key set chosen for the coding under way when no `userInfo` says so: set by the
 /// convenience methods (`decode(_:from:keySet:)`) for the duration of one call.
+@usableFromInline
 enum KeySetContext {
-    @TaskLocal static var current: KeySetID?
+    @TaskLocal @usableFromInline static var current: KeySetID?
 }
 
-/// The key set a coder asks for: its `userInfo`, then the convenience call's choice, then the
-/// current local version.
-func requestedKeySet(_ userInfo: [CodingUserInfoKey: Any]) -> KeySetID {
-    if let id = userInfo[.keySet] as? KeySetID { return id }
-    return KeySetContext.current ?? .currentLocal
+/// The key set a coding asks for: the call's choice (`withKeySet`, the convenience methods), then
+/// the coder's `userInfo`, then the current local version. The call's choice comes first because
+/// it is the more specific one, and because reading `userInfo` costs some coders a dictionary
+/// copy per value.
+@usableFromInline
+func requestedKeySet(_ userInfo: @autoclosure () -> [CodingUserInfoKey: Any]) -> KeySetID {
+    if let chosen = KeySetContext.current { return chosen }
+    let userInfo = userInfo()
+    if !userInfo.isEmpty {
+        // A coder's userInfo holds a handful of entries: comparing keys beats hashing one.
+        let wanted = CodingUserInfoKey.keySet
+        if userInfo.count <= 4 {
+            for (key, value) in userInfo where key == wanted {
+                if let id = value as? KeySetID { return id }
+            }
+        } else if let id = userInfo[wanted] as? KeySetID {
+            return id
+        }
+    }
+    return .currentLocal
 }
 
-/// Runs `body` with `keySet` as the choice of every VariablyCodable value coded inside it whose
-/// coder's `userInfo` names none. This is how the convenience methods pass a key set to a coder
-/// without touching its (shared, mutable) `userInfo`.
+/// Runs `body` with `keySet` as the choice of every VariablyCodable value coded inside it, ahead
+/// of what a coder's `userInfo` says. This is how the convenience methods pass a key set to a
+/// coder without touching its (shared, mutable) `userInfo`.
 public func withKeySet<R>(_ keySet: KeySetID, _ body: () throws -> R) rethrows -> R {
     try KeySetContext.$current.withValue(keySet, operation: body)
 }

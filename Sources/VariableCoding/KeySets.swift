@@ -49,7 +49,10 @@ public final class KeySets<Model>: @unchecked Sendable {
     /// Every declared remote version name, sorted.
     public let remoteVersions: [String]
     let tables: [KeySetID: KeyTable<Model>]
-    let problem: VariableCodingError?
+    /// The current local table and the remote ones, for lookups without hashing.
+    @usableFromInline let currentTable: KeyTable<Model>?
+    @usableFromInline let remoteTables: [(name: String, table: KeyTable<Model>)]
+    @usableFromInline let problem: VariableCodingError?
 
     /// Declares the key sets of `Model`.
     ///
@@ -92,12 +95,36 @@ public final class KeySets<Model>: @unchecked Sendable {
             }
         }
         self.tables = tables
+        self.currentTable = tables[.local(current)]
+        self.remoteTables = tables.compactMap { id, table in
+            if case .remote(let name) = id { return (name, table) }
+            return nil
+        }
         self.problem = problem
     }
 
     /// The table for a requested key set: exact for remote versions; for local versions the exact
     /// one, or else the highest below it (a nested type whose own versions lag the outer type's).
+    @inlinable
     func table(for requested: KeySetID) throws -> KeyTable<Model> {
+        if problem == nil {
+            // The two common requests, without hashing.
+            switch requested {
+            case .currentLocal:
+                if let currentTable { return currentTable }
+            case .remote(let name):
+                for entry in remoteTables where entry.name == name { return entry.table }
+            case .local(let version) where version == currentVersion:
+                if let currentTable { return currentTable }
+            default:
+                break
+            }
+        }
+        return try resolveTable(for: requested)
+    }
+
+    @usableFromInline
+    func resolveTable(for requested: KeySetID) throws -> KeyTable<Model> {
         if let problem { throw problem }
         let id: KeySetID
         switch requested {
@@ -125,35 +152,46 @@ public final class KeySets<Model>: @unchecked Sendable {
     }
 }
 
-/// One property's place in one key set.
-struct Slot {
+/// One property's place in one key set. A class, so that handing one out costs one retain.
+@usableFromInline
+final class Slot: @unchecked Sendable {
+    // @unchecked: immutable.
     /// The property's stable name ("name", "meta.width").
-    let property: String
+    @usableFromInline let property: String
     /// The full key name as declared ("user_name", "meta.width").
-    let keyName: String
+    @usableFromInline let keyName: String
     /// The nested objects to enter first (empty for a flat key).
-    let prefix: [VariableKey]
+    @usableFromInline let prefix: [VariableKey]
     /// The key within the innermost object.
-    let key: VariableKey
+    @usableFromInline let key: VariableKey
+
+    init(property: String, keyName: String, prefix: [VariableKey], key: VariableKey) {
+        self.property = property
+        self.keyName = keyName
+        self.prefix = prefix
+        self.key = key
+    }
 }
 
-/// One key set, prepared for coding: lookups by key-path identity (one word to hash), falling
-/// back to the key path's own hashing for a key path object made elsewhere.
+/// One key set, prepared for coding: lookups by key-path identity (a scan comparing one word
+/// per property: cheaper than hashing for the sizes models have), falling back to the key
+/// path's own hashing for a key path object made elsewhere.
+@usableFromInline
 final class KeyTable<Model>: @unchecked Sendable {
     // @unchecked: immutable after init.
-    let id: KeySetID
-    let isCurrentLocal: Bool
-    let byIdentity: [ObjectIdentifier: Slot]
-    let byKeyPath: [PartialKeyPath<Model>: Slot]
+    @usableFromInline let id: KeySetID
+    @usableFromInline let isCurrentLocal: Bool
+    @usableFromInline let byIdentity: ContiguousArray<(id: ObjectIdentifier, slot: Slot)>
+    @usableFromInline let byKeyPath: [PartialKeyPath<Model>: Slot]
     let properties: [(keyPath: PartialKeyPath<Model>, name: String, keyName: String)]
-    let hasNestedKeys: Bool
+    @usableFromInline let hasNestedKeys: Bool
     /// The first thing wrong with the declaration, if anything.
     let problem: String?
 
     init(id: KeySetID, keys: [PartialKeyPath<Model>: String], isCurrentLocal: Bool) {
         self.id = id
         self.isCurrentLocal = isCurrentLocal
-        var byIdentity: [ObjectIdentifier: Slot] = [:]
+        var byIdentity: ContiguousArray<(id: ObjectIdentifier, slot: Slot)> = []
         var byKeyPath: [PartialKeyPath<Model>: Slot] = [:]
         var properties: [(keyPath: PartialKeyPath<Model>, name: String, keyName: String)] = []
         var problem: String?
@@ -172,7 +210,7 @@ final class KeyTable<Model>: @unchecked Sendable {
                 property: name, keyName: keyName,
                 prefix: components.dropLast().map(VariableKey.init), key: VariableKey(components.last ?? keyName)
             )
-            byIdentity[ObjectIdentifier(keyPath)] = slot
+            byIdentity.append((ObjectIdentifier(keyPath), slot))
             byKeyPath[keyPath] = slot
             properties.append((keyPath, name, keyName))
         }
@@ -193,12 +231,15 @@ final class KeyTable<Model>: @unchecked Sendable {
         self.problem = problem
     }
 
-    @inline(__always)
+    @inlinable
     func slot(for keyPath: PartialKeyPath<Model>) -> Slot? {
-        byIdentity[ObjectIdentifier(keyPath)] ?? byKeyPath[keyPath]
+        let id = ObjectIdentifier(keyPath)
+        for entry in byIdentity where entry.id == id { return entry.slot }
+        return byKeyPath[keyPath]
     }
 
     /// The local version of this key set, or `nil` for a remote one.
+    @inlinable
     var localVersion: Int? {
         if case .local(let version) = id { return version }
         return nil

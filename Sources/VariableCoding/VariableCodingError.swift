@@ -31,6 +31,7 @@ public enum VariableCodingError: Error, CustomStringConvertible, @unchecked Send
 
 /// "name" for `\User.name`, "meta.width" for `\Photo.meta.width`: a key path as the stable name
 /// of a property, for registries and messages.
+@usableFromInline
 func propertyName(_ keyPath: AnyKeyPath) -> String {
     let text = "\(keyPath)"  // "\User.name" or "\Module.User.name"
     guard text.hasPrefix("\\") else { return text }
@@ -54,4 +55,5 @@ func propertyName(_ keyPath: AnyKeyPath) -> String {
     return String(body)
 }
 
+@usableFromInline
 func typeName<T>(_ type: T.Type) -> String { String(describing: type) }

@@ -23,6 +23,7 @@ public protocol VariablyEncodable: Encodable {
 public typealias VariablyCodable = VariablyDecodable & VariablyEncodable
 
 extension VariablyDecodable {
+    @inlinable
     public init(from decoder: any Decoder) throws {
         let table = try Self.keySets.table(for: requestedKeySet(decoder.userInfo))
         let keyed = try decoder.container(keyedBy: VariableKey.self)
@@ -31,6 +32,7 @@ extension VariablyDecodable {
 }
 
 extension VariablyEncodable {
+    @inlinable
     public func encode(to encoder: any Encoder) throws {
         let table = try Self.keySets.table(for: requestedKeySet(encoder.userInfo))
         var container = EncodingContainer(keyed: encoder.container(keyedBy: VariableKey.self), table: table)

@@ -38,11 +38,13 @@ struct KeySetTests {
         }
         #expect(try keys(of: JSONEncoder().encode(user, keySet: .remote("v1"))) == ["user_name", "email_address", "user_age"])
 
-        // userInfo works as well as the convenience methods, and wins over them.
+        // userInfo works as well as the convenience methods; the call's own choice wins.
         let decoder = JSONDecoder()
         decoder.userInfo[.keySet] = KeySetID.remote("v1")
         #expect(try decoder.decode(UserInfo.self, from: remote) == user)
-        #expect(try decoder.decode(UserInfo.self, from: remote, keySet: .local(1)) == user)
+        let local = try JSONEncoder().encode(user, keySet: .local(1))
+        #expect(try decoder.decode(UserInfo.self, from: local, keySet: .local(1)) == user)
+        #expect(throws: VariableCodingError.self) { try decoder.decode(UserInfo.self, from: local) }
     }
 
     @Test("Photo: nested objects as nested models and as a flat model, both ways")

@@ -17,7 +17,11 @@ let package = Package(
         .target(name: "BenchSupport", path: "Sources/BenchSupport"),
         .executableTarget(
             name: "codec-bench",
-            dependencies: ["BenchSupport", .product(name: "CBOR", package: "Hoard")],
+            dependencies: [
+                "BenchSupport",
+                .product(name: "CBOR", package: "Hoard"),
+                .product(name: "VariableCoding", package: "Hoard"),
+            ],
             path: "Sources/CodecBench"
         ),
         .executableTarget(
