@@ -112,6 +112,13 @@ public struct DecodingContainer<Model> {
     public func presence<Value: Decodable>(of type: Value.Type, forProperty keyPath: PartialKeyPath<Model>) throws -> Presence<Value> {
         guard let slot = table.slot(for: keyPath), let container = try object(for: slot) else { return .missing }
         do {
+            if let transform = slot.transform {
+                let converted = try transform.decode(container, slot.key)
+                guard let value = converted as? Value else {
+                    throw failure(keyPath, reason: "the transform produced \(Swift.type(of: converted)), not \(Value.self)")
+                }
+                return .value(value)
+            }
             return .value(try decodePrimitiveOrValue(Value.self, in: container, forKey: slot.key))
         } catch let error as VariableCodingError {
             throw error  // a nested model's own, already precise error
@@ -130,7 +137,7 @@ public struct DecodingContainer<Model> {
     /// lookup, no classification. `nil` (or an error) sends the caller down the full path.
     @inlinable
     func decodeFlat<Value: Decodable>(_ type: Value.Type, _ keyPath: PartialKeyPath<Model>) throws -> Value? {
-        guard let slot = table.slot(for: keyPath), slot.prefix.isEmpty else { return nil }
+        guard let slot = table.slot(for: keyPath), slot.prefix.isEmpty, slot.transform == nil else { return nil }
         return try decodePrimitiveOrValue(Value.self, in: keyed, forKey: slot.key)
     }
 

@@ -60,7 +60,16 @@ public final class KeySets<Model>: @unchecked Sendable {
     ///   - current: the local version storage writes; the highest one when `nil`.
     ///   - local: key names per local storage version (1, 2, 3 …).
     ///   - remote: key names per remote API version ("v1", "v2" …).
-    public init(current: Int? = nil, local: [Int: Keys], remote: [String: Keys] = [:]) {
+    ///   - wrappers: per remote version, the key path (dots for depth) of the object that holds
+    ///     the model, for APIs that wrap it (`{"content": {…}}` is `"content"`).
+    ///   - transforms: per remote version, conversions of arriving values (see ``KeyTransform``).
+    public init(
+        current: Int? = nil,
+        local: [Int: Keys],
+        remote: [String: Keys] = [:],
+        wrappers: [String: String] = [:],
+        transforms: [String: [PartialKeyPath<Model>: KeyTransform]] = [:]
+    ) {
         let type = typeName(Model.self)
         localVersions = local.keys.sorted()
         remoteVersions = remote.keys.sorted()
@@ -81,8 +90,14 @@ public final class KeySets<Model>: @unchecked Sendable {
             if let text = table.problem { report(.local(version), text) }
             tables[.local(version)] = table
         }
+        for name in Set(wrappers.keys).union(transforms.keys).subtracting(remote.keys).sorted() {
+            report(.remote(name), "a wrapper or transform is declared for a remote version that has no key set")
+        }
         for (name, keys) in remote {
-            let table = KeyTable(id: .remote(name), keys: keys, isCurrentLocal: false)
+            let table = KeyTable(
+                id: .remote(name), keys: keys, isCurrentLocal: false,
+                wrapper: wrappers[name], transforms: transforms[name] ?? [:]
+            )
             if let text = table.problem { report(.remote(name), text) }
             tables[.remote(name)] = table
         }
@@ -164,12 +179,15 @@ final class Slot: @unchecked Sendable {
     @usableFromInline let prefix: [VariableKey]
     /// The key within the innermost object.
     @usableFromInline let key: VariableKey
+    /// A conversion of the arriving value (remote key sets only).
+    @usableFromInline let transform: KeyTransform?
 
-    init(property: String, keyName: String, prefix: [VariableKey], key: VariableKey) {
+    init(property: String, keyName: String, prefix: [VariableKey], key: VariableKey, transform: KeyTransform?) {
         self.property = property
         self.keyName = keyName
         self.prefix = prefix
         self.key = key
+        self.transform = transform
     }
 }
 
@@ -188,7 +206,13 @@ final class KeyTable<Model>: @unchecked Sendable {
     /// The first thing wrong with the declaration, if anything.
     let problem: String?
 
-    init(id: KeySetID, keys: [PartialKeyPath<Model>: String], isCurrentLocal: Bool) {
+    /// The keys of the object that holds the model (empty when the model is the payload itself).
+    @usableFromInline let wrapper: [VariableKey]
+
+    init(
+        id: KeySetID, keys: [PartialKeyPath<Model>: String], isCurrentLocal: Bool,
+        wrapper: String? = nil, transforms: [PartialKeyPath<Model>: KeyTransform] = [:]
+    ) {
         self.id = id
         self.isCurrentLocal = isCurrentLocal
         var byIdentity: ContiguousArray<(id: ObjectIdentifier, slot: Slot)> = []
@@ -208,7 +232,8 @@ final class KeyTable<Model>: @unchecked Sendable {
             owners[keyName] = name
             let slot = Slot(
                 property: name, keyName: keyName,
-                prefix: components.dropLast().map(VariableKey.init), key: VariableKey(components.last ?? keyName)
+                prefix: components.dropLast().map(VariableKey.init), key: VariableKey(components.last ?? keyName),
+                transform: transforms[keyPath]
             )
             byIdentity.append((ObjectIdentifier(keyPath), slot))
             byKeyPath[keyPath] = slot
@@ -228,6 +253,13 @@ final class KeyTable<Model>: @unchecked Sendable {
         self.byKeyPath = byKeyPath
         self.properties = properties.sorted { $0.name < $1.name }
         self.hasNestedKeys = owners.keys.contains { $0.contains(".") }
+        self.wrapper = wrapper.map { $0.split(separator: ".").map { VariableKey(String($0)) } } ?? []
+        if let wrapper, wrapper.isEmpty || wrapper.split(separator: ".", omittingEmptySubsequences: false).contains(where: \.isEmpty) {
+            problem = problem ?? "the wrapper key path '\(wrapper)' is invalid"
+        }
+        for keyPath in transforms.keys where keys[keyPath] == nil {
+            problem = problem ?? "a transform is declared for property '\(propertyName(keyPath))', which has no key"
+        }
         self.problem = problem
     }
 

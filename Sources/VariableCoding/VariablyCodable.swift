@@ -26,8 +26,9 @@ extension VariablyDecodable {
     @inlinable
     public init(from decoder: any Decoder) throws {
         let table = try Self.keySets.table(for: requestedKeySet(decoder.userInfo))
-        let keyed = try decoder.container(keyedBy: VariableKey.self)
-        try self.init(from: DecodingContainer(keyed: keyed, table: table, codingPath: decoder.codingPath))
+        var keyed = try decoder.container(keyedBy: VariableKey.self)
+        if !table.wrapper.isEmpty { keyed = try unwrap(keyed, table) }
+        try self.init(from: DecodingContainer(keyed: keyed, table: table, codingPath: keyed.codingPath))
     }
 }
 
@@ -35,8 +36,30 @@ extension VariablyEncodable {
     @inlinable
     public func encode(to encoder: any Encoder) throws {
         let table = try Self.keySets.table(for: requestedKeySet(encoder.userInfo))
-        var container = EncodingContainer(keyed: encoder.container(keyedBy: VariableKey.self), table: table)
+        var keyed = encoder.container(keyedBy: VariableKey.self)
+        for key in table.wrapper {
+            keyed = keyed.nestedContainer(keyedBy: VariableKey.self, forKey: key)
+        }
+        var container = EncodingContainer(keyed: keyed, table: table)
         try encode(to: &container)
         try container.finish()
     }
+}
+
+/// Enters the object(s) that wrap a model in a remote payload (`{"content": {…}}`).
+@usableFromInline
+func unwrap<Model>(_ outer: KeyedDecodingContainer<VariableKey>, _ table: KeyTable<Model>) throws -> KeyedDecodingContainer<VariableKey> {
+    var container = outer
+    for key in table.wrapper {
+        guard container.contains(key) else {
+            throw VariableCodingError.decoding(
+                type: typeName(Model.self), keySet: "\(table.id)", property: "(wrapper)",
+                key: table.wrapper.map(\.stringValue).joined(separator: "."),
+                codingPath: (container.codingPath.map(\.stringValue) + [key.stringValue]).joined(separator: "."),
+                reason: "the payload has no '\(key.stringValue)' object around the model", underlying: nil
+            )
+        }
+        container = try container.nestedContainer(keyedBy: VariableKey.self, forKey: key)
+    }
+    return container
 }

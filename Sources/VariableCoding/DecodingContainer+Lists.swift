@@ -1,0 +1,96 @@
+/// Elements decoded from a list, and the ones that could not be.
+public struct DecodedList<Element> {
+    /// The elements that decoded, in order.
+    public var elements: [Element]
+    /// The elements that did not decode (with ``ListPolicy/lossy``), by their key or index.
+    public var failures: [ElementFailure]
+}
+
+/// One element of a list that did not decode.
+public struct ElementFailure: Error, CustomStringConvertible, @unchecked Sendable {
+    // @unchecked: `error` is the coder's error, which Swift's Error does not require to be Sendable.
+    /// The element's key in a map, or its index in an array.
+    public let key: String
+    /// Why it failed.
+    public let error: any Error
+
+    public var description: String { "element '\(key)': \(error)" }
+}
+
+/// What a list does with an element that does not decode.
+public enum ListPolicy: Sendable {
+    /// The whole decode fails, naming the element.
+    case strict
+    /// The element is left out and reported in ``DecodedList/failures``.
+    case lossy
+}
+
+/// Decodes one element and never fails, so that an unkeyed container always moves on (a failed
+/// `decode` would leave it on the same element).
+struct Attempt<Element: Decodable>: Decodable {
+    let result: Result<Element, any Error>
+    init(from decoder: any Decoder) throws {
+        do {
+            result = .success(try Element(from: decoder))
+        } catch {
+            result = .failure(error)
+        }
+    }
+}
+
+extension DecodingContainer {
+    /// Decodes a list that arrives as an array, or as an object keyed by the elements' ids
+    /// (`{"17": {…}, "4": {…}}`) — the shape many APIs use where a list is meant.
+    ///
+    /// A missing or `null` key gives an empty list.
+    ///
+    /// - Parameters:
+    ///   - type: the element type; `VariablyCodable` elements follow the same key set.
+    ///   - keyPath: the property.
+    ///   - policy: fail on the first element that does not decode, or leave it out and report it.
+    ///   - areInIncreasingOrder: the order of the result; without it, an array keeps its order
+    ///     and an object is ordered by its keys (numerically when they are all integers).
+    public func decodeList<Element: Decodable>(
+        _ type: Element.Type,
+        forProperty keyPath: PartialKeyPath<Model>,
+        policy: ListPolicy = .strict,
+        orderedBy areInIncreasingOrder: ((Element, Element) -> Bool)? = nil
+    ) throws -> DecodedList<Element> {
+        guard let slot = table.slot(for: keyPath), let container = try object(for: slot),
+              container.contains(slot.key), try !container.decodeNil(forKey: slot.key) else {
+            return DecodedList(elements: [], failures: [])
+        }
+        var attempts: [(key: String, result: Result<Element, any Error>)] = []
+        if var array = try? container.nestedUnkeyedContainer(forKey: slot.key) {
+            while !array.isAtEnd {
+                let index = array.currentIndex
+                attempts.append((String(index), try array.decode(Attempt<Element>.self).result))
+            }
+        } else {
+            let object = try container.nestedContainer(keyedBy: VariableKey.self, forKey: slot.key)
+            var keys = object.allKeys.map(\.stringValue)
+            if keys.allSatisfy({ Int($0) != nil }) {
+                keys.sort { Int($0)! < Int($1)! }
+            } else {
+                keys.sort()
+            }
+            for key in keys {
+                attempts.append((key, try object.decode(Attempt<Element>.self, forKey: VariableKey(key)).result))
+            }
+        }
+        var list = DecodedList<Element>(elements: [], failures: [])
+        for attempt in attempts {
+            switch attempt.result {
+            case .success(let element):
+                list.elements.append(element)
+            case .failure(let error):
+                if policy == .strict {
+                    throw failure(keyPath, reason: "element '\(attempt.key)' does not decode: \(reason(of: error))", underlying: error)
+                }
+                list.failures.append(ElementFailure(key: attempt.key, error: error))
+            }
+        }
+        if let areInIncreasingOrder { list.elements.sort(by: areInIncreasingOrder) }
+        return list
+    }
+}
