@@ -97,3 +97,72 @@ struct KeySetTests {
         #expect(Profile.keySets.remoteVersions == ["v1"])
     }
 }
+
+/// A model holding every kind of value Codable can: foundation types, collections, optionals,
+/// nested models and enums, in a local and a remote key set.
+struct Kitchen: VariablyCodable, Equatable {
+    var id: UUID
+    var created: Date
+    var blob: Data
+    var link: URL
+    var counts: [String: Int]
+    var matrix: [[Double]]
+    var note: String?
+    var status: Status
+    var meta: Meta
+
+    static let keySets = KeySets<Kitchen>(
+        local: [1: [\.id: "i", \.created: "c", \.blob: "b", \.link: "l", \.counts: "n", \.matrix: "m", \.note: "o", \.status: "s", \.meta: "x"]],
+        remote: ["v1": [\.id: "id", \.created: "created_at", \.blob: "blob", \.link: "link", \.counts: "counts",
+                        \.matrix: "matrix", \.note: "note", \.status: "state", \.meta: "meta"]]
+    )
+    init(id: UUID, created: Date, blob: Data, link: URL, counts: [String: Int], matrix: [[Double]], note: String?, status: Status, meta: Meta) {
+        (self.id, self.created, self.blob, self.link, self.counts, self.matrix, self.note, self.status, self.meta) =
+            (id, created, blob, link, counts, matrix, note, status, meta)
+    }
+    init(from container: DecodingContainer<Kitchen>) throws {
+        id = try container.decodeValue(for: \.id)
+        created = try container.decodeValue(for: \.created)
+        blob = try container.decodeValue(for: \.blob)
+        link = try container.decodeValue(for: \.link)
+        counts = try container.decodeValue(for: \.counts)
+        matrix = try container.decodeValue(for: \.matrix)
+        note = try container.decodeValueIfPresent(for: \.note)
+        status = try container.decodeValue(for: \.status)
+        meta = try container.decodeValue(for: \.meta)
+    }
+    func encode(to container: inout EncodingContainer<Kitchen>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(created, for: \.created)
+        try container.encodeValue(blob, for: \.blob)
+        try container.encodeValue(link, for: \.link)
+        try container.encodeValue(counts, for: \.counts)
+        try container.encodeValue(matrix, for: \.matrix)
+        try container.encodeValueIfPresent(note, for: \.note)
+        try container.encodeValue(status, for: \.status)
+        try container.encodeValue(meta, for: \.meta)
+    }
+}
+
+@Suite("Everything Codable can hold")
+struct KitchenTests {
+    @Test("foundation types, collections, optionals, enums and nested models round-trip in every key set and coder")
+    func roundTrips() throws {
+        for note in [nil, "salt"] as [String?] {
+            let value = Kitchen(
+                id: UUID(), created: Date(timeIntervalSince1970: 1_700_000_000), blob: Data([0, 1, 255]),
+                link: URL(string: "https://example.com/k?q=1")!, counts: ["a": 1, "b": -2], matrix: [[1.5, -0.25], []],
+                note: note, status: .suspended, meta: Meta(width: 3, height: 4)
+            )
+            for keySet: KeySetID in [.currentLocal, .remote("v1")] {
+                for coder in Coder.allCases {
+                    #expect(try coder.decode(Kitchen.self, coder.encode(value, keySet), keySet) == value, "\(keySet), \(coder)")
+                }
+            }
+            // An absent optional writes no key; a present one does.
+            let remote = try JSONSerialization.jsonObject(with: JSONEncoder().encode(value, keySet: .remote("v1"))) as? [String: Any]
+            #expect((remote?["note"] != nil) == (note != nil))
+            #expect(remote?["state"] as? String == "BLOCKED")
+        }
+    }
+}
