@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "LMDB", targets: ["LMDB"]),
         .library(name: "CBOR", targets: ["CBOR"]),
         .library(name: "VariableCoding", targets: ["VariableCoding"]),
+        .library(name: "Hoard", targets: ["Hoard"]),
         .executable(name: "hoard", targets: ["HoardCLI"]),
     ],
     dependencies: [
@@ -37,6 +38,9 @@ let package = Package(
 
         // RFC 8949 CBOR as a Codable coder; pure Swift, no LMDB.
         .target(name: "CBOR", swiftSettings: strict),
+
+        // The product: typed collections of VariablyCodable models in LMDB, records in CBOR.
+        .target(name: "Hoard", dependencies: ["LMDB", "VariableCoding", "CBOR"], swiftSettings: strict),
 
         // Helpers shared by the test targets (temporary stores, child processes).
         .target(name: "TestSupport", dependencies: ["LMDB"], swiftSettings: strict),
@@ -64,6 +68,11 @@ let package = Package(
         .testTarget(
             name: "VariableCodingTests",
             dependencies: ["VariableCoding", "CBOR", "TestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HoardTests",
+            dependencies: ["Hoard", "LMDB", "CBOR", "VariableCoding", "TestSupport"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,0 +1,48 @@
+public import LMDB
+
+/// What went wrong in a Hoard store, naming the collection, key and versions involved.
+public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
+    // @unchecked: `underlying` keeps the coder's error, which Swift's Error does not require to be Sendable.
+
+    /// The LMDB environment exists but is not a Hoard store (it holds other databases).
+    case notAHoardStore(path: String, found: [String])
+    /// The store was written by a newer Hoard format than this code reads.
+    case newerFormat(path: String, found: Int, supported: Int)
+    /// A record was written by a newer key-set version than the running code knows (a rollback).
+    case newerRecord(collection: String, key: String, version: Int, current: Int)
+    /// A record's bytes are damaged: header, checksum or payload.
+    case corruptRecord(collection: String, key: String, reason: String)
+    /// A shipped key set changed without a new version.
+    case keySetChanged(type: String, collection: String, version: Int, differences: [String])
+    /// A record's payload did not decode as the model.
+    case decoding(collection: String, key: String, version: Int, underlying: any Error)
+    /// The model did not encode.
+    case encoding(collection: String, key: String, underlying: any Error)
+    /// The ID is not valid as a key (too long).
+    case invalidID(collection: String, reason: String)
+    /// LMDB reported an error.
+    case storage(LMDBError)
+
+    public var description: String {
+        switch self {
+        case .notAHoardStore(let path, let found):
+            return "\(path) is an LMDB environment but not a Hoard store (it holds \(found.isEmpty ? "unnamed data" : found.joined(separator: ", "))); nothing was changed"
+        case .newerFormat(let path, let found, let supported):
+            return "\(path) was written by Hoard format \(found); this code reads format \(supported) and older. Nothing was changed"
+        case .newerRecord(let collection, let key, let version, let current):
+            return "\(collection)[\(key)] was written with key-set version \(version), newer than this code's current version \(current) (was the app rolled back?)"
+        case .corruptRecord(let collection, let key, let reason):
+            return "\(collection)[\(key)] is damaged: \(reason)"
+        case .keySetChanged(let type, let collection, let version, let differences):
+            return "\(type) (collection \(collection)): local key set \(version) differs from the one the store recorded (\(differences.joined(separator: "; "))); a shipped key set must not change — declare a new version"
+        case .decoding(let collection, let key, let version, let underlying):
+            return "\(collection)[\(key)] (version \(version)) does not decode: \(underlying)"
+        case .encoding(let collection, let key, let underlying):
+            return "\(collection)[\(key)] does not encode: \(underlying)"
+        case .invalidID(let collection, let reason):
+            return "\(collection): invalid ID: \(reason)"
+        case .storage(let error):
+            return "\(error)"
+        }
+    }
+}

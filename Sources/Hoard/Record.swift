@@ -1,0 +1,123 @@
+/// The fixed header in front of every stored payload; docs/FORMAT.md specifies it byte by byte.
+///
+/// ```
+/// offset size  field
+///  0     2     magic "HR" (0x48 0x52)
+///  2     1     record format (1)
+///  3     1     flags (bit 0: the record expires; other bits 0)
+///  4     4     key-set version of the payload, UInt32 big-endian
+///  8     8     written at, Int64 big-endian, milliseconds since 1970-01-01T00:00:00Z
+/// 16     8     expires at, Int64 big-endian, milliseconds since 1970 (0 when flag bit 0 is clear)
+/// 24     4     CRC-32 (IEEE 802.3, as zlib's crc32) of bytes 0..<24 followed by the payload, big-endian
+/// 28     …     payload: one CBOR data item
+/// ```
+public struct RecordHeader: Sendable, Hashable {
+    /// The size of the header in bytes.
+    public static let size = 28
+    /// The record format this code writes and reads.
+    public static let format: UInt8 = 1
+    static let magic: (UInt8, UInt8) = (0x48, 0x52)
+
+    /// The local key-set version the payload was written with.
+    public var version: Int
+    /// When the record was written, in milliseconds since 1970.
+    public var writtenAt: Int64
+    /// When the record expires, in milliseconds since 1970; `nil` for never.
+    public var expiresAt: Int64?
+
+    public init(version: Int, writtenAt: Int64, expiresAt: Int64?) {
+        self.version = version
+        self.writtenAt = writtenAt
+        self.expiresAt = expiresAt
+    }
+
+    /// The complete record: this header, then `payload`.
+    public func record(with payload: [UInt8]) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: Self.size + payload.count) { buffer, count in
+            payload.withUnsafeBytes { write(payload: $0, into: UnsafeMutableRawBufferPointer(buffer)) }
+            count = Self.size + payload.count
+        }
+    }
+
+    /// Writes the header followed by `payload` into `record` (which must be `size + payload.count` long).
+    func write(payload: UnsafeRawBufferPointer, into record: UnsafeMutableRawBufferPointer) {
+        record[0] = Self.magic.0
+        record[1] = Self.magic.1
+        record[2] = Self.format
+        record[3] = expiresAt == nil ? 0 : 1
+        storeBigEndian(UInt32(truncatingIfNeeded: version), at: 4, in: record)
+        storeBigEndian(UInt64(bitPattern: writtenAt), at: 8, in: record)
+        storeBigEndian(UInt64(bitPattern: expiresAt ?? 0), at: 16, in: record)
+        if let base = payload.baseAddress, !payload.isEmpty {
+            (record.baseAddress! + Self.size).copyMemory(from: base, byteCount: payload.count)
+        }
+        var crc = CRC32()
+        crc.update(UnsafeRawBufferPointer(rebasing: record[0..<24]))
+        crc.update(payload)
+        storeBigEndian(crc.value, at: 24, in: record)
+    }
+
+    /// Reads and checks the header of `record`; returns it and the payload.
+    ///
+    /// - Throws: a description of what is wrong (the caller names the record).
+    static func read(_ record: UnsafeRawBufferPointer) throws(RecordProblem) -> (RecordHeader, UnsafeRawBufferPointer) {
+        guard record.count >= size else { throw RecordProblem("the record has \(record.count) bytes, fewer than the \(size)-byte header") }
+        guard record[0] == magic.0, record[1] == magic.1 else {
+            throw RecordProblem("the header does not start with \"HR\" (found 0x\(hex(record[0]))\(hex(record[1])))")
+        }
+        guard record[2] == format else { throw RecordProblem("record format \(record[2]) is not the format \(format) this code reads") }
+        let flags = record[3]
+        guard flags & ~1 == 0 else { throw RecordProblem("unknown header flags 0x\(hex(flags))") }
+        let payload = UnsafeRawBufferPointer(rebasing: record[size...])
+        var crc = CRC32()
+        crc.update(UnsafeRawBufferPointer(rebasing: record[0..<24]))
+        crc.update(payload)
+        let stored = loadBigEndian(UInt32.self, at: 24, in: record)
+        guard crc.value == stored else {
+            throw RecordProblem("checksum mismatch (stored 0x\(String(stored, radix: 16)), computed 0x\(String(crc.value, radix: 16)))")
+        }
+        let version = Int(loadBigEndian(UInt32.self, at: 4, in: record))
+        let writtenAt = Int64(bitPattern: loadBigEndian(UInt64.self, at: 8, in: record))
+        let expiresAt = flags & 1 == 1 ? Int64(bitPattern: loadBigEndian(UInt64.self, at: 16, in: record)) : nil
+        return (RecordHeader(version: version, writtenAt: writtenAt, expiresAt: expiresAt), payload)
+    }
+}
+
+/// Why a record's bytes are not a valid record.
+struct RecordProblem: Error {
+    let reason: String
+    init(_ reason: String) { self.reason = reason }
+}
+
+func hex(_ byte: UInt8) -> String { (byte < 16 ? "0" : "") + String(byte, radix: 16) }
+
+@inline(__always)
+func storeBigEndian<T: FixedWidthInteger>(_ value: T, at offset: Int, in buffer: UnsafeMutableRawBufferPointer) {
+    buffer.storeBytes(of: value.bigEndian, toByteOffset: offset, as: T.self)
+}
+
+@inline(__always)
+func loadBigEndian<T: FixedWidthInteger>(_ type: T.Type, at offset: Int, in buffer: UnsafeRawBufferPointer) -> T {
+    T(bigEndian: buffer.loadUnaligned(fromByteOffset: offset, as: T.self))
+}
+
+/// CRC-32 (IEEE 802.3 polynomial, reflected; the checksum of zlib, gzip and PNG).
+struct CRC32 {
+    private(set) var state: UInt32 = 0xFFFF_FFFF
+
+    static let table: [UInt32] = (0..<256).map { n in
+        var c = UInt32(n)
+        for _ in 0..<8 { c = c & 1 == 1 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+        return c
+    }
+
+    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        var c = state
+        Self.table.withUnsafeBufferPointer { table in
+            for byte in bytes { c = table[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c >> 8) }
+        }
+        state = c
+    }
+
+    var value: UInt32 { state ^ 0xFFFF_FFFF }
+}

@@ -1,0 +1,66 @@
+internal import LMDB
+internal import VariableCoding
+internal import CBOR
+
+/// The key-set registry in the meta database: for every collection, the model type, the current
+/// local version and the key names of every local version by property. Tools read a store with
+/// it and no Swift types; it is also the ledger that keeps shipped key sets frozen.
+struct RegistryEntry: Codable, Equatable {
+    /// The Swift type name of the model.
+    var type: String
+    /// The highest current local version any code has opened the collection with.
+    var current: Int
+    /// Per local version (as text), key names by property name.
+    var versions: [String: [String: String]]
+}
+
+enum Registry {
+    static func key(_ collection: String) -> [UInt8] { Array("collection:\(collection)".utf8) }
+
+    /// Checks the code's key sets against the recorded ones and records what is new.
+    static func check<Model: VariablyCodable>(_ type: Model.Type, collection: String, in store: Store) throws {
+        guard let meta = store.meta else { return }
+        let keySets = Model.keySets
+        var declared: [String: [String: String]] = [:]
+        for version in keySets.localVersions {
+            declared[String(version)] = try keySets.keyNames(for: .local(version))
+        }
+        let recorded = try store.environment.read { txn in
+            try txn.withValue(forKey: key(collection), in: meta) { try CBORDecoder().decode(RegistryEntry.self, from: $0) }
+        }
+        var entry = recorded ?? RegistryEntry(type: String(describing: Model.self), current: keySets.currentVersion, versions: [:])
+        for (version, names) in (recorded?.versions ?? [:]).sorted(by: { $0.key < $1.key }) {
+            guard let now = declared[version] else {
+                throw HoardError.keySetChanged(
+                    type: String(describing: Model.self), collection: collection, version: Int(version) ?? 0,
+                    differences: ["version \(version) was recorded but the code no longer declares it; its records could not be read"]
+                )
+            }
+            let differences = describeDifferences(recorded: names, now: now)
+            if !differences.isEmpty {
+                throw HoardError.keySetChanged(type: String(describing: Model.self), collection: collection, version: Int(version) ?? 0, differences: differences)
+            }
+        }
+        for (version, names) in declared where entry.versions[version] == nil {
+            entry.versions[version] = names
+        }
+        entry.current = max(entry.current, keySets.currentVersion)
+        entry.type = String(describing: Model.self)
+        guard entry != recorded, !store.options.readOnly else { return }
+        let bytes = try CBOREncoder(deterministic: true).encode(entry)
+        try store.environment.write { txn in try txn.put(bytes, forKey: key(collection), in: meta) }
+    }
+
+    static func describeDifferences(recorded: [String: String], now: [String: String]) -> [String] {
+        var result: [String] = []
+        for property in Set(recorded.keys).union(now.keys).sorted() {
+            switch (recorded[property], now[property]) {
+            case let (old?, new?) where old != new: result.append("property '\(property)': key '\(old)' recorded, '\(new)' now")
+            case (nil, let new?): result.append("property '\(property)' (key '\(new)') added")
+            case (let old?, nil): result.append("property '\(property)' (key '\(old)') removed")
+            default: break
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,145 @@
+public import LMDB
+internal import CBOR
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+/// A Hoard store: an LMDB environment holding typed collections and a meta database with the
+/// store's format version and the key-set registry of every collection.
+///
+/// ```swift
+/// let store = try Store(path: "/var/cache/myservice/hoard")
+/// let users = try store.collection(User.self)
+/// try users.put(user)
+/// let same = try users.get(user.id)
+/// ```
+///
+/// (The type is `Store` rather than `Hoard` so that it does not shadow the module's name.)
+///
+/// ## Topics
+/// - ``HoardCollection``
+/// - ``RecordHeader``
+/// - ``HoardError``
+public final class Store: Sendable {
+    /// How to open a store.
+    public struct Options: Sendable {
+        /// What a commit may lose on an operating-system crash.
+        public var durability: Environment.Durability
+        /// The largest the store's map may grow to; `nil` for no cap.
+        public var maxMapSize: Int?
+        /// Open read-only: nothing is created or written.
+        public var readOnly: Bool
+        /// The clock records are stamped with, in milliseconds since 1970 (injectable for tests).
+        public var clock: @Sendable () -> Int64
+
+        public init(
+            durability: Environment.Durability = .durable,
+            maxMapSize: Int? = nil,
+            readOnly: Bool = false,
+            clock: @escaping @Sendable () -> Int64 = Store.systemClock
+        ) {
+            self.durability = durability
+            self.maxMapSize = maxMapSize
+            self.readOnly = readOnly
+            self.clock = clock
+        }
+    }
+
+    /// The store format this code writes and reads.
+    public static let formatVersion = 1
+    /// The name of the meta database.
+    static let metaName = "hoard.meta"
+    /// The prefix of collection databases.
+    static let collectionPrefix = "c:"
+
+    /// The LMDB environment underneath.
+    public let environment: Environment
+    /// The path the store was opened with.
+    public var path: String { environment.path }
+    let options: Options
+    let meta: Database?
+
+    /// Opens the store at `path`, creating it (unless read-only) when it does not exist.
+    ///
+    /// - Throws: ``HoardError/notAHoardStore(path:found:)`` for an LMDB environment that holds
+    ///   other data, ``HoardError/newerFormat(path:found:supported:)`` for a store of a newer
+    ///   format, ``HoardError/storage(_:)`` when LMDB cannot open it. None of them changes the files.
+    public init(path: String, options: Options = Options()) throws {
+        self.options = options
+        do {
+            environment = try Environment(path: path, options: .init(
+                maxMapSize: options.maxMapSize, readOnly: options.readOnly, durability: options.durability
+            ))
+        } catch {
+            throw HoardError.storage(error)
+        }
+        let names = try Self.databaseNames(environment)
+        if names.contains(Self.metaName) {
+            let meta = try environment.openDatabase(Self.metaName)
+            let format = try environment.read { txn in
+                try txn.value(forKey: Array("format".utf8), in: meta).flatMap { String(decoding: $0, as: UTF8.self) }.flatMap { Int($0) }
+            }
+            guard let format else { throw HoardError.notAHoardStore(path: path, found: names) }
+            guard format <= Self.formatVersion else {
+                throw HoardError.newerFormat(path: path, found: format, supported: Self.formatVersion)
+            }
+            self.meta = meta
+        } else if try names.isEmpty && !Self.mainHasData(environment) {
+            if options.readOnly {
+                meta = nil  // an empty environment opened read-only: no collections to read
+            } else {
+                let meta = try environment.openDatabase(Self.metaName, create: true)
+                try environment.write { txn in
+                    try txn.put(Array(String(Self.formatVersion).utf8), forKey: Array("format".utf8), in: meta)
+                }
+                self.meta = meta
+            }
+        } else {
+            throw HoardError.notAHoardStore(path: path, found: names)
+        }
+    }
+
+    /// Milliseconds since 1970 from the system clock.
+    public static let systemClock: @Sendable () -> Int64 = {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
+    /// The names of the named databases (the keys of LMDB's main database).
+    static func databaseNames(_ environment: Environment) throws -> [String] {
+        let main = try environment.openDatabase(nil)
+        return try environment.read { txn in
+            try txn.entries(in: main, limit: 64).map { String(decoding: $0.key, as: UTF8.self) }
+        }
+    }
+
+    static func mainHasData(_ environment: Environment) throws -> Bool {
+        try environment.statistics().entries > 0
+    }
+
+    /// Opens (creating when needed) the collection of `Model`, named after the type unless `name` says otherwise.
+    ///
+    /// The first open records the type's key sets in the registry; later opens check that every
+    /// local key set recorded before is unchanged and record new versions.
+    ///
+    /// - Throws: ``HoardError/keySetChanged(type:collection:version:differences:)`` when a recorded
+    ///   key set differs from the code's.
+    public func collection<Model>(_ type: Model.Type, named name: String? = nil) throws -> HoardCollection<Model> {
+        try HoardCollection(store: self, name: name ?? String(describing: Model.self))
+    }
+
+    /// Runs `body` in a read transaction: a consistent snapshot of every collection.
+    public func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
+        try environment.read(body)
+    }
+
+    /// Runs `body` in one write transaction over any collections: all of it is stored, or nothing.
+    ///
+    /// Like `Environment.write`, `body` may run more than once when the map grows.
+    public func write<R>(_ body: (borrowing WriteTransaction) throws -> R) throws -> R {
+        try environment.write(body)
+    }
+}

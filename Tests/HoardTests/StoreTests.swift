@@ -1,0 +1,279 @@
+import CBOR
+import Foundation
+import Hoard
+import LMDB
+import TestSupport
+import Testing
+import VariableCoding
+
+/// A note as three app versions stored it: version 1 called the text BODY and had the stars as
+/// text; version 2 renamed BODY to TEXT; version 3 made STARS a number and added PINNED.
+struct Note: VariablyCodable, Identifiable, Equatable {
+    var id: Int64
+    var text: String
+    var stars: Int
+    var pinned: Bool
+
+    static let keySets = KeySets<Note>(
+        local: [
+            1: [\.id: "ID", \.text: "BODY", \.stars: "STARS"],
+            2: [\.id: "ID", \.text: "TEXT", \.stars: "STARS"],
+            3: [\.id: "ID", \.text: "TEXT", \.stars: "STARS", \.pinned: "PINNED"],
+        ],
+        remote: ["v1": [\.id: "id", \.text: "text", \.stars: "stars"]]
+    )
+
+    init(id: Int64, text: String, stars: Int, pinned: Bool) { (self.id, self.text, self.stars, self.pinned) = (id, text, stars, pinned) }
+    init(from container: DecodingContainer<Note>) throws {
+        id = try container.decodeValue(for: \.id)
+        text = try container.decodeValue(for: \.text)
+        if let version = container.localVersion, version < 3 {
+            stars = Int(try container.decodeValue(String.self, forProperty: \.stars)) ?? 0
+        } else {
+            stars = try container.decodeValue(for: \.stars)
+        }
+        pinned = try container.decodeValue(for: \.pinned, default: false)
+    }
+    func encode(to container: inout EncodingContainer<Note>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(text, for: \.text)
+        if let version = container.localVersion, version < 3 {
+            try container.encodeValue(String(stars), forProperty: \.stars)
+        } else {
+            try container.encodeValue(stars, for: \.stars)
+        }
+        try container.encodeValue(pinned, for: \.pinned)
+    }
+}
+
+/// The same collection declared by other code whose version 1 differs from what was recorded.
+struct TamperedNote: VariablyCodable, Identifiable {
+    var id: Int64
+    var text: String
+    static let keySets = KeySets<TamperedNote>(local: [1: [\.id: "ID", \.text: "CONTENT"]])
+    init(from container: DecodingContainer<TamperedNote>) throws { id = 0; text = "" }
+    func encode(to container: inout EncodingContainer<TamperedNote>) throws {}
+}
+
+struct Tag: VariablyCodable, Identifiable, Equatable {
+    var id: String
+    var uses: Int
+    static let keySets = KeySets<Tag>(local: [1: [\.id: "id", \.uses: "uses"]])
+    init(id: String, uses: Int) { (self.id, self.uses) = (id, uses) }
+    init(from container: DecodingContainer<Tag>) throws {
+        id = try container.decodeValue(for: \.id)
+        uses = try container.decodeValue(for: \.uses)
+    }
+    func encode(to container: inout EncodingContainer<Tag>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(uses, for: \.uses)
+    }
+}
+
+let testOptions = Store.Options(durability: .riskStoreOnOSCrash, clock: { 1_700_000_000_000 })
+
+func withStore<R>(_ body: (Store, String) throws -> R) throws -> R {
+    try withTemporaryDirectory { dir in
+        let path = dir + "/store"
+        return try body(try Store(path: path, options: testOptions), path)
+    }
+}
+
+/// Writes a record the way an earlier app version did: its key set, its version in the header.
+func writeRecord(_ note: Note, version: Int, in store: Store, header: ((inout [UInt8]) -> Void)? = nil) throws {
+    let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(version)]).encode(note)
+    var record = RecordHeader(version: version, writtenAt: 42, expiresAt: nil).record(with: payload)
+    header?(&record)
+    let db = try store.environment.openDatabase("c:Note")
+    try store.environment.write { txn in try txn.put(record, forKey: note.id.keyBytes, in: db) }
+}
+
+func expectHoardError(_ fragments: [String], sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void) {
+    do {
+        try body()
+        Issue.record("no error; expected one mentioning \(fragments)", sourceLocation: sourceLocation)
+    } catch let error as HoardError {
+        for fragment in fragments {
+            #expect("\(error)".contains(fragment), "'\(error)' lacks '\(fragment)'", sourceLocation: sourceLocation)
+        }
+    } catch {
+        Issue.record("expected a HoardError, got \(error)", sourceLocation: sourceLocation)
+    }
+}
+
+@Suite("Store")
+struct StoreTests {
+    @Test("IDs sort in their natural order as key bytes, for every ID type")
+    func keyOrder() throws {
+        var rng = SeededGenerator(seed: SeededGenerator.seedFromEnvironment())
+        func check<T: HoardKey>(_ values: [T], _ less: (T, T) -> Bool) {
+            let byBytes = values.sorted { $0.keyBytes.lexicographicallyPrecedes($1.keyBytes) }
+            #expect(byBytes == values.sorted(by: less), "\(T.self)")
+            for value in values { #expect(T(keyBytes: value.keyBytes) == value, "\(T.self) \(value)") }
+        }
+        check([Int64.min, -1, 0, 1, .max] + (0..<500).map { _ in Int64.random(in: .min ... .max, using: &rng) }, <)
+        check([Int.min, -2, 0, 7, .max] + (0..<500).map { _ in Int.random(in: .min ... .max, using: &rng) }, <)
+        check([0, 1, UInt64.max] + (0..<500).map { _ in UInt64.random(in: 0 ... .max, using: &rng) }, <)
+        let pieces = ["", "a", "ab", "b", "é", "水", "🦊", "A", "\u{0}", "zz"]
+        check(pieces + (0..<300).map { _ in (0..<3).map { _ in pieces.randomElement(using: &rng)! }.joined() }) {
+            $0.utf8.lexicographicallyPrecedes($1.utf8)
+        }
+        let uuids = (0..<100).map { _ in UUID() }
+        check(uuids) { $0.keyBytes.lexicographicallyPrecedes($1.keyBytes) }
+    }
+
+    @Test("put, get, contains, delete, count and scans against an in-memory model (10,000 seeded operations)")
+    func operationsAgainstModel() throws {
+        let seed = SeededGenerator.seedFromEnvironment()
+        var rng = SeededGenerator(seed: seed)
+        try withStore { store, _ in
+            let notes = try store.collection(Note.self)
+            var model: [Int64: Note] = [:]
+            for step in 0..<10_000 {
+                let id = Int64.random(in: -300...300, using: &rng)
+                switch Int.random(in: 0..<10, using: &rng) {
+                case 0..<4:
+                    let note = Note(id: id, text: "n\(step)", stars: Int.random(in: 0...5, using: &rng), pinned: Bool.random(using: &rng))
+                    try notes.put(note)
+                    model[id] = note
+                case 4..<6:
+                    #expect(try notes.delete(id) == (model.removeValue(forKey: id) != nil), "seed \(seed) step \(step)")
+                case 6..<8:
+                    #expect(try notes.get(id) == model[id], "seed \(seed) step \(step)")
+                    #expect(try notes.contains(id) == (model[id] != nil), "seed \(seed) step \(step)")
+                case 8:
+                    let batch = (0..<Int.random(in: 1...20, using: &rng)).map { _ in
+                        Note(id: Int64.random(in: -300...300, using: &rng), text: "b\(step)", stars: 1, pinned: false)
+                    }
+                    try notes.put(batch)
+                    for note in batch { model[note.id] = note }
+                default:
+                    let a = Int64.random(in: -300...300, using: &rng), b = Int64.random(in: -300...300, using: &rng)
+                    let (low, high) = (min(a, b), max(a, b))
+                    let reverse = Bool.random(using: &rng)
+                    let limit = Int.random(in: 1...50, using: &rng)
+                    let expected = model.keys.filter { $0 >= low && $0 <= high }.sorted(by: reverse ? (>) : (<)).prefix(limit).map { model[$0]! }
+                    #expect(try notes.scan(from: low, through: high, reverse: reverse, limit: limit) == Array(expected), "seed \(seed) step \(step)")
+                }
+            }
+            #expect(try notes.count() == model.count, "seed \(seed)")
+            #expect(try notes.scan() == model.keys.sorted().map { model[$0]! }, "seed \(seed)")
+        }
+    }
+
+    @Test("string IDs: prefix scans, the empty string, non-ASCII")
+    func stringKeys() throws {
+        try withStore { store, _ in
+            let tags = try store.collection(Tag.self)
+            let ids = ["", "swift", "swiftui", "swim", "sw", "水", "🦊", "Swift"]
+            try tags.put(ids.enumerated().map { Tag(id: $1, uses: $0) })
+            #expect(try tags.get("")?.uses == 0)
+            #expect(try tags.scan().map(\.id) == ids.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+            #expect(try tags.scan(keys: .prefix("swi".keyBytes)).map(\.id) == ["swift", "swiftui", "swim"])
+            #expect(try tags.scan(keys: .prefix("swi".keyBytes), reverse: true, limit: 2).map(\.id) == ["swim", "swiftui"])
+        }
+    }
+
+    @Test("records persist across close and reopen, with their header")
+    func reopen() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            let note = Note(id: 7, text: "kept", stars: 3, pinned: true)
+            do {
+                let store = try Store(path: path, options: testOptions)
+                try store.collection(Note.self).put(note, expiresAt: 1_800_000_000_000)
+            }
+            let store = try Store(path: path, options: Store.Options(readOnly: true))
+            let notes = try store.collection(Note.self)
+            #expect(try notes.get(7) == note)
+            #expect(try notes.header(of: 7) == RecordHeader(version: 3, writtenAt: 1_700_000_000_000, expiresAt: 1_800_000_000_000))
+        }
+    }
+
+    @Test("records written by every earlier version read under the current code")
+    func migrationOnRead() throws {
+        try withStore { store, _ in
+            let notes = try store.collection(Note.self)
+            for version in 1...3 {
+                try writeRecord(Note(id: Int64(version), text: "from v\(version)", stars: version, pinned: true), version: version, in: store)
+            }
+            #expect(try notes.get(1) == Note(id: 1, text: "from v1", stars: 1, pinned: false))
+            #expect(try notes.get(2) == Note(id: 2, text: "from v2", stars: 2, pinned: false))
+            #expect(try notes.get(3) == Note(id: 3, text: "from v3", stars: 3, pinned: true))
+            #expect(try notes.header(of: 1)?.version == 1)
+            // Rewriting stores the current version.
+            try notes.put(try #require(try notes.get(1)))
+            #expect(try notes.header(of: 1)?.version == 3)
+        }
+    }
+
+    @Test("a record from a newer version is reported, never misread")
+    func newerRecord() throws {
+        try withStore { store, _ in
+            let notes = try store.collection(Note.self)
+            // Version 4, which this code does not know (its payload here is version 3's shape).
+            try writeRecord(Note(id: 9, text: "future", stars: 1, pinned: false), version: 4, in: store)
+            expectHoardError(["Note[9]", "version 4", "current version 3"]) { _ = try notes.get(9) }
+        }
+    }
+
+    @Test("damaged records give typed errors naming collection, key and cause")
+    func corruption() throws {
+        try withStore { store, _ in
+            let notes = try store.collection(Note.self)
+            let note = Note(id: 5, text: "fine", stars: 2, pinned: false)
+            try writeRecord(note, version: 3, in: store) { $0[$0.count - 1] ^= 0xFF }
+            expectHoardError(["Note[5]", "damaged", "checksum mismatch"]) { _ = try notes.get(5) }
+            try writeRecord(note, version: 3, in: store) { $0[0] = 0x00 }
+            expectHoardError(["Note[5]", "does not start with \"HR\""]) { _ = try notes.get(5) }
+            let db = try store.environment.openDatabase("c:Note")
+            try store.environment.write { txn in try txn.put([0x48, 0x52, 1], forKey: Int64(5).keyBytes, in: db) }
+            expectHoardError(["Note[5]", "fewer than the 28-byte header"]) { _ = try notes.get(5) }
+            // A payload that is valid CBOR with a valid checksum but not a Note.
+            let record = RecordHeader(version: 3, writtenAt: 0, expiresAt: nil).record(with: [0x01])
+            try store.environment.write { txn in try txn.put(record, forKey: Int64(5).keyBytes, in: db) }
+            expectHoardError(["Note[5]", "version 3", "does not decode"]) { _ = try notes.get(5) }
+            // Nothing else is affected.
+            try notes.put(Note(id: 6, text: "other", stars: 1, pinned: true))
+            #expect(try notes.get(6)?.text == "other")
+        }
+    }
+
+    @Test("a shipped key set that changed is refused when the collection opens")
+    func frozenKeySets() throws {
+        try withStore { store, _ in
+            _ = try store.collection(Note.self)
+            expectHoardError(["TamperedNote", "collection Note", "local key set 1", "'text': key 'BODY' recorded, 'CONTENT' now"]) {
+                _ = try store.collection(TamperedNote.self, named: "Note")
+            }
+            // The same declarations open again without complaint.
+            _ = try store.collection(Note.self)
+        }
+    }
+
+    @Test("an LMDB environment that is not a Hoard store, and a store of a newer format, are refused untouched")
+    func foreignStores() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/plain"
+            do {
+                let env = try Environment(path: path)
+                let db = try env.openDatabase("someone-elses", create: true)
+                try env.write { txn in try txn.put([1], forKey: [1], in: db) }
+            }
+            let before = try fileSize(path + "/data.mdb")
+            expectHoardError(["not a Hoard store", "someone-elses"]) { _ = try Store(path: path) }
+            #expect(try fileSize(path + "/data.mdb") == before)
+            let env = try Environment(path: path, options: .init(readOnly: true))
+            #expect(throws: LMDBError.self) { try env.openDatabase("hoard.meta") }
+        }
+        try withTemporaryDirectory { dir in
+            let path = dir + "/future"
+            do {
+                let store = try Store(path: path, options: testOptions)
+                let meta = try store.environment.openDatabase("hoard.meta")
+                try store.environment.write { txn in try txn.put(Array("2".utf8), forKey: Array("format".utf8), in: meta) }
+            }
+            expectHoardError(["format 2", "reads format 1"]) { _ = try Store(path: path) }
+        }
+    }
+}
