@@ -8,10 +8,13 @@ if ! { [ -f /usr/include/lmdb.h ] || [ -f /usr/local/include/lmdb.h ] || [ -f /o
     hoard_missing+=(liblmdb-dev)
 fi
 command -v pkg-config >/dev/null 2>&1 || hoard_missing+=(pkg-config)
+# The interoperability test reads a store from Python (the lmdb and cbor2 packages, in a venv).
+command -v python3 >/dev/null 2>&1 || hoard_missing+=(python3)
+python3 -c "import venv, ensurepip" >/dev/null 2>&1 || hoard_missing+=(python3-venv)
 
 if [ ${#hoard_missing[@]} -gt 0 ]; then
     if [ "$(uname -s)" = Darwin ]; then
-        echo "error: missing ${hoard_missing[*]}; run: brew install lmdb pkg-config" >&2
+        echo "error: missing ${hoard_missing[*]}; run: brew install lmdb pkg-config python3" >&2
         exit 1
     elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "Installing ${hoard_missing[*]} with apt-get…" >&2

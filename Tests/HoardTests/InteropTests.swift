@@ -1,0 +1,66 @@
+import Foundation
+import Hoard
+import TestSupport
+import Testing
+
+/// A store read from Python, following docs/FORMAT.md only (tools/interop/read_store.py).
+@Suite("Interoperability")
+struct InteropTests {
+    /// The Python that has lmdb and cbor2: $HOARD_PYTHON (tools/test.sh sets it up), else python3.
+    static var python: String {
+        ProcessInfo.processInfo.environment["HOARD_PYTHON"] ?? "/usr/bin/python3"
+    }
+
+    static var script: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("tools/interop/read_store.py").path
+    }
+
+    @Test("Python's lmdb and cbor2 read every field of every record")
+    func pythonReadsTheStore() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            let notes = [Note(id: -5, text: "minus", stars: 4, pinned: true), Note(id: 12, text: "Grüße 水", stars: 0, pinned: false)]
+            let tags = [Tag(id: "", uses: 1), Tag(id: "swift", uses: 9)]
+            do {
+                let store = try Store(path: path, options: testOptions)
+                try store.collection(Note.self).put(notes[0], expiresAt: 1_900_000_000_000)
+                try store.collection(Note.self).put(notes[1])
+                try store.collection(Tag.self).put(tags)
+            }
+            let child = try ChildProcess(Self.python, [Self.script, path])
+            var lines: [[String: Any]] = []
+            while let line = try child.readLine() {
+                lines.append(try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not JSON: \(line)"))
+            }
+            #expect(child.wait() == 0, "read_store.py failed (is \(Self.python) set up with lmdb and cbor2? tools/test.sh does it)")
+            #expect(lines.first?["format"] as? Int == 1)
+
+            let registry = lines.filter { $0["registry"] as? String == "Note" }.first?["entry"] as? [String: Any]
+            #expect(registry?["type"] as? String == "Note")
+            #expect(registry?["current"] as? Int == 3)
+            let versions = registry?["versions"] as? [String: [String: String]]
+            #expect(versions?["1"] == ["id": "ID", "text": "BODY", "stars": "STARS"])
+            #expect(versions?["3"] == ["id": "ID", "text": "TEXT", "stars": "STARS", "pinned": "PINNED"])
+
+            let records = lines.filter { $0["collection"] != nil }
+            #expect(records.count == 4)
+            for note in notes {
+                let record = try #require(records.first { $0["key"] as? String == note.id.keyBytes.map { String(format: "%02x", $0) }.joined() })
+                #expect(record["collection"] as? String == "Note")
+                #expect(record["version"] as? Int == 3)
+                #expect(record["written"] as? Int == 1_700_000_000_000)
+                #expect((record["expires"] as? Int) == (note.id == -5 ? 1_900_000_000_000 : nil))
+                let payload = try #require(record["payload"] as? [String: Any])
+                #expect(Set(payload.keys) == ["ID", "TEXT", "STARS", "PINNED"])
+                #expect(payload["ID"] as? Int == Int(note.id))
+                #expect(payload["TEXT"] as? String == note.text)
+                #expect(payload["STARS"] as? Int == note.stars)
+                #expect(payload["PINNED"] as? Bool == note.pinned)
+            }
+            let empty = try #require(records.first { $0["key"] as? String == "01" })
+            #expect((empty["payload"] as? [String: Any])?["id"] as? String == "")
+            #expect((empty["payload"] as? [String: Any])?["uses"] as? Int == 1)
+        }
+    }
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Reads a Hoard store following docs/FORMAT.md only, with the `lmdb` and `cbor2` packages.
+
+    read_store.py PATH
+
+Prints one JSON object per line: the store format, then every collection's registry entry, then
+every record with its decoded header and payload. Exits 1 (with the reason on stderr) on any
+record that breaks the format.
+"""
+import json
+import struct
+import sys
+import zlib
+
+import cbor2
+import lmdb
+
+
+def plain(value):
+    """CBOR values as JSON: tags as {"tag": n, "value": v}, bytes as hex."""
+    if isinstance(value, cbor2.CBORTag):
+        return {"tag": value.tag, "value": plain(value.value)}
+    if isinstance(value, (bytes, bytearray)):
+        return {"bytes": value.hex()}
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    # cbor2 turns tag 1 into datetime and tag 32 into a URL string on its own; keep them readable.
+    if hasattr(value, "isoformat"):
+        return {"tag": 1, "value": value.timestamp()}
+    return value
+
+
+def main(path):
+    env = lmdb.open(path, readonly=True, lock=True, max_dbs=64, subdir=True)
+    with env.begin() as txn:
+        names = [key for key, _ in txn.cursor()]
+    meta = env.open_db(b"hoard.meta", create=False)
+    with env.begin(db=meta) as txn:
+        print(json.dumps({"format": int(txn.get(b"format").decode("ascii"))}))
+        for key, value in txn.cursor():
+            if key.startswith(b"collection:"):
+                entry = cbor2.loads(value)
+                print(json.dumps({"registry": key[len(b"collection:"):].decode(), "entry": entry}, sort_keys=True))
+    for name in names:
+        if not name.startswith(b"c:"):
+            continue
+        db = env.open_db(name, create=False)
+        with env.begin(db=db) as txn:
+            for key, record in txn.cursor():
+                if len(record) < 28:
+                    sys.exit(f"{name.decode()}[{key.hex()}]: record shorter than the header")
+                magic, fmt, flags, version, written, expires, crc = struct.unpack(">2sBBIqqI", record[:28])
+                if magic != b"HR" or fmt != 1 or flags & ~1:
+                    sys.exit(f"{name.decode()}[{key.hex()}]: bad header")
+                if zlib.crc32(record[:24] + record[28:]) != crc:
+                    sys.exit(f"{name.decode()}[{key.hex()}]: checksum mismatch")
+                print(json.dumps({
+                    "collection": name[2:].decode(),
+                    "key": key.hex(),
+                    "version": version,
+                    "written": written,
+                    "expires": expires if flags & 1 else None,
+                    "payload": plain(cbor2.loads(record[28:])),
+                }, sort_keys=True))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: read_store.py PATH")
+    main(sys.argv[1])
