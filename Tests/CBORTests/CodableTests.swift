@@ -177,6 +177,14 @@ struct CodableTests {
         #expect(inner == Everything.Inner(name: "stream", tags: ["a", "b"], score: nil))
     }
 
+    @Test("an indefinite-length byte string inside a map does not hide the keys after it")
+    func indefiniteBytesInMap() throws {
+        struct Blob: Decodable, Equatable { var a: Data; var b: Int }
+        // {"a": (_ h'01', h'0203'), "b": 5}
+        let input = bytes(hex: "a261615f41014202 03ff616205".replacingOccurrences(of: " ", with: ""))
+        #expect(try CBORDecoder().decode(Blob.self, from: input) == Blob(a: Data([1, 2, 3]), b: 5))
+    }
+
     @Test("userInfo reaches the values' coding code")
     func userInfo() throws {
         let key = CodingUserInfoKey(rawValue: "flavor")!

@@ -83,7 +83,7 @@ struct Reader {
         switch head.major {
         case 0, 1:
             return head.contentOffset
-        case 2, 3 where !head.isIndefinite:
+        case 2 where !head.isIndefinite, 3 where !head.isIndefinite:
             return head.contentOffset + (try checkLength(head.argument, from: head.contentOffset))
         case 7 where !head.isIndefinite:
             return head.contentOffset
