@@ -55,7 +55,7 @@ let package = Package(
         // A child process the tests drive over a pipe (second reader/writer, fd leaks, privilege drop).
         .executableTarget(
             name: "LMDBProbe",
-            dependencies: ["LMDB"],
+            dependencies: ["LMDB", "TestSupport"],
             path: "tools/lmdb-probe",
             swiftSettings: strict
         ),

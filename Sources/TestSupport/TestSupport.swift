@@ -166,3 +166,21 @@ public func builtExecutable(_ name: String) throws -> String {
     }
     return path
 }
+
+// MARK: - File descriptors
+
+/// How many of this process's file descriptors (below 1024) refer to any of `files`, matched by
+/// device and inode.
+public func countDescriptors(referringTo files: [String]) -> Int {
+    var wanted: Set<[UInt64]> = []
+    for file in files {
+        var st = stat()
+        if stat(file, &st) == 0 { wanted.insert([UInt64(st.st_dev), UInt64(st.st_ino)]) }
+    }
+    var count = 0
+    for fd in 0..<Int32(1024) {
+        var st = stat()
+        if fstat(fd, &st) == 0 && wanted.contains([UInt64(st.st_dev), UInt64(st.st_ino)]) { count += 1 }
+    }
+    return count
+}

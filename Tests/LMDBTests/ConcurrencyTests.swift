@@ -126,7 +126,7 @@ struct ConcurrencyTests {
         try withTemporaryEnvironment { env, path in
             _ = try env.openDatabase("x", create: true)
             // The check itself can fail: this process does hold descriptors for both files.
-            #expect(countOwnDescriptors(for: [path + "/data.mdb", path + "/lock.mdb"]) >= 2)
+            #expect(countDescriptors(referringTo: [path + "/data.mdb", path + "/lock.mdb"]) >= 2)
             let child = try ChildProcess(try builtExecutable("LMDBProbe"), ["fds", path + "/data.mdb", path + "/lock.mdb"])
             #expect(try child.readLine() == "fds 0")
             #expect(child.wait() == 0)
@@ -158,18 +158,4 @@ func spawnThread(_ body: @escaping () throws -> Void) throws -> SpawnedThread {
     guard rc == 0 else { throw TestSupportError("pthread_create failed: \(rc)") }
     box.thread = thread
     return box
-}
-
-func countOwnDescriptors(for files: [String]) -> Int {
-    var wanted: Set<[UInt64]> = []
-    for file in files {
-        var st = stat()
-        if stat(file, &st) == 0 { wanted.insert([UInt64(st.st_dev), UInt64(st.st_ino)]) }
-    }
-    var count = 0
-    for fd in 0..<Int32(1024) {
-        var st = stat()
-        if fstat(fd, &st) == 0 && wanted.contains([UInt64(st.st_dev), UInt64(st.st_ino)]) { count += 1 }
-    }
-    return count
 }

@@ -16,6 +16,7 @@
 //
 // Every answer is one line, so the parent waits on the pipe, never on a timer.
 import LMDB
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -30,20 +31,6 @@ func reply(_ line: String) {
 }
 
 func bytes(_ text: Substring) -> [UInt8] { Array(text.utf8) }
-
-func countDescriptors(referringTo files: [String]) -> Int {
-    var wanted: Set<[UInt64]> = []
-    for file in files {
-        var st = stat()
-        if stat(file, &st) == 0 { wanted.insert([UInt64(st.st_dev), UInt64(st.st_ino)]) }
-    }
-    var count = 0
-    for fd in 0..<Int32(1024) {
-        var st = stat()
-        if fstat(fd, &st) == 0 && wanted.contains([UInt64(st.st_dev), UInt64(st.st_ino)]) { count += 1 }
-    }
-    return count
-}
 
 func serve(_ env: Environment) throws {
     while let line = readLine() {
