@@ -101,25 +101,25 @@ func cborRoundTrip() throws -> UInt64 {
 // `--only NAME` runs one workload `rounds` times and nothing else, for instruction counting
 // under callgrind (tools/bench/instructions.sh): wall-clock time on a shared machine is noisy,
 // instruction counts are not.
-let variableUsersEarly = users.map(VariableUser.init)
-let onlyEncoderRemote = JSONEncoder()
-onlyEncoderRemote.userInfo[.keySet] = KeySetID.remote("v1")
-let onlyDecoderRemote = JSONDecoder()
-onlyDecoderRemote.userInfo[.keySet] = KeySetID.remote("v1")
-let onlyCBOREncoder = CBOREncoder(userInfo: [.keySet: KeySetID.currentLocal])
-let onlyCBORDecoder = CBORDecoder(userInfo: [.keySet: KeySetID.currentLocal])
-let variableRecords = try variableUsersEarly.map { try onlyCBOREncoder.encode($0) }
+let variableUsers = users.map(VariableUser.init)
+let remoteEncoder = JSONEncoder()
+remoteEncoder.userInfo[.keySet] = KeySetID.remote("v1")
+let remoteDecoder = JSONDecoder()
+remoteDecoder.userInfo[.keySet] = KeySetID.remote("v1")
+let cborLocalEncoder = CBOREncoder(userInfo: [.keySet: KeySetID.currentLocal])
+let cborLocalDecoder = CBORDecoder(userInfo: [.keySet: KeySetID.currentLocal])
+let variableCBOR = try variableUsers.map { try cborLocalEncoder.encode($0) }
 let workloads: [String: () throws -> Void] = [
     "json-roundtrip": { _ = try jsonRoundTrip() },
     "cbor-roundtrip": { _ = try cborRoundTrip() },
     "json-plain-decode": { for data in json { sink &+= try jsonDecoder.decode(User.self, from: data).age } },
-    "json-variable-decode": { for data in json { sink &+= try onlyDecoderRemote.decode(VariableUser.self, from: data).age } },
+    "json-variable-decode": { for data in json { sink &+= try remoteDecoder.decode(VariableUser.self, from: data).age } },
     "json-plain-encode": { for user in users { sink &+= try jsonEncoder.encode(user).count } },
-    "json-variable-encode": { for user in variableUsersEarly { sink &+= try onlyEncoderRemote.encode(user).count } },
+    "json-variable-encode": { for user in variableUsers { sink &+= try remoteEncoder.encode(user).count } },
     "json-variable-decode-call": { for data in json { sink &+= try jsonDecoder.decode(VariableUser.self, from: data, keySet: .remote("v1")).age } },
-    "json-variable-encode-call": { for user in variableUsersEarly { sink &+= try jsonEncoder.encode(user, keySet: .remote("v1")).count } },
+    "json-variable-encode-call": { for user in variableUsers { sink &+= try jsonEncoder.encode(user, keySet: .remote("v1")).count } },
     "cbor-plain-decode": { for bytes in cbor { sink &+= try cborDecoder.decode(User.self, from: bytes).age } },
-    "cbor-variable-decode": { for bytes in variableRecords { sink &+= try onlyCBORDecoder.decode(VariableUser.self, from: bytes).age } },
+    "cbor-variable-decode": { for bytes in variableCBOR { sink &+= try cborLocalDecoder.decode(VariableUser.self, from: bytes).age } },
 ]
 if let index = CommandLine.arguments.firstIndex(of: "--only"), index + 1 < CommandLine.arguments.count {
     guard let workload = workloads[CommandLine.arguments[index + 1]] else {
@@ -148,11 +148,6 @@ for row in rows { print("\(row.name): CBOR is \(format(1 / row.ratio, 2))× fast
 print("")
 
 // VariablyCodable against the same type with plain CodingKeys, both through Foundation JSON.
-let variableUsers = users.map(VariableUser.init)
-let remoteEncoder = JSONEncoder()
-remoteEncoder.userInfo[.keySet] = KeySetID.remote("v1")
-let remoteDecoder = JSONDecoder()
-remoteDecoder.userInfo[.keySet] = KeySetID.remote("v1")
 let variableJSON = try variableUsers.map { try remoteEncoder.encode($0) }
 // Both types must read the same documents for the comparison to mean anything.
 let crossCheck = try remoteDecoder.decode(VariableUser.self, from: json[0])
@@ -171,10 +166,6 @@ var variableRows = [
         baselineRound: { try time { for user in users { sink &+= try jsonEncoder.encode(user).count } } },
         candidateRound: { try time { for user in variableUsers { sink &+= try remoteEncoder.encode(user).count } } }),
 ]
-let cborLocalEncoder = CBOREncoder(userInfo: [.keySet: KeySetID.currentLocal])
-let cborLocalDecoder = CBORDecoder(userInfo: [.keySet: KeySetID.currentLocal])
-let variableCBOR = try variableUsers.map { try cborLocalEncoder.encode($0) }
-
 variableRows.append(try compare("decode (CBORDecoder)", baseline: "plain Codable", operations: count, rounds: rounds,
     baselineRound: { try time { for bytes in cbor { sink &+= try cborDecoder.decode(User.self, from: bytes).age } } },
     candidateRound: { try time { for bytes in variableCBOR { sink &+= try cborLocalDecoder.decode(VariableUser.self, from: bytes).age } } }))
