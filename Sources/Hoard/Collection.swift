@@ -12,15 +12,18 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     // Named HoardCollection, not Collection, so that it never shadows Swift.Collection.
     /// The collection's name (its database is `c:NAME`).
     public let name: String
+    /// How long records live when a put does not say, in milliseconds; `nil` for forever.
+    public let timeToLive: Int64?
     let store: Store
     let database: Database
     let encoder: CBOREncoder
     /// One decoder per declared local version.
     let decoders: [Int: CBORDecoder]
 
-    init(store: Store, name: String) throws {
+    init(store: Store, name: String, timeToLive: Int64?) throws {
         self.store = store
         self.name = name
+        self.timeToLive = timeToLive
         let keySets = Model.keySets
         // Deterministic CBOR: equal models give equal bytes, so changes can be found by comparing bytes.
         encoder = CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.currentLocal])
@@ -49,19 +52,20 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         try store.environment.read { txn in try get(id, in: txn) }
     }
 
-    /// The model stored under `id` as `txn` sees it, or `nil`.
+    /// The model stored under `id` as `txn` sees it, or `nil` (also when it has expired).
     public func get<Access>(_ id: Model.ID, in txn: borrowing Transaction<Access>) throws -> Model? {
         let key = try keyBytes(id)
-        return try txn.withValue(forKey: key, in: database) { record in try decode(record, key: key) }
+        let now = store.options.clock()
+        return try txn.withValue(forKey: key, in: database) { record in try decode(record, key: key, now: now) } ?? nil
     }
 
-    /// Whether a record is stored under `id` (without decoding it).
+    /// Whether a live (unexpired) record is stored under `id`; reads its header only.
     public func contains(_ id: Model.ID) throws -> Bool {
-        let key = try keyBytes(id)
-        return try store.environment.read { txn in try txn.contains(key, in: database) }
+        guard let header = try header(of: id) else { return false }
+        return !header.isExpired(at: store.options.clock())
     }
 
-    /// The number of records.
+    /// The number of records, expired ones not yet purged included (read from the B-tree, no scan).
     public func count() throws -> Int {
         try store.environment.read { txn in try txn.count(in: database) }
     }
@@ -74,15 +78,53 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     }
 
     /// The models whose key bytes lie in `keys`, for prefixes of string IDs and other byte ranges.
+    /// Expired records are left out; the first damaged record throws.
     public func scan(keys: KeyRange, reverse: Bool = false, limit: Int = .max) throws -> [Model] {
-        try store.environment.read { txn in
-            var models: [Model] = []
-            guard limit > 0 else { return models }
+        let result = try scan(keys: keys, reverse: reverse, limit: limit, skippingDamaged: false)
+        return result.models
+    }
+
+    /// Like ``scan(keys:reverse:limit:)``, but a damaged or undecodable record does not stop the
+    /// scan: it is left out and reported in ``ScanResult/damaged``. Nothing is deleted.
+    public func scanSkippingDamaged(keys: KeyRange = .all, reverse: Bool = false, limit: Int = .max) throws -> ScanResult<Model> {
+        try scan(keys: keys, reverse: reverse, limit: limit, skippingDamaged: true)
+    }
+
+    func scan(keys: KeyRange, reverse: Bool, limit: Int, skippingDamaged: Bool) throws -> ScanResult<Model> {
+        let now = store.options.clock()
+        return try store.environment.read { txn in
+            var result = ScanResult<Model>(models: [], damaged: [])
+            guard limit > 0 else { return result }
             try txn.forEach(in: database, range: keys, reverse: reverse) { key, record in
-                models.append(try decode(record, key: Array(key)))
-                return models.count < limit ? .next : .stop
+                do {
+                    if let model = try decode(record, key: Array(key), now: now) { result.models.append(model) }
+                } catch let error as HoardError where skippingDamaged {
+                    result.damaged.append(error)
+                }
+                return result.models.count < limit ? .next : .stop
             }
-            return models
+            return result
+        }
+    }
+
+    /// Deletes every expired record, in one transaction; returns how many.
+    @discardableResult
+    public func purgeExpired() throws -> Int {
+        let now = store.options.clock()
+        return try store.environment.write { txn in
+            var purged = 0
+            try txn.withCursor(in: database) { cursor in
+                var entry = try cursor.first()
+                while let current = entry {
+                    // A record whose header cannot be read is damaged, not expired: it stays.
+                    if let header = try? RecordHeader.read(current.value).0, header.isExpired(at: now) {
+                        try cursor.deleteCurrent()
+                        purged += 1
+                    }
+                    entry = try cursor.next()
+                }
+            }
+            return purged
         }
     }
 
@@ -101,8 +143,8 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         } ?? nil
     }
 
-    /// Decodes one record: header, checksum, version, payload.
-    func decode(_ record: UnsafeRawBufferPointer, key: [UInt8]) throws -> Model {
+    /// Decodes one record: header, checksum, version, payload; `nil` when it has expired at `now`.
+    func decode(_ record: UnsafeRawBufferPointer, key: [UInt8], now: Int64) throws -> Model? {
         let header: RecordHeader
         let payload: UnsafeRawBufferPointer
         do throws(RecordProblem) {
@@ -110,6 +152,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         } catch {
             throw HoardError.corruptRecord(collection: name, key: describeKey(key), reason: error.reason)
         }
+        if header.isExpired(at: now) { return nil }
         guard header.version <= currentVersion else {
             throw HoardError.newerRecord(collection: name, key: describeKey(key), version: header.version, current: currentVersion)
         }
@@ -128,19 +171,19 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     // MARK: Writing
 
     /// Stores `model` under its ID, replacing what was there, in a transaction of its own.
-    public func put(_ model: Model, expiresAt: Int64? = nil) throws {
-        try store.environment.write { txn in try put(model, expiresAt: expiresAt, in: txn) }
+    public func put(_ model: Model, expiry: Expiry = .collectionDefault) throws {
+        try store.environment.write { txn in try put(model, expiry: expiry, in: txn) }
     }
 
     /// Stores `models`, all in one transaction.
-    public func put(_ models: some Sequence<Model>, expiresAt: Int64? = nil) throws {
+    public func put(_ models: some Sequence<Model>, expiry: Expiry = .collectionDefault) throws {
         try store.environment.write { txn in
-            for model in models { try put(model, expiresAt: expiresAt, in: txn) }
+            for model in models { try put(model, expiry: expiry, in: txn) }
         }
     }
 
     /// Stores `model` in `txn`. With `insertOnly`, an existing record is an error (`LMDBError` keyExists).
-    public func put(_ model: Model, expiresAt: Int64? = nil, insertOnly: Bool = false, in txn: borrowing WriteTransaction) throws {
+    public func put(_ model: Model, expiry: Expiry = .collectionDefault, insertOnly: Bool = false, in txn: borrowing WriteTransaction) throws {
         let key = try keyBytes(model.id)
         let payload: [UInt8]
         do {
@@ -148,7 +191,14 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         } catch {
             throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
         }
-        let header = RecordHeader(version: currentVersion, writtenAt: store.options.clock(), expiresAt: expiresAt)
+        let now = store.options.clock()
+        let expiresAt: Int64? = switch expiry {
+        case .collectionDefault: timeToLive.map { now + $0 }
+        case .never: nil
+        case .at(let time): time
+        case .after(let duration): now + duration
+        }
+        let header = RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
         try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database, options: insertOnly ? .noOverwrite : []) { record in
             payload.withUnsafeBytes { header.write(payload: $0, into: record) }
         }
@@ -179,4 +229,24 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         }
         return key
     }
+}
+
+/// When a stored record stops being visible.
+public enum Expiry: Sendable, Hashable {
+    /// The collection's time to live, if it has one, else never.
+    case collectionDefault
+    /// Never.
+    case never
+    /// At a time, in milliseconds since 1970.
+    case at(milliseconds: Int64)
+    /// After a duration from now, in milliseconds.
+    case after(milliseconds: Int64)
+}
+
+/// The models a scan could read, and the records it could not.
+public struct ScanResult<Model> {
+    /// The models, in scan order.
+    public var models: [Model]
+    /// The damaged or undecodable records met on the way, each naming collection, key and cause.
+    public var damaged: [HoardError]
 }

@@ -31,6 +31,12 @@ public struct RecordHeader: Sendable, Hashable {
         self.expiresAt = expiresAt
     }
 
+    /// Whether the record has expired at `now` (milliseconds since 1970).
+    public func isExpired(at now: Int64) -> Bool {
+        guard let expiresAt else { return false }
+        return expiresAt <= now
+    }
+
     /// The complete record: this header, then `payload`.
     public func record(with payload: [UInt8]) -> [UInt8] {
         [UInt8](unsafeUninitializedCapacity: Self.size + payload.count) { buffer, count in

@@ -127,8 +127,10 @@ public final class Store: Sendable {
     ///
     /// - Throws: ``HoardError/keySetChanged(type:collection:version:differences:)`` when a recorded
     ///   key set differs from the code's.
-    public func collection<Model>(_ type: Model.Type, named name: String? = nil) throws -> HoardCollection<Model> {
-        try HoardCollection(store: self, name: name ?? String(describing: Model.self))
+    ///
+    /// - Parameter timeToLive: how long records live, in milliseconds, when a put does not say; `nil` for forever.
+    public func collection<Model>(_ type: Model.Type, named name: String? = nil, timeToLive: Int64? = nil) throws -> HoardCollection<Model> {
+        try HoardCollection(store: self, name: name ?? String(describing: Model.self), timeToLive: timeToLive)
     }
 
     /// Runs `body` in a read transaction: a consistent snapshot of every collection.

@@ -1,0 +1,64 @@
+import Foundation
+import Hoard
+import Synchronization
+import TestSupport
+import Testing
+
+/// A clock the test moves by hand: no sleeps.
+final class ManualClock: Sendable {
+    let now = Mutex<Int64>(1_000_000)
+    func advance(by milliseconds: Int64) { now.withLock { $0 += milliseconds } }
+    var read: @Sendable () -> Int64 { { [self] in now.withLock { $0 } } }
+}
+
+@Suite("Expiry and damaged records in scans")
+struct ExpiryTests {
+    @Test("a collection's time to live and per-put expiry hide records, and purgeExpired removes them")
+    func expiry() throws {
+        let clock = ManualClock()
+        try withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: .init(durability: .riskStoreOnOSCrash, clock: clock.read))
+            let notes = try store.collection(Note.self, timeToLive: 1_000)
+            try notes.put(Note(id: 1, text: "default ttl", stars: 1, pinned: false))
+            try notes.put(Note(id: 2, text: "forever", stars: 1, pinned: false), expiry: .never)
+            try notes.put(Note(id: 3, text: "short", stars: 1, pinned: false), expiry: .after(milliseconds: 10))
+            try notes.put(Note(id: 4, text: "fixed", stars: 1, pinned: false), expiry: .at(milliseconds: 1_000_500))
+            #expect(try notes.header(of: 1)?.expiresAt == 1_001_000)
+            #expect(try notes.header(of: 2)?.expiresAt == nil)
+            #expect(try notes.scan().map(\.id) == [1, 2, 3, 4])
+
+            clock.advance(by: 10)  // id 3 expires exactly now
+            #expect(try notes.get(3) == nil)
+            #expect(try notes.contains(3) == false)
+            #expect(try notes.scan().map(\.id) == [1, 2, 4])
+            #expect(try notes.count() == 4)  // not purged yet
+
+            clock.advance(by: 5_000)
+            #expect(try notes.scan().map(\.id) == [2])
+            #expect(try notes.purgeExpired() == 3)
+            #expect(try notes.count() == 1)
+            #expect(try notes.get(2)?.text == "forever")
+            #expect(try notes.purgeExpired() == 0)
+        }
+    }
+
+    @Test("a scan can skip damaged records and report each by key; nothing is deleted")
+    func skipAndReport() throws {
+        try withStore { store, _ in
+            let notes = try store.collection(Note.self)
+            try notes.put((1...5).map { Note(id: $0, text: "n\($0)", stars: 1, pinned: false) })
+            try writeRecord(Note(id: 2, text: "bad", stars: 1, pinned: false), version: 3, in: store) { $0[$0.count - 1] ^= 1 }
+            try writeRecord(Note(id: 4, text: "future", stars: 1, pinned: false), version: 7, in: store)
+            #expect(throws: HoardError.self) { try notes.scan() }
+            let result = try notes.scanSkippingDamaged()
+            #expect(result.models.map(\.id) == [1, 3, 5])
+            #expect(result.damaged.count == 2)
+            #expect("\(result.damaged[0])".contains("Note[2]") && "\(result.damaged[0])".contains("checksum"))
+            #expect("\(result.damaged[1])".contains("Note[4]") && "\(result.damaged[1])".contains("version 7"))
+            #expect(try notes.count() == 5)
+            // purgeExpired leaves damaged records alone.
+            #expect(try notes.purgeExpired() == 0)
+            #expect(try notes.count() == 5)
+        }
+    }
+}
