@@ -1,6 +1,7 @@
 public import LMDB
 public import VariableCoding
 internal import CBOR
+internal import Synchronization
 
 /// The stored models of one type: a named LMDB database of records keyed by the models' IDs.
 ///
@@ -14,16 +15,21 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     public let name: String
     /// How long records live when a put does not say, in milliseconds; `nil` for forever.
     public let timeToLive: Int64?
+    /// What happens to records read in an older version.
+    public let migration: MigrationPolicy
+    /// Keys of records read in an older version, to rewrite (with ``MigrationPolicy/lazy``).
+    let pendingMigrations = Mutex<Set<[UInt8]>>([])
     let store: Store
     let database: Database
     let encoder: CBOREncoder
     /// One decoder per declared local version.
     let decoders: [Int: CBORDecoder]
 
-    init(store: Store, name: String, timeToLive: Int64?) throws {
+    init(store: Store, name: String, timeToLive: Int64?, migration: MigrationPolicy) throws {
         self.store = store
         self.name = name
         self.timeToLive = timeToLive
+        self.migration = migration
         let keySets = Model.keySets
         // Deterministic CBOR: equal models give equal bytes, so changes can be found by comparing bytes.
         encoder = CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.currentLocal])
@@ -160,7 +166,13 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
             throw HoardError.corruptRecord(collection: name, key: describeKey(key), reason: "key-set version \(header.version) is not one of \(Model.self)'s local versions")
         }
         do {
-            return try decoder.decode(Model.self, from: payload)
+            let model = try decoder.decode(Model.self, from: payload)
+            if header.version < currentVersion && migration == .lazy {
+                pendingMigrations.withLock { pending in
+                    if pending.count < Self.pendingLimit { pending.insert(key) }
+                }
+            }
+            return model
         } catch let error as CBORDecodingError {
             throw HoardError.corruptRecord(collection: name, key: describeKey(key), reason: "\(error)")
         } catch {
@@ -170,14 +182,19 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
 
     // MARK: Writing
 
-    /// Stores `model` under its ID, replacing what was there, in a transaction of its own.
+    /// Stores `model` under its ID, replacing what was there, in a transaction of its own
+    /// (which also rewrites records waiting for a lazy migration).
     public func put(_ model: Model, expiry: Expiry = .collectionDefault) throws {
-        try store.environment.write { txn in try put(model, expiry: expiry, in: txn) }
+        try store.environment.write { txn in
+            try migratePending(in: txn)
+            try put(model, expiry: expiry, in: txn)
+        }
     }
 
     /// Stores `models`, all in one transaction.
     public func put(_ models: some Sequence<Model>, expiry: Expiry = .collectionDefault) throws {
         try store.environment.write { txn in
+            try migratePending(in: txn)
             for model in models { try put(model, expiry: expiry, in: txn) }
         }
     }
@@ -208,7 +225,10 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     @discardableResult
     public func delete(_ id: Model.ID) throws -> Bool {
         let key = try keyBytes(id)
-        return try store.environment.write { txn in try txn.delete(key, in: database) }
+        return try store.environment.write { txn in
+            try migratePending(in: txn)
+            return try txn.delete(key, in: database)
+        }
     }
 
     /// Removes the record under `id` in `txn`.
@@ -249,4 +269,131 @@ public struct ScanResult<Model> {
     public var models: [Model]
     /// The damaged or undecodable records met on the way, each naming collection, key and cause.
     public var damaged: [HoardError]
+}
+
+/// What a collection does with a record it reads in an older key-set version.
+public enum MigrationPolicy: Sendable, Hashable {
+    /// Leave it as it is; it is migrated on every read.
+    case never
+    /// Remember it and rewrite it in the current version in the collection's next write
+    /// transaction, or at ``HoardCollection/flushMigrations()``.
+    case lazy
+}
+
+/// How far an eager ``HoardCollection/migrate(batchSize:progress:)`` has come.
+public struct MigrationProgress: Sendable, Hashable {
+    /// Records looked at in this call.
+    public var scanned = 0
+    /// Records rewritten in the current version in this call.
+    public var migrated = 0
+    /// Records left as they are because they cannot be migrated here (damaged, or from a newer version).
+    public var failed = 0
+    /// Whether the whole collection has been gone through.
+    public var finished = false
+}
+
+extension HoardCollection {
+    /// How many keys a lazy migration remembers at most; more are migrated on a later read.
+    static var pendingLimit: Int { 100_000 }
+
+    /// Rewrites, in `txn`, the records remembered for a lazy migration; returns how many it rewrote.
+    @discardableResult
+    func migratePending(in txn: borrowing WriteTransaction) throws -> Int {
+        guard migration == .lazy else { return 0 }
+        let keys = pendingMigrations.withLock { pending -> Set<[UInt8]> in
+            defer { pending.removeAll() }
+            return pending
+        }
+        var migrated = 0
+        for key in keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) where try rewriteIfOld(key, in: txn) == .migrated {
+            migrated += 1
+        }
+        return migrated
+    }
+
+    /// Rewrites the records a lazy migration remembered, in a transaction of its own.
+    @discardableResult
+    public func flushMigrations() throws -> Int {
+        try store.environment.write { txn in try migratePending(in: txn) }
+    }
+
+    enum RewriteOutcome { case current, migrated, failed }
+
+    /// What a migration finds under a key.
+    enum StoredRecord<Value> { case damaged, upToDate(newer: Bool), old(RecordHeader, Value) }
+
+    /// Rewrites the record under `key` in the current version if it is older, keeping its
+    /// write time and expiry (a migration changes the spelling, not the content).
+    func rewriteIfOld(_ key: [UInt8], in txn: borrowing WriteTransaction) throws -> RewriteOutcome {
+        let found: StoredRecord<Model>? = try txn.withValue(forKey: key, in: database) { record -> StoredRecord<Model> in
+            guard let (header, payload) = try? RecordHeader.read(record) else { return .damaged }
+            if header.version >= currentVersion { return .upToDate(newer: header.version > currentVersion) }
+            guard let decoder = decoders[header.version], let model = try? decoder.decode(Model.self, from: payload) else { return .damaged }
+            return .old(header, model)
+        }
+        let header: RecordHeader
+        let model: Model
+        switch found {
+        case nil: return .current  // deleted meanwhile
+        case .damaged: return .failed
+        case .upToDate(let newer): return newer ? .failed : .current
+        case .old(let h, let m): (header, model) = (h, m)
+        }
+        let payload: [UInt8]
+        do {
+            payload = try encoder.encode(model)
+        } catch {
+            throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
+        }
+        let rewritten = RecordHeader(version: currentVersion, writtenAt: header.writtenAt, expiresAt: header.expiresAt)
+        try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database) { record in
+            payload.withUnsafeBytes { rewritten.write(payload: $0, into: record) }
+        }
+        return .migrated
+    }
+
+    /// Rewrites every record of an older version in the current one, in batches of
+    /// `batchSize` records per write transaction.
+    ///
+    /// Each batch commits together with a checkpoint in the meta database, so a migration that
+    /// is stopped — `progress` returning `false`, an error, or the process being killed — goes
+    /// on from the last committed batch when `migrate` is called again. Records that cannot be
+    /// migrated here (damaged, or written by a newer version) are counted and left alone.
+    ///
+    /// - Parameter progress: called after each batch with the totals so far; return `false` to stop.
+    @discardableResult
+    public func migrate(batchSize: Int = 1_000, progress: (MigrationProgress) -> Bool = { _ in true }) throws -> MigrationProgress {
+        precondition(batchSize > 0, "migrate: batchSize must be positive")
+        guard let meta = store.meta else { return MigrationProgress(finished: true) }
+        let checkpointKey = Array("migrate:\(name)".utf8)
+        var totals = MigrationProgress()
+        while true {
+            let batch = try store.environment.write { txn -> (MigrationProgress, Bool) in
+                var step = MigrationProgress()
+                let start = try txn.value(forKey: checkpointKey, in: meta)
+                let range = start.map { KeyRange(from: .exclusive($0)) } ?? .all
+                let keys = try txn.entries(in: database, range: range, limit: batchSize).map(\.key)
+                for key in keys {
+                    step.scanned += 1
+                    switch try rewriteIfOld(key, in: txn) {
+                    case .current: break
+                    case .migrated: step.migrated += 1
+                    case .failed: step.failed += 1
+                    }
+                }
+                let done = keys.count < batchSize
+                if done {
+                    try txn.delete(checkpointKey, in: meta)
+                } else if let last = keys.last {
+                    try txn.put(last, forKey: checkpointKey, in: meta)
+                }
+                return (step, done)
+            }
+            totals.scanned += batch.0.scanned
+            totals.migrated += batch.0.migrated
+            totals.failed += batch.0.failed
+            totals.finished = batch.1
+            if batch.1 || !progress(totals) { return totals }
+        }
+    }
 }

@@ -128,9 +128,14 @@ public final class Store: Sendable {
     /// - Throws: ``HoardError/keySetChanged(type:collection:version:differences:)`` when a recorded
     ///   key set differs from the code's.
     ///
-    /// - Parameter timeToLive: how long records live, in milliseconds, when a put does not say; `nil` for forever.
-    public func collection<Model>(_ type: Model.Type, named name: String? = nil, timeToLive: Int64? = nil) throws -> HoardCollection<Model> {
-        try HoardCollection(store: self, name: name ?? String(describing: Model.self), timeToLive: timeToLive)
+    /// - Parameters:
+    ///   - timeToLive: how long records live, in milliseconds, when a put does not say; `nil` for forever.
+    ///   - migration: whether records read in an older version are rewritten in the current one
+    ///     lazily (in the collection's next write) or left as they are.
+    public func collection<Model>(
+        _ type: Model.Type, named name: String? = nil, timeToLive: Int64? = nil, migration: MigrationPolicy = .never
+    ) throws -> HoardCollection<Model> {
+        try HoardCollection(store: self, name: name ?? String(describing: Model.self), timeToLive: timeToLive, migration: migration)
     }
 
     /// Runs `body` in a read transaction: a consistent snapshot of every collection.
