@@ -31,6 +31,9 @@ enum Registry {
         var entry = recorded ?? RegistryEntry(type: String(describing: Model.self), current: keySets.currentVersion, versions: [:])
         for (version, names) in (recorded?.versions ?? [:]).sorted(by: { $0.key < $1.key }) {
             guard let now = declared[version] else {
+                // A version above the code's current one was written by newer code (a rollback):
+                // allowed, its records are reported one by one. A lower one the code should know.
+                if let number = Int(version), number > keySets.currentVersion { continue }
                 throw HoardError.keySetChanged(
                     type: String(describing: Model.self), collection: collection, version: Int(version) ?? 0,
                     differences: ["version \(version) was recorded but the code no longer declares it; its records could not be read"]

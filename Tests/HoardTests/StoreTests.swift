@@ -277,3 +277,38 @@ struct StoreTests {
         }
     }
 }
+
+/// Note as the previous app version declared it: only versions 1 and 2.
+struct NoteBeforeVersion3: VariablyCodable, Identifiable {
+    var id: Int64
+    var text: String
+    var stars: String
+    static let keySets = KeySets<NoteBeforeVersion3>(local: [
+        1: [\.id: "ID", \.text: "BODY", \.stars: "STARS"],
+        2: [\.id: "ID", \.text: "TEXT", \.stars: "STARS"],
+    ])
+    init(from container: DecodingContainer<NoteBeforeVersion3>) throws {
+        id = try container.decodeValue(for: \.id)
+        text = try container.decodeValue(for: \.text)
+        stars = try container.decodeValue(for: \.stars)
+    }
+    func encode(to container: inout EncodingContainer<NoteBeforeVersion3>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(text, for: \.text)
+        try container.encodeValue(stars, for: \.stars)
+    }
+}
+
+@Suite("Rollback")
+struct RollbackTests {
+    @Test("older code opens a collection newer code wrote: allowed, newer records reported one by one")
+    func olderCodeOpensNewerCollection() throws {
+        try withStore { store, _ in
+            try store.collection(Note.self).put(Note(id: 1, text: "v3", stars: 1, pinned: true))
+            try writeRecord(Note(id: 2, text: "v2", stars: 2, pinned: false), version: 2, in: store)
+            let old = try store.collection(NoteBeforeVersion3.self, named: "Note")
+            #expect(try old.get(2)?.text == "v2")
+            expectHoardError(["Note[1]", "version 3", "current version 2"]) { _ = try old.get(1) }
+        }
+    }
+}
