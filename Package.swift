@@ -48,7 +48,7 @@ let package = Package(
         // The `hoard` command-line tool; `hoard demo` is the README's main job.
         .executableTarget(
             name: "HoardCLI",
-            dependencies: ["LMDB", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["Hoard", "LMDB", "VariableCoding", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "tools/hoard",
             swiftSettings: strict
         ),

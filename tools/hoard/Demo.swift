@@ -1,105 +1,137 @@
 import ArgumentParser
+import Foundation
+import Hoard
 import LMDB
+import VariableCoding
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-/// `hoard demo`: the README's main job. Creates (or reopens) a store, writes, reads back, scans
-/// and reports, so that a newcomer sees the engine work end to end.
+/// `hoard demo`: the README's main job. Plays two app versions against one store: version 1
+/// caches users from the server's API v1; version 2 renames a stored key and adds a field, reads
+/// the old records through migration on read, caches new ones from API v2, and migrates the rest.
 struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Write a demo store, read it back and print what happened.",
+        abstract: "Run the Hoard demo on a store and print what happened.",
         discussion: """
             The store lives at --path, or by default in your cache directory \
-            ($XDG_CACHE_HOME/hoard/demo or ~/.cache/hoard/demo). Running the demo again reopens \
-            the same store and shows that what the last run committed is still there.
+            ($XDG_CACHE_HOME/hoard/demo.hoard or ~/.cache/hoard/demo.hoard). Each run starts the \
+            story again in the collection "users".
             """
     )
 
     @Option(name: .long, help: "The store directory (created with mode 0700 when missing).")
     var path: String?
 
-    @Option(name: .long, help: "How many records to write.")
-    var count: Int = 50_000
-
-    func validate() throws {
-        guard count > 0 && count <= 10_000_000 else { throw ValidationError("--count must be between 1 and 10000000") }
-    }
-
     func run() throws {
         let path = path ?? defaultStorePath()
         do {
             try runDemo(at: path)
-        } catch let error as LMDBError {
+        } catch let error as HoardError {
             printError("hoard demo: \(error)")
             throw ExitCode(3)
         }
     }
 
     private func runDemo(at path: String) throws {
-        // A small first map on purpose: the writes below outgrow it and the map grows on its own.
-        let env = try Environment(path: path, options: .init(mapSize: 1 << 20))
-        print("store      \(path) (\(env.wasCreated ? "created" : "reopened"))")
+        let store = try Store(path: path)
+        print("store     \(path)")
 
-        let runs = try env.openDatabase("runs", create: true)
-        let previous = try env.read { txn in
-            try txn.value(forKey: Array("count".utf8), in: runs).flatMap { Int(String(decoding: $0, as: UTF8.self)) } ?? 0
+        // App version 1: the server speaks API v1; storage uses local key set 1.
+        let v1 = try store.collection(DemoUserV1.self, named: "users")
+        try v1.deleteAll()
+        let serverV1 = Data("""
+            [{"id": 1, "user_name": "ada", "email_address": "ada@example.com"},
+             {"id": 2, "user_name": "grace", "email_address": "grace@example.com"},
+             {"id": 3, "user_name": "alan", "email_address": "alan@example.com"}]
+            """.utf8)
+        let fromServer = try JSONDecoder().decode([DemoUserV1].self, from: serverV1, keySet: .remote("v1"))
+        try v1.put(fromServer)
+        print("app v1    decoded \(fromServer.count) users from API v1 (user_name, email_address) and stored them with local key set 1 (USER_NAME, EMAIL)")
+
+        // App version 2: local key set 2 renames USER_NAME to NAME and adds KARMA.
+        let users = try store.collection(DemoUser.self, named: "users")
+        for user in try users.scan() {
+            let version = try users.header(of: user.id)?.version ?? 0
+            print("app v2    read \(user.name) <\(user.email)> karma \(user.karma) from a version-\(version) record (migrated on read)")
         }
-        print("runs       \(previous) before this one")
+        let serverV2 = Data(#"[{"id": 4, "name": "barbara", "email": "barbara@example.com", "karma": 42}]"#.utf8)
+        let newcomers = try JSONDecoder().decode([DemoUser].self, from: serverV2, keySet: .remote("v2"))
+        try users.put(newcomers)
+        print("app v2    decoded \(newcomers.count) user from API v2 (name, email, karma) and stored it with local key set 2")
+        print("versions  \(try versionCounts(users))")
 
-        let greetings = try env.openDatabase("greetings", create: true)
-        let clock = ContinuousClock()
-        let written = try clock.measure {
-            try env.write { txn in
-                for i in 0..<count {
-                    let key = Array(String(format6(i)).utf8)
-                    let value = Array("hello #\(i) from run \(previous + 1)".utf8)
-                    try txn.put(value, forKey: key, in: greetings)
-                }
-                try txn.put(Array("\(previous + 1)".utf8), forKey: Array("count".utf8), in: runs)
-            }
+        let progress = try users.migrate(batchSize: 2)
+        print("migrate   looked at \(progress.scanned) records, rewrote \(progress.migrated) in version 2")
+        print("versions  \(try versionCounts(users))")
+
+        let info = try store.environment.info()
+        print("store     \(try users.count()) users, map \(info.mapSize / 1024) KiB, last transaction \(info.lastTransactionID)")
+    }
+
+    private func versionCounts(_ users: HoardCollection<DemoUser>) throws -> String {
+        var counts: [Int: Int] = [:]
+        for user in try users.scan() {
+            counts[try users.header(of: user.id)?.version ?? 0, default: 0] += 1
         }
-        print("write      \(count) records in one transaction: \(milliseconds(written)) ms (committed, fsynced)")
-
-        let (sample, inRange) = try env.read { txn in
-            let sample = try txn.value(forKey: Array(format6(count / 2).utf8), in: greetings).map { String(decoding: $0, as: UTF8.self) }
-            var inRange = 0
-            try txn.forEach(in: greetings, range: .prefix(Array("00001".utf8))) { _, _ in
-                inRange += 1
-                return .next
-            }
-            return (sample, inRange)
-        }
-        print("read       \(format6(count / 2)) -> \(sample ?? "(missing)")")
-        print("scan       prefix 00001: \(inRange) records")
-
-        let last = try env.read { txn in
-            try txn.entries(in: greetings, reverse: true, limit: 1).first.map { String(decoding: $0.key, as: UTF8.self) }
-        }
-        print("last key   \(last ?? "(none)")")
-
-        let info = try env.info()
-        let stat = try env.read { txn in try txn.statistics(of: greetings) }
-        print("map        \(info.mapSize / 1024) KiB (started at 1024 KiB), last transaction \(info.lastTransactionID)")
-        print("greetings  \(stat.entries) records in \(stat.leafPages + stat.branchPages + stat.overflowPages) pages of \(stat.pageSize) bytes, depth \(stat.depth)")
+        return counts.sorted { $0.key < $1.key }.map { "version \($0.key): \($0.value)" }.joined(separator: ", ")
     }
 }
 
-/// Six-digit, zero-padded: keys that sort in numeric order.
-func format6(_ value: Int) -> String {
-    let digits = String(value)
-    return String(repeating: "0", count: max(0, 6 - digits.count)) + digits
+/// The user model as app version 1 declared it.
+struct DemoUserV1: VariablyCodable, Identifiable {
+    var id: Int
+    var name: String
+    var email: String
+
+    static let keySets = KeySets<DemoUserV1>(
+        local: [1: [\.id: "ID", \.name: "USER_NAME", \.email: "EMAIL"]],
+        remote: ["v1": [\.id: "id", \.name: "user_name", \.email: "email_address"]]
+    )
+
+    init(from container: DecodingContainer<DemoUserV1>) throws {
+        id = try container.decodeValue(for: \.id)
+        name = try container.decodeValue(for: \.name)
+        email = try container.decodeValue(for: \.email)
+    }
+
+    func encode(to container: inout EncodingContainer<DemoUserV1>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(name, for: \.name)
+        try container.encodeValue(email, for: \.email)
+    }
 }
 
-func milliseconds(_ duration: Duration) -> String {
-    let ms = Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
-    return String(Int(ms.rounded()))
+/// The user model of app version 2: version 1's key set kept as it shipped, version 2 added.
+struct DemoUser: VariablyCodable, Identifiable {
+    var id: Int
+    var name: String
+    var email: String
+    var karma: Int
+
+    static let keySets = KeySets<DemoUser>(
+        local: [
+            1: [\.id: "ID", \.name: "USER_NAME", \.email: "EMAIL"],
+            2: [\.id: "ID", \.name: "NAME", \.email: "EMAIL", \.karma: "KARMA"],
+        ],
+        remote: [
+            "v1": [\.id: "id", \.name: "user_name", \.email: "email_address"],
+            "v2": [\.id: "id", \.name: "name", \.email: "email", \.karma: "karma"],
+        ]
+    )
+
+    init(from container: DecodingContainer<DemoUser>) throws {
+        id = try container.decodeValue(for: \.id)
+        name = try container.decodeValue(for: \.name)
+        email = try container.decodeValue(for: \.email)
+        karma = try container.decodeValue(for: \.karma, default: 0)
+    }
+
+    func encode(to container: inout EncodingContainer<DemoUser>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(name, for: \.name)
+        try container.encodeValue(email, for: \.email)
+        try container.encodeValue(karma, for: \.karma)
+    }
 }
 
 func printError(_ text: String) {
-    let bytes = Array((text + "\n").utf8)
-    _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    FileHandle.standardError.write(Data((text + "\n").utf8))
 }

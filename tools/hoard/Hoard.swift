@@ -20,9 +20,9 @@ struct HoardCommand: ParsableCommand {
 /// Where the demo keeps its store unless told otherwise: the user's cache directory.
 func defaultStorePath() -> String {
     let environment = ProcessInfoLite.self
-    if let cache = environment.variable("XDG_CACHE_HOME"), !cache.isEmpty { return cache + "/hoard/demo" }
-    if let home = environment.variable("HOME"), !home.isEmpty { return home + "/.cache/hoard/demo" }
-    return "/tmp/hoard-demo"
+    if let cache = environment.variable("XDG_CACHE_HOME"), !cache.isEmpty { return cache + "/hoard/demo.hoard" }
+    if let home = environment.variable("HOME"), !home.isEmpty { return home + "/.cache/hoard/demo.hoard" }
+    return "/tmp/hoard-demo.hoard"
 }
 
 enum ProcessInfoLite {
