@@ -72,7 +72,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HoardTests",
-            dependencies: ["Hoard", "LMDB", "CBOR", "VariableCoding", "TestSupport"],
+            dependencies: ["Hoard", "LMDB", "CBOR", "VariableCoding", "TestSupport", "LMDBProbe"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,5 +1,6 @@
 public import LMDB
 internal import CBOR
+internal import Dispatch
 #if canImport(Glibc)
 internal import Glibc
 #elseif canImport(Darwin)
@@ -60,6 +61,8 @@ public final class Store: Sendable {
     public var path: String { environment.path }
     let options: Options
     let meta: Database?
+    /// Where async writes run (see Store+Async.swift).
+    let writerQueue = DispatchQueue(label: "hoard.store.writer")
 
     /// Opens the store at `path`, creating it (unless read-only) when it does not exist.
     ///

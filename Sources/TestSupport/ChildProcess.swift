@@ -20,6 +20,8 @@ public final class ChildProcess {
 
     /// Starts `executable` with `arguments`; its standard error goes to the parent's.
     public init(_ executable: String, _ arguments: [String]) throws {
+        // Writing to a child that has died must be an error to report, not a SIGPIPE that ends the tests.
+        signal(SIGPIPE, SIG_IGN)
         var toChild: [Int32] = [0, 0]
         var fromChild: [Int32] = [0, 0]
         guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else {

@@ -8,7 +8,7 @@ import VariableCoding
 
 /// A note as three app versions stored it: version 1 called the text BODY and had the stars as
 /// text; version 2 renamed BODY to TEXT; version 3 made STARS a number and added PINNED.
-struct Note: VariablyCodable, Identifiable, Equatable {
+struct Note: VariablyCodable, Identifiable, Equatable, Sendable {
     var id: Int64
     var text: String
     var stars: Int

@@ -9,6 +9,8 @@
 //       batches DB N SIZE     -> N write transactions of SIZE new keys each plus the key
 //                                "counter"; answers "ok" after the last one
 //       fill DB N SIZE        -> N values of SIZE bytes in one write transaction; "ok MAPSIZE"
+//       hold-write            -> "holding" while a write transaction (LMDB's writer lock) stays
+//                                open until the next line
 //       hold-read             -> "holding" while a read transaction stays open until the next line
 //       stale                 -> "stale N" (stale reader slots, not cleared)
 //       exit                  -> ends the process
@@ -76,6 +78,12 @@ func serve(_ env: Environment) throws {
                     for i in 0..<count { try txn.put(value, forKey: bytes(Substring("f\(i)")), in: db) }
                 }
                 reply("ok \(try env.info().mapSize)")
+            case "hold-write":
+                try env.write { _ in
+                    reply("holding")
+                    _ = readLine()
+                }
+                reply("released")
             case "hold-read":
                 try env.read { _ in
                     reply("holding")
