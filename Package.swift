@@ -22,6 +22,8 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        // The store logs through the Logger its user passes in; nothing is printed by default.
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
     ],
     targets: [
         // The system liblmdb through pkg-config; nothing of LMDB is vendored.
@@ -40,7 +42,11 @@ let package = Package(
         .target(name: "CBOR", swiftSettings: strict),
 
         // The product: typed collections of VariablyCodable models in LMDB, records in CBOR.
-        .target(name: "Hoard", dependencies: ["LMDB", "VariableCoding", "CBOR"], swiftSettings: strict),
+        .target(
+            name: "Hoard",
+            dependencies: ["LMDB", "VariableCoding", "CBOR", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
 
         // Helpers shared by the test targets (temporary stores, child processes).
         .target(name: "TestSupport", dependencies: ["LMDB"], swiftSettings: strict),
@@ -72,7 +78,10 @@ let package = Package(
         ),
         .testTarget(
             name: "HoardTests",
-            dependencies: ["Hoard", "LMDB", "CBOR", "VariableCoding", "TestSupport", "LMDBProbe"],
+            dependencies: [
+                "Hoard", "LMDB", "CBOR", "VariableCoding", "TestSupport", "LMDBProbe",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

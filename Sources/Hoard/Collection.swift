@@ -90,6 +90,19 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         return result.models
     }
 
+    /// Visits the models whose key bytes lie in `keys` one at a time, inside one read snapshot,
+    /// without building an array: for large collections. Expired records are skipped; the first
+    /// damaged record throws. Return ``IterationStep/stop`` from `body` to end early.
+    public func forEach(keys: KeyRange = .all, reverse: Bool = false, _ body: (Model) throws -> IterationStep) throws {
+        let now = store.options.clock()
+        try store.environment.read { txn in
+            try txn.forEach(in: database, range: keys, reverse: reverse) { key, record in
+                guard let model = try decode(record, key: Array(key), now: now) else { return .next }
+                return try body(model)
+            }
+        }
+    }
+
     /// Like ``scan(keys:reverse:limit:)``, but a damaged or undecodable record does not stop the
     /// scan: it is left out and reported in ``ScanResult/damaged``. Nothing is deleted.
     public func scanSkippingDamaged(keys: KeyRange = .all, reverse: Bool = false, limit: Int = .max) throws -> ScanResult<Model> {
@@ -105,6 +118,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
                 do {
                     if let model = try decode(record, key: Array(key), now: now) { result.models.append(model) }
                 } catch let error as HoardError where skippingDamaged {
+                    store.logger.warning("skipped a damaged record", metadata: ["collection": "\(name)", "error": "\(error)"])
                     result.damaged.append(error)
                 }
                 return result.models.count < limit ? .next : .stop
@@ -117,7 +131,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     @discardableResult
     public func purgeExpired() throws -> Int {
         let now = store.options.clock()
-        return try store.environment.write { txn in
+        let purged = try store.environment.write { txn in
             var purged = 0
             try txn.withCursor(in: database) { cursor in
                 var entry = try cursor.first()
@@ -132,6 +146,8 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
             }
             return purged
         }
+        if purged > 0 { store.logger.info("purged expired records", metadata: ["collection": "\(name)", "count": "\(purged)"]) }
+        return purged
     }
 
     /// The header of the record under `id`, or `nil`: version, write time and expiry, unchecked
@@ -393,6 +409,14 @@ extension HoardCollection {
             totals.migrated += batch.0.migrated
             totals.failed += batch.0.failed
             totals.finished = batch.1
+            store.logger.debug("migration batch", metadata: [
+                "collection": "\(name)", "scanned": "\(totals.scanned)", "migrated": "\(totals.migrated)", "failed": "\(totals.failed)",
+            ])
+            if batch.1 {
+                store.logger.info("migrated collection", metadata: [
+                    "collection": "\(name)", "migrated": "\(totals.migrated)", "failed": "\(totals.failed)", "version": "\(currentVersion)",
+                ])
+            }
             if batch.1 || !progress(totals) { return totals }
         }
     }

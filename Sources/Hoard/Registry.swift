@@ -50,6 +50,10 @@ enum Registry {
         entry.current = max(entry.current, keySets.currentVersion)
         entry.type = String(describing: Model.self)
         guard entry != recorded, !store.options.readOnly else { return }
+        store.logger.notice("recorded key sets", metadata: [
+            "collection": "\(collection)", "type": "\(entry.type)", "current": "\(entry.current)",
+            "versions": "\(entry.versions.keys.sorted().joined(separator: ","))",
+        ])
         let bytes = try CBOREncoder(deterministic: true).encode(entry)
         try store.environment.write { txn in try txn.put(bytes, forKey: key(collection), in: meta) }
     }

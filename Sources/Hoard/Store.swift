@@ -1,4 +1,5 @@
 public import LMDB
+public import Logging
 internal import CBOR
 internal import Dispatch
 #if canImport(Glibc)
@@ -34,17 +35,22 @@ public final class Store: Sendable {
         public var readOnly: Bool
         /// The clock records are stamped with, in milliseconds since 1970 (injectable for tests).
         public var clock: @Sendable () -> Int64
+        /// Where the store reports what it does (opening, registry changes, migrations, damaged
+        /// records skipped, purges). By default nothing is logged.
+        public var logger: Logger
 
         public init(
             durability: Environment.Durability = .durable,
             maxMapSize: Int? = nil,
             readOnly: Bool = false,
-            clock: @escaping @Sendable () -> Int64 = Store.systemClock
+            clock: @escaping @Sendable () -> Int64 = Store.systemClock,
+            logger: Logger = Logger(label: "hoard", factory: { _ in SwiftLogNoOpLogHandler() })
         ) {
             self.durability = durability
             self.maxMapSize = maxMapSize
             self.readOnly = readOnly
             self.clock = clock
+            self.logger = logger
         }
     }
 
@@ -102,7 +108,12 @@ public final class Store: Sendable {
         } else {
             throw HoardError.notAHoardStore(path: path, found: names)
         }
+        options.logger.info("opened store", metadata: [
+            "path": "\(path)", "created": "\(environment.wasCreated)", "readOnly": "\(options.readOnly)",
+        ])
     }
+
+    var logger: Logger { options.logger }
 
     /// Milliseconds since 1970 from the system clock.
     public static let systemClock: @Sendable () -> Int64 = {

@@ -171,6 +171,13 @@ struct StoreTests {
             #expect(try tags.scan().map(\.id) == ids.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
             #expect(try tags.scan(keys: .prefix("swi".keyBytes)).map(\.id) == ["swift", "swiftui", "swim"])
             #expect(try tags.scan(keys: .prefix("swi".keyBytes), reverse: true, limit: 2).map(\.id) == ["swim", "swiftui"])
+            // The lazy form visits the same models without building an array, and can stop early.
+            var visited: [String] = []
+            try tags.forEach(keys: .prefix("swi".keyBytes)) { tag in
+                visited.append(tag.id)
+                return visited.count < 2 ? .next : .stop
+            }
+            #expect(visited == ["swift", "swiftui"])
         }
     }
 
