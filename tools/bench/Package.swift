@@ -25,6 +25,17 @@ let package = Package(
             path: "Sources/CodecBench"
         ),
         .executableTarget(
+            name: "store-bench",
+            dependencies: [
+                "CLMDBRaw", "BenchSupport",
+                .product(name: "Hoard", package: "Hoard"),
+                .product(name: "LMDB", package: "Hoard"),
+                .product(name: "CBOR", package: "Hoard"),
+                .product(name: "VariableCoding", package: "Hoard"),
+            ],
+            path: "Sources/StoreBench"
+        ),
+        .executableTarget(
             name: "lmdb-bench",
             dependencies: ["CLMDBRaw", "BenchSupport", .product(name: "LMDB", package: "Hoard")],
             path: "Sources/LMDBBench"

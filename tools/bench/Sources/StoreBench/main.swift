@@ -1,0 +1,183 @@
+// store-bench: Hoard collections against the same bytes put and got directly with the C API,
+// and records written two versions ago against current ones, in the same run (issue 5).
+//
+//   swift run -c release --package-path tools/bench store-bench [--records N] [--rounds R]
+import BenchSupport
+import CBOR
+import CLMDBRaw
+import Hoard
+import LMDB
+import VariableCoding
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A 6-field model in three local versions: 3 is current; 1 spelled every key differently.
+struct Member: VariablyCodable, Identifiable, Sendable {
+    var id: Int64
+    var name: String
+    var email: String
+    var age: Int
+    var city: String
+    var followers: Int
+
+    static let keySets = KeySets<Member>(local: [
+        1: [\.id: "ID", \.name: "USER_NAME", \.email: "EMAIL_ADDRESS", \.age: "USER_AGE", \.city: "CITY_NAME", \.followers: "FOLLOWER_COUNT"],
+        2: [\.id: "ID", \.name: "NAME", \.email: "EMAIL_ADDRESS", \.age: "AGE", \.city: "CITY_NAME", \.followers: "FOLLOWER_COUNT"],
+        3: [\.id: "id", \.name: "name", \.email: "email", \.age: "age", \.city: "city", \.followers: "followers"],
+    ])
+
+    init(id: Int64, name: String, email: String, age: Int, city: String, followers: Int) {
+        (self.id, self.name, self.email, self.age, self.city, self.followers) = (id, name, email, age, city, followers)
+    }
+    init(from container: DecodingContainer<Member>) throws {
+        id = try container.decodeValue(for: \.id)
+        name = try container.decodeValue(for: \.name)
+        email = try container.decodeValue(for: \.email)
+        age = try container.decodeValue(for: \.age)
+        city = try container.decodeValue(for: \.city)
+        followers = try container.decodeValue(for: \.followers)
+    }
+    func encode(to container: inout EncodingContainer<Member>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(name, for: \.name)
+        try container.encodeValue(email, for: \.email)
+        try container.encodeValue(age, for: \.age)
+        try container.encodeValue(city, for: \.city)
+        try container.encodeValue(followers, for: \.followers)
+    }
+}
+
+let count = option("records", default: 1_000_000)
+let rounds = option("rounds", default: 5)
+var rng = SplitMix64(seed: 11)
+let cities = ["Berlin", "Lisbon", "Osaka", "Nairobi", "Montréal", "São Paulo"]
+let members = (0..<count).map { i in
+    Member(id: Int64(i) &* 7_919, name: "Member \(i)", email: "member\(i)@example.com",
+           age: Int(rng.next() % 90), city: cities[Int(rng.next() % 6)], followers: Int(rng.next() % 100_000))
+}
+let getOrder = members.indices.shuffled(using: &rng)
+nonisolated(unsafe) var sink = 0
+
+// The exact records Hoard writes, for the C baseline to put and get.
+let encoder = CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.currentLocal])
+let keys = members.map { $0.id.keyBytes }
+let records = try members.map { RecordHeader(version: 3, writtenAt: 0, expiresAt: nil).record(with: try encoder.encode($0)) }
+
+func fail(_ what: String, _ rc: Int32) -> Never {
+    print("error: \(what): \(String(cString: mdb_strerror(rc)))")
+    exit(1)
+}
+
+// MARK: - The C baseline
+
+nonisolated(unsafe) var rawEnv: OpaquePointer?  // single-threaded benchmark
+nonisolated(unsafe) var rawDBI = MDB_dbi()
+let directory = temporaryDirectory("store")
+mkdir(directory + "/c", 0o700)
+if mdb_env_create(&rawEnv) != 0 { fail("mdb_env_create", -1) }
+mdb_env_set_mapsize(rawEnv, 8 << 30)
+mdb_env_set_maxdbs(rawEnv, 4)
+if case let rc = mdb_env_open(rawEnv, directory + "/c", UInt32(MDB_NOTLS | MDB_NOSYNC), 0o600), rc != 0 { fail("mdb_env_open", rc) }
+do {
+    var txn: OpaquePointer?
+    mdb_txn_begin(rawEnv, nil, 0, &txn)
+    mdb_dbi_open(txn, "c:Member", UInt32(MDB_CREATE), &rawDBI)
+    mdb_txn_commit(txn)
+}
+
+func rawPutAll() -> UInt64 {
+    var txn: OpaquePointer?
+    mdb_txn_begin(rawEnv, nil, 0, &txn)
+    mdb_drop(txn, rawDBI, 0)
+    mdb_txn_commit(txn)
+    return time {
+        mdb_txn_begin(rawEnv, nil, 0, &txn)
+        for i in 0..<count {
+            keys[i].withUnsafeBytes { k in
+                records[i].withUnsafeBytes { v in
+                    var key = MDB_val(mv_size: k.count, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
+                    var value = MDB_val(mv_size: v.count, mv_data: UnsafeMutableRawPointer(mutating: v.baseAddress))
+                    let rc = mdb_put(txn, rawDBI, &key, &value, 0)
+                    if rc != 0 { fail("mdb_put", rc) }
+                }
+            }
+        }
+        let rc = mdb_txn_commit(txn)
+        if rc != 0 { fail("mdb_txn_commit", rc) }
+    }
+}
+
+func rawGetAll() -> UInt64 {
+    time {
+        var txn: OpaquePointer?
+        mdb_txn_begin(rawEnv, nil, UInt32(MDB_RDONLY), &txn)
+        var value = MDB_val()
+        for i in getOrder {
+            keys[i].withUnsafeBytes { k in
+                var key = MDB_val(mv_size: k.count, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
+                if mdb_get(txn, rawDBI, &key, &value) == 0 { sink &+= value.mv_size }
+            }
+        }
+        mdb_txn_abort(txn)
+    }
+}
+
+// MARK: - Hoard
+
+let store = try Store(path: directory + "/hoard", options: .init(durability: .riskStoreOnOSCrash))
+let collection = try store.collection(Member.self)
+
+func hoardPutAll() throws -> UInt64 {
+    try collection.deleteAll()
+    return try time {
+        try store.write { txn in
+            for member in members { try collection.put(member, in: txn) }
+        }
+    }
+}
+
+func hoardGetAll() throws -> UInt64 {
+    try time {
+        try store.read { txn in
+            for i in getOrder { sink &+= try collection.get(members[i].id, in: txn)?.age ?? 0 }
+        }
+    }
+}
+
+print("store-bench: \(count) records of a 6-field model (average record \(records.reduce(0) { $0 + $1.count } / count) bytes), \(rounds) rounds (medians), NOSYNC on both sides")
+print("")
+
+let put = try compare("bulk put in one transaction", baseline: "C mdb_put, same bytes", operations: count, rounds: rounds, budget: 2.0,
+    baselineRound: rawPutAll, candidateRound: hoardPutAll)
+_ = rawPutAll()  // both hold the same records for the gets
+let get = try compare("typed get, random order", baseline: "C mdb_get, same key", operations: count, rounds: rounds, budget: 1.5,
+    baselineRound: rawGetAll, candidateRound: hoardGetAll)
+
+// Decoding a record written two versions ago against a current one: the same members stored
+// with local key set 1 (and version 1 in the header) in a second collection.
+let old = try store.collection(Member.self, named: "MemberV1")
+let v1Encoder = CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)])
+let oldDatabase = try store.environment.openDatabase("c:MemberV1")
+try store.write { txn in
+    for member in members {
+        let record = RecordHeader(version: 1, writtenAt: 0, expiresAt: nil).record(with: try v1Encoder.encode(member))
+        try txn.put(record, forKey: member.id.keyBytes, in: oldDatabase)
+    }
+}
+let migrated = try compare("get of a record written 2 versions ago", baseline: "get of a current record", operations: count, rounds: rounds, budget: 1.5,
+    baselineRound: hoardGetAll,
+    candidateRound: {
+        try time {
+            try store.read { txn in
+                for i in getOrder { sink &+= try old.get(members[i].id, in: txn)?.age ?? 0 }
+            }
+        }
+    })
+
+let ok = report("Hoard store vs the C API (ratio = Hoard time / baseline time)", [put, get, migrated])
+if sink == 42 { print("") }
+exit(ok ? 0 : 1)
