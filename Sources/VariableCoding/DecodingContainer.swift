@@ -41,14 +41,14 @@ public struct DecodingContainer<Model> {
     @usableFromInline let table: KeyTable<Model>
     /// Nested objects entered so far, for key names with dots (made only for such key sets).
     @usableFromInline let nestedObjects: NestedObjects?
-    /// The coding path of the model.
-    public let codingPath: [any CodingKey]
+    /// The coding path of the model (computed when asked: some coders build it on every call).
+    @inlinable
+    public var codingPath: [any CodingKey] { keyed.codingPath }
 
     @inlinable
-    init(keyed: KeyedDecodingContainer<VariableKey>, table: KeyTable<Model>, codingPath: [any CodingKey]) {
+    init(keyed: KeyedDecodingContainer<VariableKey>, table: KeyTable<Model>) {
         self.keyed = keyed
         self.table = table
-        self.codingPath = codingPath
         self.nestedObjects = table.hasNestedKeys ? NestedObjects() : nil
     }
 

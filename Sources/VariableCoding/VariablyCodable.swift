@@ -28,7 +28,7 @@ extension VariablyDecodable {
         let table = try Self.keySets.table(for: requestedKeySet(decoder.userInfo))
         var keyed = try decoder.container(keyedBy: VariableKey.self)
         if !table.wrapper.isEmpty { keyed = try unwrap(keyed, table) }
-        try self.init(from: DecodingContainer(keyed: keyed, table: table, codingPath: keyed.codingPath))
+        try self.init(from: DecodingContainer(keyed: keyed, table: table))
     }
 }
 

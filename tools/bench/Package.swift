@@ -15,10 +15,11 @@ let package = Package(
         // The raw C API, for the baselines: the same system liblmdb the LMDB module wraps.
         .systemLibrary(name: "CLMDBRaw", path: "Sources/CLMDBRaw", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
         .target(name: "BenchSupport", path: "Sources/BenchSupport"),
+        .target(name: "BenchModels", dependencies: [.product(name: "VariableCoding", package: "Hoard")], path: "Sources/BenchModels"),
         .executableTarget(
             name: "codec-bench",
             dependencies: [
-                "BenchSupport",
+                "BenchSupport", "BenchModels",
                 .product(name: "CBOR", package: "Hoard"),
                 .product(name: "VariableCoding", package: "Hoard"),
             ],
@@ -27,7 +28,7 @@ let package = Package(
         .executableTarget(
             name: "store-bench",
             dependencies: [
-                "CLMDBRaw", "BenchSupport",
+                "CLMDBRaw", "BenchSupport", "BenchModels",
                 .product(name: "Hoard", package: "Hoard"),
                 .product(name: "LMDB", package: "Hoard"),
                 .product(name: "CBOR", package: "Hoard"),

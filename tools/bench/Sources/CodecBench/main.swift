@@ -2,6 +2,7 @@
 // in the same run. Budget (issue 4): CBOR encode + decode ≥ 5× faster than JSON.
 //
 //   swift run -c release --package-path tools/bench codec-bench [--models N] [--rounds R]
+import BenchModels
 import BenchSupport
 import CBOR
 import Foundation
@@ -15,43 +16,6 @@ struct User: Codable, Equatable {
     var age: Int
     var city: String
     var followers: Int
-}
-
-/// The same model with key sets: its JSON is identical to `User`'s with the remote key set.
-struct VariableUser: VariablyCodable {
-    var id: Int
-    var name: String
-    var email: String
-    var age: Int
-    var city: String
-    var followers: Int
-
-    static let keySets = KeySets<VariableUser>(
-        local: [1: [\.id: "I", \.name: "N", \.email: "E", \.age: "A", \.city: "C", \.followers: "F"]],
-        remote: ["v1": [\.id: "id", \.name: "name", \.email: "email", \.age: "age", \.city: "city", \.followers: "followers"]]
-    )
-
-    init(_ user: User) {
-        (id, name, email, age, city, followers) = (user.id, user.name, user.email, user.age, user.city, user.followers)
-    }
-
-    init(from container: DecodingContainer<VariableUser>) throws {
-        id = try container.decodeValue(for: \.id)
-        name = try container.decodeValue(for: \.name)
-        email = try container.decodeValue(for: \.email)
-        age = try container.decodeValue(for: \.age)
-        city = try container.decodeValue(for: \.city)
-        followers = try container.decodeValue(for: \.followers)
-    }
-
-    func encode(to container: inout EncodingContainer<VariableUser>) throws {
-        try container.encodeValue(id, for: \.id)
-        try container.encodeValue(name, for: \.name)
-        try container.encodeValue(email, for: \.email)
-        try container.encodeValue(age, for: \.age)
-        try container.encodeValue(city, for: \.city)
-        try container.encodeValue(followers, for: \.followers)
-    }
 }
 
 let count = option("models", default: 20_000)
@@ -101,7 +65,7 @@ func cborRoundTrip() throws -> UInt64 {
 // `--only NAME` runs one workload `rounds` times and nothing else, for instruction counting
 // under callgrind (tools/bench/instructions.sh): wall-clock time on a shared machine is noisy,
 // instruction counts are not.
-let variableUsers = users.map(VariableUser.init)
+let variableUsers = users.map { Member(id: Int64($0.id), name: $0.name, email: $0.email, age: $0.age, city: $0.city, followers: $0.followers) }
 let remoteEncoder = JSONEncoder()
 remoteEncoder.userInfo[.keySet] = KeySetID.remote("v1")
 let remoteDecoder = JSONDecoder()
@@ -113,13 +77,13 @@ let workloads: [String: () throws -> Void] = [
     "json-roundtrip": { _ = try jsonRoundTrip() },
     "cbor-roundtrip": { _ = try cborRoundTrip() },
     "json-plain-decode": { for data in json { sink &+= try jsonDecoder.decode(User.self, from: data).age } },
-    "json-variable-decode": { for data in json { sink &+= try remoteDecoder.decode(VariableUser.self, from: data).age } },
+    "json-variable-decode": { for data in json { sink &+= try remoteDecoder.decode(Member.self, from: data).age } },
     "json-plain-encode": { for user in users { sink &+= try jsonEncoder.encode(user).count } },
     "json-variable-encode": { for user in variableUsers { sink &+= try remoteEncoder.encode(user).count } },
-    "json-variable-decode-call": { for data in json { sink &+= try jsonDecoder.decode(VariableUser.self, from: data, keySet: .remote("v1")).age } },
+    "json-variable-decode-call": { for data in json { sink &+= try jsonDecoder.decode(Member.self, from: data, keySet: .remote("v1")).age } },
     "json-variable-encode-call": { for user in variableUsers { sink &+= try jsonEncoder.encode(user, keySet: .remote("v1")).count } },
     "cbor-plain-decode": { for bytes in cbor { sink &+= try cborDecoder.decode(User.self, from: bytes).age } },
-    "cbor-variable-decode": { for bytes in variableCBOR { sink &+= try cborLocalDecoder.decode(VariableUser.self, from: bytes).age } },
+    "cbor-variable-decode": { for bytes in variableCBOR { sink &+= try cborLocalDecoder.decode(Member.self, from: bytes).age } },
 ]
 if let index = CommandLine.arguments.firstIndex(of: "--only"), index + 1 < CommandLine.arguments.count {
     guard let workload = workloads[CommandLine.arguments[index + 1]] else {
@@ -150,25 +114,25 @@ print("")
 // VariablyCodable against the same type with plain CodingKeys, both through Foundation JSON.
 let variableJSON = try variableUsers.map { try remoteEncoder.encode($0) }
 // Both types must read the same documents for the comparison to mean anything.
-let crossCheck = try remoteDecoder.decode(VariableUser.self, from: json[0])
-precondition(crossCheck.email == users[0].email && variableJSON.count == count, "VariableUser does not read User's JSON")
+let crossCheck = try remoteDecoder.decode(Member.self, from: json[0])
+precondition(crossCheck.email == users[0].email && variableJSON.count == count, "Member does not read User's JSON")
 var variableRows = [
     try compare("decode (JSONDecoder, keySet: in the call)", baseline: "plain Codable", operations: count, rounds: rounds, budget: 1.2,
         baselineRound: { try time { for data in json { sink &+= try jsonDecoder.decode(User.self, from: data).age } } },
-        candidateRound: { try time { for data in json { sink &+= try jsonDecoder.decode(VariableUser.self, from: data, keySet: .remote("v1")).age } } }),
+        candidateRound: { try time { for data in json { sink &+= try jsonDecoder.decode(Member.self, from: data, keySet: .remote("v1")).age } } }),
     try compare("encode (JSONEncoder, keySet: in the call)", baseline: "plain Codable", operations: count, rounds: rounds, budget: 1.2,
         baselineRound: { try time { for user in users { sink &+= try jsonEncoder.encode(user).count } } },
         candidateRound: { try time { for user in variableUsers { sink &+= try jsonEncoder.encode(user, keySet: .remote("v1")).count } } }),
     try compare("decode (JSONDecoder, userInfo)", baseline: "plain Codable", operations: count, rounds: rounds,
         baselineRound: { try time { for data in json { sink &+= try jsonDecoder.decode(User.self, from: data).age } } },
-        candidateRound: { try time { for data in json { sink &+= try remoteDecoder.decode(VariableUser.self, from: data).age } } }),
+        candidateRound: { try time { for data in json { sink &+= try remoteDecoder.decode(Member.self, from: data).age } } }),
     try compare("encode (JSONEncoder, userInfo)", baseline: "plain Codable", operations: count, rounds: rounds,
         baselineRound: { try time { for user in users { sink &+= try jsonEncoder.encode(user).count } } },
         candidateRound: { try time { for user in variableUsers { sink &+= try remoteEncoder.encode(user).count } } }),
 ]
 variableRows.append(try compare("decode (CBORDecoder)", baseline: "plain Codable", operations: count, rounds: rounds,
     baselineRound: { try time { for bytes in cbor { sink &+= try cborDecoder.decode(User.self, from: bytes).age } } },
-    candidateRound: { try time { for bytes in variableCBOR { sink &+= try cborLocalDecoder.decode(VariableUser.self, from: bytes).age } } }))
+    candidateRound: { try time { for bytes in variableCBOR { sink &+= try cborLocalDecoder.decode(Member.self, from: bytes).age } } }))
 let variableOK = report("VariablyCodable vs plain Codable (ratio = VariablyCodable time / plain time)", variableRows)
 if sink == 42 { print("") }
 exit(ok && variableOK ? 0 : 1)

@@ -2,6 +2,7 @@
 // and records written two versions ago against current ones, in the same run (issue 5).
 //
 //   swift run -c release --package-path tools/bench store-bench [--records N] [--rounds R]
+import BenchModels
 import BenchSupport
 import CBOR
 import CLMDBRaw
@@ -14,42 +15,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-
-/// A 6-field model in three local versions: 3 is current; 1 spelled every key differently.
-struct Member: VariablyCodable, Identifiable, Sendable {
-    var id: Int64
-    var name: String
-    var email: String
-    var age: Int
-    var city: String
-    var followers: Int
-
-    static let keySets = KeySets<Member>(local: [
-        1: [\.id: "ID", \.name: "USER_NAME", \.email: "EMAIL_ADDRESS", \.age: "USER_AGE", \.city: "CITY_NAME", \.followers: "FOLLOWER_COUNT"],
-        2: [\.id: "ID", \.name: "NAME", \.email: "EMAIL_ADDRESS", \.age: "AGE", \.city: "CITY_NAME", \.followers: "FOLLOWER_COUNT"],
-        3: [\.id: "id", \.name: "name", \.email: "email", \.age: "age", \.city: "city", \.followers: "followers"],
-    ])
-
-    init(id: Int64, name: String, email: String, age: Int, city: String, followers: Int) {
-        (self.id, self.name, self.email, self.age, self.city, self.followers) = (id, name, email, age, city, followers)
-    }
-    init(from container: DecodingContainer<Member>) throws {
-        id = try container.decodeValue(for: \.id)
-        name = try container.decodeValue(for: \.name)
-        email = try container.decodeValue(for: \.email)
-        age = try container.decodeValue(for: \.age)
-        city = try container.decodeValue(for: \.city)
-        followers = try container.decodeValue(for: \.followers)
-    }
-    func encode(to container: inout EncodingContainer<Member>) throws {
-        try container.encodeValue(id, for: \.id)
-        try container.encodeValue(name, for: \.name)
-        try container.encodeValue(email, for: \.email)
-        try container.encodeValue(age, for: \.age)
-        try container.encodeValue(city, for: \.city)
-        try container.encodeValue(followers, for: \.followers)
-    }
-}
 
 let count = option("records", default: 1_000_000)
 let rounds = option("rounds", default: 5)
