@@ -6,7 +6,8 @@ import VariableCoding
 
 /// `hoard demo`: the README's main job. Plays two app versions against one store: version 1
 /// caches users from the server's API v1; version 2 renames a stored key and adds a field, reads
-/// the old records through migration on read, caches new ones from API v2, and migrates the rest.
+/// the old records through migration on read, synchronizes with the server's current list from
+/// API v2, and migrates what version 1 wrote meanwhile.
 struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the Hoard demo on a store and print what happened.",
@@ -52,12 +53,20 @@ struct Demo: ParsableCommand {
             let version = try users.header(of: user.id)?.version ?? 0
             print("app v2    read \(user.name) <\(user.email)> karma \(user.karma) from a version-\(version) record (migrated on read)")
         }
-        let serverV2 = Data(#"[{"id": 4, "name": "barbara", "email": "barbara@example.com", "karma": 42}]"#.utf8)
-        let newcomers = try JSONDecoder().decode([DemoUser].self, from: serverV2, keySet: .remote("v2"))
-        try users.put(newcomers)
-        print("app v2    decoded \(newcomers.count) user from API v2 (name, email, karma) and stored it with local key set 2")
+        // The server's current list, from API v2: grace changed, alan is gone, barbara is new.
+        let serverV2 = Data("""
+            [{"id": 1, "name": "ada", "email": "ada@example.com", "karma": 0},
+             {"id": 2, "name": "grace", "email": "grace@navy.mil", "karma": 7},
+             {"id": 4, "name": "barbara", "email": "barbara@example.com", "karma": 42}]
+            """.utf8)
+        let current = try JSONDecoder().decode([DemoUser].self, from: serverV2, keySet: .remote("v2"))
+        let sync = try users.synchronize(with: current)
+        print("app v2    synchronized with API v2 in one transaction: added \(sync.added), updated \(sync.updated), migrated \(sync.migrated), removed \(sync.removed)")
         print("versions  \(try versionCounts(users))")
 
+        // App version 1, still running somewhere, stores a user in its own version.
+        try v1.put(fromServer[2])
+        print("app v1    stored \(fromServer[2].name) again with local key set 1")
         let progress = try users.migrate(batchSize: 2)
         print("migrate   looked at \(progress.scanned) records, rewrote \(progress.migrated) in version 2")
         print("versions  \(try versionCounts(users))")
