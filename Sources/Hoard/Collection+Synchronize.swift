@@ -22,7 +22,7 @@ public enum SynchronizeScope<Model: Identifiable>: Sendable where Model.ID: Hoar
     case all
     /// The records whose IDs lie from `from` through `through` (either end open when `nil`).
     case range(from: Model.ID?, through: Model.ID?)
-    /// The records whose key bytes start with `prefix` (for string IDs: `"user:".keyBytes.dropLast(0)`…).
+    /// The records whose key bytes start with `prefix` (for string IDs, `"conversation-7/".keyBytes`).
     case keyPrefix([UInt8])
     /// The records whose models satisfy the predicate (each stored record in the collection is decoded).
     case matching(@Sendable (Model) -> Bool)

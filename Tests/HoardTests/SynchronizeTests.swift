@@ -14,7 +14,7 @@ struct SynchronizeTests {
         switch scope {
         case 0: return true
         case 1: return id >= 240 && id <= 270
-        case 2: return id >= 256  // the keys whose first 7 bytes equal 256's
+        case 2: return id >= 256 && id <= 511  // the keys whose first 7 bytes equal 256's
         default: return note.map { $0.stars % 2 == 0 }  // nil: cannot tell (damaged)
         }
     }
@@ -28,12 +28,17 @@ struct SynchronizeTests {
         }
     }
 
-    @Test("randomized stored and fresh collections against a reference, every scope, dry runs (600 seeded cases)")
+    @Test("randomized stored and fresh collections against a reference, every scope, dry runs (608 seeded cases, up to 5,000 per side)")
     func againstReference() throws {
         let seed = SeededGenerator.seedFromEnvironment()
         var rng = SeededGenerator(seed: seed)
         let clock = ManualClock()
-        for case_ in 0..<600 {
+        for case_ in 0..<608 {
+            // Most cases are small and dense (many collisions between the sides); the last eight
+            // have up to 5,000 records on each side.
+            let large = case_ >= 600
+            let ids = large ? 230..<10_230 : 230..<290
+            let most = large ? 5_000 : 40
             try withTemporaryDirectory { dir in
                 let store = try Store(path: dir + "/s", options: .init(durability: .riskStoreOnOSCrash, clock: clock.read))
                 let notes = try store.collection(Note.self)
@@ -43,8 +48,8 @@ struct SynchronizeTests {
                 }
                 // The stored side.
                 var stored: [Int64: Stored] = [:]
-                let size = case_ % 50 == 0 ? 0 : Int.random(in: 0...40, using: &rng)
-                for id in (230..<290).shuffled(using: &rng).prefix(size).map(Int64.init) {
+                let size = case_ % 50 == 0 ? 0 : Int.random(in: 0...most, using: &rng)
+                for id in ids.shuffled(using: &rng).prefix(size).map(Int64.init) {
                     let n = note(id)
                     switch Int.random(in: 0..<10, using: &rng) {
                     case 0: stored[id] = .older(n, Int.random(in: 1...2, using: &rng))
@@ -72,7 +77,7 @@ struct SynchronizeTests {
                 // The fresh side: in scope; sometimes equal to what is stored.
                 let kind = case_ % 4
                 var fresh: [Note] = []
-                for id in (230..<290).shuffled(using: &rng).prefix(Int.random(in: 0...40, using: &rng)).map(Int64.init) {
+                for id in ids.shuffled(using: &rng).prefix(Int.random(in: 0...most, using: &rng)).map(Int64.init) {
                     var n = note(id)
                     if Bool.random(using: &rng) {
                         switch stored[id] {
