@@ -36,7 +36,8 @@ extension HoardCollection {
     /// `fresh`, and leaves the rest untouched. All of it happens, or none of it.
     ///
     /// Linear: `fresh` is encoded and sorted by key once, then merged with one cursor pass over
-    /// the stored scope. Memory grows with `fresh` and with the keys of the records it removes.
+    /// the stored scope, deleting stale records through the cursor as it passes them. Memory grows
+    /// with `fresh` (and the IDs reported), not with the stored collection.
     ///
     /// - Throws: ``HoardError/invalidID(collection:reason:)`` for an ID given twice or outside the
     ///   scope (before anything is written); an encoding error of a model (nothing is written).
@@ -73,35 +74,38 @@ extension HoardCollection {
         let now = store.options.clock()
         let expiresAt = timeToLive.map { now + $0 }
         if dryRun {
-            return try store.environment.read { txn in try plan(incoming, scope, range, now, txn).result }
+            return try store.environment.read { txn in try merge(incoming, scope, range, now, txn, remove: { _ in }).result }
         }
         return try store.environment.write { txn in
-            let plan = try plan(incoming, scope, range, now, txn)
-            for index in plan.puts {
+            // Stale records are deleted through the cursor as the merge passes them; the writes of
+            // fresh models wait until the pass is done, so the cursor never walks a tree that
+            // grows under it. Memory: the fresh side, not the stored collection.
+            let merged = try merge(incoming, scope, range, now, txn, remove: { cursor in try cursor.deleteCurrent() })
+            for index in merged.puts {
                 let header = RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
                 try txn.put(header.record(with: incoming[index].payload), forKey: incoming[index].key, in: database)
             }
-            for key in plan.deletes { try txn.delete(key, in: database) }
-            return plan.result
+            return merged.result
         }
     }
 
-    /// The merge of the sorted fresh side with one cursor pass over the stored scope: what to put
-    /// (indices into `incoming`), what to delete, and the result to report. Nothing is written
-    /// here, so the cursor never walks a tree that changes under it.
-    private func plan<Access>(
+    /// The merge of the sorted fresh side with one cursor pass over the stored scope: stale
+    /// records go to `remove` (which deletes them in a write, and does nothing in a dry run); the
+    /// fresh models to write come back as indices into `incoming`, with the result to report.
+    private func merge<Access>(
         _ incoming: [(key: [UInt8], id: Model.ID, payload: [UInt8])],
         _ scope: SynchronizeScope<Model>,
         _ range: KeyRange,
         _ now: Int64,
-        _ txn: borrowing Transaction<Access>
-    ) throws -> (puts: [Int], deletes: [[UInt8]], result: SynchronizeResult<Model.ID>) where Model.ID: Sendable {
+        _ txn: borrowing Transaction<Access>,
+        remove: (borrowing Cursor<Access>) throws -> Void
+    ) throws -> (puts: [Int], result: SynchronizeResult<Model.ID>) where Model.ID: Sendable {
         var result = SynchronizeResult<Model.ID>()
         var puts: [Int] = []
-        var deletes: [[UInt8]] = []
         var next = 0
-        try txn.forEach(in: database, range: range) { storedKey, record in
-            let key = Array(storedKey)
+
+        /// Merges one stored record; `.stop` means it is stale and must be removed.
+        func visit(_ key: [UInt8], _ record: UnsafeRawBufferPointer) -> IterationStep {
             // Fresh models before this stored key are new.
             while next < incoming.count, incoming[next].key.lexicographicallyPrecedes(key) {
                 puts.append(next)
@@ -119,7 +123,7 @@ extension HoardCollection {
                     result.replaced.append((describeKey(key), "damaged; left alone: the predicate cannot be checked"))
                 } else {
                     result.replaced.append((describeKey(key), "damaged header or checksum; removed"))
-                    deletes.append(key)
+                    return .stop
                 }
                 return .next
             }
@@ -135,9 +139,8 @@ extension HoardCollection {
                 if header.version > currentVersion {
                     result.replaced.append((describeKey(key), "written by newer version \(header.version); removed"))
                 }
-                deletes.append(key)
                 if let id = Model.ID(keyBytes: key) { result.removed.append(id) }
-                return .next
+                return .stop
             }
             let entry = incoming[next]
             if header.isExpired(at: now) {
@@ -163,12 +166,25 @@ extension HoardCollection {
             next += 1
             return .next
         }
+
+        try txn.withCursor(in: database) { cursor in
+            // Every scope's range starts inclusively, or not at all.
+            var entry = try range.lower.map { try cursor.seek(atLeast: $0.key) } ?? cursor.first()
+            while let current = entry {
+                let key = Array(current.key)
+                guard range.contains(key) else { break }
+                if visit(key, current.value) == .stop {
+                    try remove(cursor)  // the next move then lands on the record after it
+                }
+                entry = try cursor.next()
+            }
+        }
         while next < incoming.count {
             puts.append(next)
             result.added.append(incoming[next].id)
             next += 1
         }
-        return (puts, deletes, result)
+        return (puts, result)
     }
 
     func keyRange(of scope: SynchronizeScope<Model>) -> KeyRange {

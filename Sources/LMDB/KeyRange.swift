@@ -11,7 +11,8 @@ public struct KeyRange: Sendable, Hashable {
         case inclusive([UInt8])
         case exclusive([UInt8])
 
-        var key: [UInt8] {
+        /// The key at this end.
+        public var key: [UInt8] {
             switch self {
             case .inclusive(let key), .exclusive(let key): key
             }
