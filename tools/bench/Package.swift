@@ -37,6 +37,11 @@ let package = Package(
             path: "Sources/StoreBench"
         ),
         .executableTarget(
+            name: "sync-bench",
+            dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard")],
+            path: "Sources/SyncBench"
+        ),
+        .executableTarget(
             name: "lmdb-bench",
             dependencies: ["CLMDBRaw", "BenchSupport", .product(name: "LMDB", package: "Hoard")],
             path: "Sources/LMDBBench"
