@@ -1,4 +1,9 @@
 internal import LMDB
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
 
 /// What ``HoardCollection/synchronize(with:scope:dryRun:)`` did (or, in a dry run, would do).
 public struct SynchronizeResult<ID: Hashable & Sendable>: Sendable {
@@ -65,7 +70,7 @@ extension HoardCollection {
                 throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
             }
         }
-        incoming.sort { $0.key.lexicographicallyPrecedes($1.key) }
+        incoming.sort { keyPrecedes($0.key, $1.key) }
         for index in incoming.indices.dropFirst() where incoming[index].key == incoming[index - 1].key {
             throw HoardError.invalidID(collection: name, reason: "\(incoming[index].id) appears twice in the fresh collection")
         }
@@ -107,7 +112,7 @@ extension HoardCollection {
         /// Merges one stored record; `.stop` means it is stale and must be removed.
         func visit(_ key: [UInt8], _ record: UnsafeRawBufferPointer) -> IterationStep {
             // Fresh models before this stored key are new.
-            while next < incoming.count, incoming[next].key.lexicographicallyPrecedes(key) {
+            while next < incoming.count, keyPrecedes(incoming[next].key, key) {
                 puts.append(next)
                 result.added.append(incoming[next].id)
                 next += 1
@@ -207,5 +212,18 @@ extension Sequence {
         dryRun: Bool = false
     ) throws -> SynchronizeResult<Model.ID> where Element == Model, Model.ID: Sendable {
         try collection.synchronize(with: self, scope: scope, dryRun: dryRun)
+    }
+}
+
+/// LMDB's key order (byte-wise, a prefix first) with `memcmp`: the generic
+/// `lexicographicallyPrecedes` costs several times more, and sorting calls this ~20 times per model.
+@inline(__always)
+func keyPrecedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    a.withUnsafeBufferPointer { x in
+        b.withUnsafeBufferPointer { y in
+            let common = min(x.count, y.count)
+            let order = common == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, common)
+            return order != 0 ? order < 0 : x.count < y.count
+        }
     }
 }

@@ -321,7 +321,7 @@ extension HoardCollection {
             return pending
         }
         var migrated = 0
-        for key in keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) where try rewriteIfOld(key, in: txn) == .migrated {
+        for key in keys.sorted(by: keyPrecedes) where try rewriteIfOld(key, in: txn) == .migrated {
             migrated += 1
         }
         return migrated
