@@ -329,13 +329,17 @@ final class DecoderState: Decoder, @unchecked Sendable {
         return try decodeDouble(at: offset)
     }
 
-    func decodeURL(at offset: Int) throws -> URL {
-        var position = offset
+    /// Where the content of an item that may carry `tag` starts: after the tag, or the item
+    /// itself when it has none. Any other tag is a type mismatch.
+    private func skippingOptionalTag(_ tag: UInt64, at offset: Int, for type: Any.Type, expected: String) throws -> Int {
         let head = try reader.head(at: offset)
-        if head.major == 6 {
-            guard head.argument == 32 else { throw mismatch(URL.self, at: offset, expected: "a URL (tag 32)") }
-            position = head.contentOffset
-        }
+        guard head.major == 6 else { return offset }
+        guard head.argument == tag else { throw mismatch(type, at: offset, expected: expected) }
+        return head.contentOffset
+    }
+
+    func decodeURL(at offset: Int) throws -> URL {
+        let position = try skippingOptionalTag(32, at: offset, for: URL.self, expected: "a URL (tag 32)")
         let text = try decodeString(at: position)
         guard let url = URL(string: text) else {
             throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "'\(text)' at byte offset \(offset) is not a valid URL"))
@@ -344,12 +348,7 @@ final class DecoderState: Decoder, @unchecked Sendable {
     }
 
     func decodeUUID(at offset: Int) throws -> UUID {
-        var position = offset
-        let head = try reader.head(at: offset)
-        if head.major == 6 {
-            guard head.argument == 37 else { throw mismatch(UUID.self, at: offset, expected: "a UUID (tag 37)") }
-            position = head.contentOffset
-        }
+        let position = try skippingOptionalTag(37, at: offset, for: UUID.self, expected: "a UUID (tag 37)")
         let bytes = try decodeData(at: position)
         guard bytes.count == 16 else {
             throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "a UUID needs 16 bytes, found \(bytes.count) at byte offset \(offset)"))

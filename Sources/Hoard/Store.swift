@@ -31,6 +31,8 @@ public final class Store: Sendable {
         public var durability: Environment.Durability
         /// The largest the store's map may grow to; `nil` for no cap.
         public var maxMapSize: Int?
+        /// How many collections the store can hold (each is an LMDB named database).
+        public var maxCollections: Int
         /// Open read-only: nothing is created or written.
         public var readOnly: Bool
         /// The clock records are stamped with, in milliseconds since 1970 (injectable for tests).
@@ -42,12 +44,14 @@ public final class Store: Sendable {
         public init(
             durability: Environment.Durability = .durable,
             maxMapSize: Int? = nil,
+            maxCollections: Int = 63,
             readOnly: Bool = false,
             clock: @escaping @Sendable () -> Int64 = Store.systemClock,
             logger: Logger = Logger(label: "hoard", factory: { _ in SwiftLogNoOpLogHandler() })
         ) {
             self.durability = durability
             self.maxMapSize = maxMapSize
+            self.maxCollections = maxCollections
             self.readOnly = readOnly
             self.clock = clock
             self.logger = logger
@@ -79,13 +83,14 @@ public final class Store: Sendable {
         self.options = options
         do {
             environment = try Environment(path: path, options: .init(
-                maxMapSize: options.maxMapSize, readOnly: options.readOnly, durability: options.durability
+                maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 1,  // + the meta database
+                readOnly: options.readOnly, durability: options.durability
             ))
         } catch {
             throw HoardError.storage(error)
         }
         let names = try Self.databaseNames(environment)
-        if names.contains(Self.metaName) {
+        if try Self.hasMeta(environment) {
             let meta = try environment.openDatabase(Self.metaName)
             let format = try environment.read { txn in
                 try txn.value(forKey: Array("format".utf8), in: meta).flatMap { String(decoding: $0, as: UTF8.self) }.flatMap { Int($0) }
@@ -95,7 +100,7 @@ public final class Store: Sendable {
                 throw HoardError.newerFormat(path: path, found: format, supported: Self.formatVersion)
             }
             self.meta = meta
-        } else if try names.isEmpty && !Self.mainHasData(environment) {
+        } else if names.isEmpty {
             if options.readOnly {
                 meta = nil  // an empty environment opened read-only: no collections to read
             } else {
@@ -122,16 +127,19 @@ public final class Store: Sendable {
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
-    /// The names of the named databases (the keys of LMDB's main database).
+    /// Whether the environment has the meta database: asked directly, not by listing names,
+    /// so that a store with many collections is never taken for a foreign environment.
+    static func hasMeta(_ environment: Environment) throws -> Bool {
+        let main = try environment.openDatabase(nil)
+        return try environment.read { txn in try txn.contains(Array(metaName.utf8), in: main) }
+    }
+
+    /// The names of the named databases (the keys of LMDB's main database), the first 64, for messages.
     static func databaseNames(_ environment: Environment) throws -> [String] {
         let main = try environment.openDatabase(nil)
         return try environment.read { txn in
             try txn.entries(in: main, limit: 64).map { String(decoding: $0.key, as: UTF8.self) }
         }
-    }
-
-    static func mainHasData(_ environment: Environment) throws -> Bool {
-        try environment.statistics().entries > 0
     }
 
     /// Opens (creating when needed) the collection of `Model`, named after the type unless `name` says otherwise.
