@@ -54,7 +54,7 @@ let package = Package(
         // The `hoard` command-line tool; `hoard demo` is the README's main job.
         .executableTarget(
             name: "HoardCLI",
-            dependencies: ["Hoard", "LMDB", "VariableCoding", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["Hoard", "LMDB", "CBOR", "VariableCoding", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "tools/hoard",
             swiftSettings: strict
         ),

@@ -118,7 +118,7 @@ extension HoardCollection {
                 next += 1
             }
             let matched = next < incoming.count && incoming[next].key == key
-            guard let (header, payload) = try? RecordHeader.read(record) else {
+            guard let (header, payload) = try? RecordHeader.parse(record) else {
                 if matched {
                     result.replaced.append((describeKey(key), "damaged header or checksum"))
                     puts.append(next)

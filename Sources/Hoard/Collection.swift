@@ -38,7 +38,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         })
         let databaseName = Store.collectionPrefix + name
         do {
-            try Registry.check(Model.self, collection: name, in: store)
+            try Registry.check(Model.self, collection: name, keyKind: Model.ID.keyKind, in: store)
             if store.options.readOnly {
                 database = try store.environment.openDatabase(databaseName)
             } else {
@@ -137,7 +137,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
                 var entry = try cursor.first()
                 while let current = entry {
                     // A record whose header cannot be read is damaged, not expired: it stays.
-                    if let header = try? RecordHeader.read(current.value).0, header.isExpired(at: now) {
+                    if let header = try? RecordHeader.parse(current.value).0, header.isExpired(at: now) {
                         try cursor.deleteCurrent()
                         purged += 1
                     }
@@ -156,8 +156,8 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         let key = try keyBytes(id)
         return try store.environment.read { txn in
             try txn.withValue(forKey: key, in: database) { record in
-                do throws(RecordProblem) {
-                    return try RecordHeader.read(record).0
+                do throws(RecordDamage) {
+                    return try RecordHeader.parse(record).0
                 } catch {
                     throw HoardError.corruptRecord(collection: name, key: describeKey(key), reason: error.reason)
                 }
@@ -169,8 +169,8 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     func decode(_ record: UnsafeRawBufferPointer, key: [UInt8], now: Int64) throws -> Model? {
         let header: RecordHeader
         let payload: UnsafeRawBufferPointer
-        do throws(RecordProblem) {
-            (header, payload) = try RecordHeader.read(record)
+        do throws(RecordDamage) {
+            (header, payload) = try RecordHeader.parse(record)
         } catch {
             throw HoardError.corruptRecord(collection: name, key: describeKey(key), reason: error.reason)
         }
@@ -342,7 +342,7 @@ extension HoardCollection {
     /// write time and expiry (a migration changes the spelling, not the content).
     func rewriteIfOld(_ key: [UInt8], in txn: borrowing WriteTransaction) throws -> RewriteOutcome {
         let found: StoredRecord<Model>? = try txn.withValue(forKey: key, in: database) { record -> StoredRecord<Model> in
-            guard let (header, payload) = try? RecordHeader.read(record) else { return .damaged }
+            guard let (header, payload) = try? RecordHeader.parse(record) else { return .damaged }
             if header.version >= currentVersion { return .upToDate(newer: header.version > currentVersion) }
             guard let decoder = decoders[header.version], let model = try? decoder.decode(Model.self, from: payload) else { return .damaged }
             return .old(header, model)

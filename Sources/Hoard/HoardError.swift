@@ -16,6 +16,10 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     case keySetChanged(type: String, collection: String, version: Int, differences: [String])
     /// A record's payload did not decode as the model.
     case decoding(collection: String, key: String, version: Int, underlying: any Error)
+    /// The collection was recorded with IDs of another kind (e.g. `Int` then `String`).
+    case keyKindChanged(type: String, collection: String, recorded: String, now: String)
+    /// The registry entry of a collection in the meta database is damaged.
+    case corruptRegistry(collection: String, reason: String)
     /// The model did not encode.
     case encoding(collection: String, key: String, underlying: any Error)
     /// The ID is not valid as a key (too long).
@@ -35,6 +39,10 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
             return "\(collection)[\(key)] is damaged: \(reason)"
         case .keySetChanged(let type, let collection, let version, let differences):
             return "\(type) (collection \(collection)): local key set \(version) differs from the one the store recorded (\(differences.joined(separator: "; "))); a shipped key set must not change — declare a new version"
+        case .keyKindChanged(let type, let collection, let recorded, let now):
+            return "\(type) (collection \(collection)): the store recorded \(recorded) IDs, the code uses \(now) IDs; the keys would be misread"
+        case .corruptRegistry(let collection, let reason):
+            return "the registry entry of collection \(collection) is damaged: \(reason)"
         case .decoding(let collection, let key, let version, let underlying):
             return "\(collection)[\(key)] (version \(version)) does not decode: \(underlying)"
         case .encoding(let collection, let key, let underlying):

@@ -14,9 +14,71 @@ public protocol HoardKey: Hashable, Sendable {
     var keyBytes: [UInt8] { get }
     /// The identity encoded by `keyBytes`, or `nil` when they are not one.
     init?(keyBytes: some Swift.Collection<UInt8>)
+    /// How the keys are encoded, recorded in the registry so that tools can read and type IDs.
+    static var keyKind: KeyKind { get }
+}
+
+extension HoardKey {
+    /// A key type of your own: tools show its keys as hex.
+    public static var keyKind: KeyKind { .custom }
+}
+
+/// The encodings of IDs docs/FORMAT.md specifies; the registry records which one a collection uses.
+public enum KeyKind: String, Sendable, Hashable, CaseIterable {
+    /// `Int`/`Int64`: 8 bytes big-endian, sign bit flipped.
+    case int
+    /// `UInt64`: 8 bytes big-endian.
+    case uint
+    /// `String`: 0x01, then UTF-8.
+    case string
+    /// `UUID`: its 16 bytes.
+    case uuid
+    /// Another `HoardKey` type: bytes only its code understands.
+    case custom
+
+    /// The key bytes of `text` read as an ID of this kind, or `nil` when it is not one.
+    public func keyBytes(parsing text: String) -> [UInt8]? {
+        switch self {
+        case .int: Int64(text).map(\.keyBytes)
+        case .uint: UInt64(text).map(\.keyBytes)
+        case .string: text.keyBytes
+        case .uuid: UUID(uuidString: text).map(\.keyBytes)
+        case .custom: hexBytes(text)
+        }
+    }
+
+    /// The ID in `bytes` as text: a number, the string, the UUID, or hex when the bytes are not of this kind.
+    public func describe(_ bytes: some Swift.Collection<UInt8>) -> String {
+        switch self {
+        case .int: if let value = Int64(keyBytes: bytes) { return String(value) }
+        case .uint: if let value = UInt64(keyBytes: bytes) { return String(value) }
+        case .string: if let value = String(keyBytes: bytes) { return value }
+        case .uuid: if let value = UUID(keyBytes: bytes) { return value.uuidString }
+        case .custom: break
+        }
+        return "0x" + bytes.map(hex).joined()
+    }
+}
+
+/// Bytes from hex text (with or without a leading `0x`), or `nil`.
+func hexBytes(_ text: String) -> [UInt8]? {
+    var digits = Substring(text)
+    if digits.hasPrefix("0x") { digits = digits.dropFirst(2) }
+    guard digits.count % 2 == 0, !digits.isEmpty else { return nil }
+    var result: [UInt8] = []
+    var index = digits.startIndex
+    while index < digits.endIndex {
+        let next = digits.index(index, offsetBy: 2)
+        guard let byte = UInt8(digits[index..<next], radix: 16) else { return nil }
+        result.append(byte)
+        index = next
+    }
+    return result
 }
 
 extension Int64: HoardKey {
+    public static var keyKind: KeyKind { .int }
+
     /// 8 bytes big-endian with the sign bit flipped, so that negative numbers sort first.
     public var keyBytes: [UInt8] {
         withUnsafeBytes(of: (UInt64(bitPattern: self) ^ (1 << 63)).bigEndian) { Array($0) }
@@ -30,6 +92,8 @@ extension Int64: HoardKey {
 }
 
 extension Int: HoardKey {
+    public static var keyKind: KeyKind { .int }
+
     /// The key of the same value as `Int64`.
     public var keyBytes: [UInt8] { Int64(self).keyBytes }
 
@@ -40,6 +104,8 @@ extension Int: HoardKey {
 }
 
 extension UInt64: HoardKey {
+    public static var keyKind: KeyKind { .uint }
+
     /// 8 bytes big-endian.
     public var keyBytes: [UInt8] { withUnsafeBytes(of: bigEndian) { Array($0) } }
 
@@ -50,6 +116,8 @@ extension UInt64: HoardKey {
 }
 
 extension String: HoardKey {
+    public static var keyKind: KeyKind { .string }
+
     /// The byte 0x01 followed by the UTF-8 bytes: LMDB refuses empty keys, and a fixed first byte
     /// keeps byte order equal to UTF-8 order (and prefixes prefixes).
     public var keyBytes: [UInt8] { [0x01] + Array(utf8) }
@@ -61,6 +129,8 @@ extension String: HoardKey {
 }
 
 extension UUID: HoardKey {
+    public static var keyKind: KeyKind { .uuid }
+
     /// The 16 bytes of the UUID.
     public var keyBytes: [UInt8] { withUnsafeBytes(of: uuid) { Array($0) } }
 

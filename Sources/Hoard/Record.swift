@@ -45,6 +45,19 @@ public struct RecordHeader: Sendable, Hashable {
         }
     }
 
+    /// The version stamped in `record`'s header, read without checking the checksum (for
+    /// counting versions quickly), or `nil` when the bytes do not start with a header.
+    public static func peekVersion(_ record: UnsafeRawBufferPointer) -> Int? {
+        guard record.count >= size, record[0] == magic.0, record[1] == magic.1, record[2] == format else { return nil }
+        return Int(loadBigEndian(UInt32.self, at: 4, in: record))
+    }
+
+    /// The expiry stamped in `record`'s header, read without checking the checksum.
+    public static func peekExpiry(_ record: UnsafeRawBufferPointer) -> Int64? {
+        guard record.count >= size, record[3] & 1 == 1 else { return nil }
+        return Int64(bitPattern: loadBigEndian(UInt64.self, at: 16, in: record))
+    }
+
     /// Writes the header followed by `payload` into `record` (which must be `size + payload.count` long).
     func write(payload: UnsafeRawBufferPointer, into record: UnsafeMutableRawBufferPointer) {
         record[0] = Self.magic.0
@@ -63,24 +76,25 @@ public struct RecordHeader: Sendable, Hashable {
         storeBigEndian(crc.value, at: 24, in: record)
     }
 
-    /// Reads and checks the header of `record`; returns it and the payload.
+    /// Reads and checks the header of `record` (magic, format, flags, checksum); returns it and
+    /// the payload, which points into `record`.
     ///
-    /// - Throws: a description of what is wrong (the caller names the record).
-    static func read(_ record: UnsafeRawBufferPointer) throws(RecordProblem) -> (RecordHeader, UnsafeRawBufferPointer) {
-        guard record.count >= size else { throw RecordProblem("the record has \(record.count) bytes, fewer than the \(size)-byte header") }
+    /// - Throws: ``RecordDamage`` saying what is wrong (the caller names the record).
+    public static func parse(_ record: UnsafeRawBufferPointer) throws(RecordDamage) -> (RecordHeader, UnsafeRawBufferPointer) {
+        guard record.count >= size else { throw RecordDamage("the record has \(record.count) bytes, fewer than the \(size)-byte header") }
         guard record[0] == magic.0, record[1] == magic.1 else {
-            throw RecordProblem("the header does not start with \"HR\" (found 0x\(hex(record[0]))\(hex(record[1])))")
+            throw RecordDamage("the header does not start with \"HR\" (found 0x\(hex(record[0]))\(hex(record[1])))")
         }
-        guard record[2] == format else { throw RecordProblem("record format \(record[2]) is not the format \(format) this code reads") }
+        guard record[2] == format else { throw RecordDamage("record format \(record[2]) is not the format \(format) this code reads") }
         let flags = record[3]
-        guard flags & ~1 == 0 else { throw RecordProblem("unknown header flags 0x\(hex(flags))") }
+        guard flags & ~1 == 0 else { throw RecordDamage("unknown header flags 0x\(hex(flags))") }
         let payload = UnsafeRawBufferPointer(rebasing: record[size...])
         var crc = CRC32()
         crc.update(UnsafeRawBufferPointer(rebasing: record[0..<24]))
         crc.update(payload)
         let stored = loadBigEndian(UInt32.self, at: 24, in: record)
         guard crc.value == stored else {
-            throw RecordProblem("checksum mismatch (stored 0x\(String(stored, radix: 16)), computed 0x\(String(crc.value, radix: 16)))")
+            throw RecordDamage("checksum mismatch (stored 0x\(String(stored, radix: 16)), computed 0x\(String(crc.value, radix: 16)))")
         }
         let version = Int(loadBigEndian(UInt32.self, at: 4, in: record))
         let writtenAt = Int64(bitPattern: loadBigEndian(UInt64.self, at: 8, in: record))
@@ -90,9 +104,11 @@ public struct RecordHeader: Sendable, Hashable {
 }
 
 /// Why a record's bytes are not a valid record.
-struct RecordProblem: Error {
-    let reason: String
+public struct RecordDamage: Error, CustomStringConvertible, Sendable {
+    /// What is wrong, e.g. "checksum mismatch (stored 0x…, computed 0x…)".
+    public let reason: String
     init(_ reason: String) { self.reason = reason }
+    public var description: String { reason }
 }
 
 func hex(_ byte: UInt8) -> String { (byte < 16 ? "0" : "") + String(byte, radix: 16) }

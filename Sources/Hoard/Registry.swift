@@ -12,23 +12,27 @@ struct RegistryEntry: Codable, Equatable {
     var current: Int
     /// Per local version (as text), key names by property name.
     var versions: [String: [String: String]]
+    /// How IDs are encoded (a ``KeyKind`` raw value); absent in entries written before it was recorded.
+    var key: String?
 }
 
 enum Registry {
     static func key(_ collection: String) -> [UInt8] { Array("collection:\(collection)".utf8) }
 
     /// Checks the code's key sets against the recorded ones and records what is new.
-    static func check<Model: VariablyCodable>(_ type: Model.Type, collection: String, in store: Store) throws {
+    static func check<Model: VariablyCodable>(_ type: Model.Type, collection: String, keyKind: KeyKind, in store: Store) throws {
         guard let meta = store.meta else { return }
         let keySets = Model.keySets
         var declared: [String: [String: String]] = [:]
         for version in keySets.localVersions {
             declared[String(version)] = try keySets.keyNames(for: .local(version))
         }
-        let recorded = try store.environment.read { txn in
-            try txn.withValue(forKey: key(collection), in: meta) { try CBORDecoder().decode(RegistryEntry.self, from: $0) }
-        }
+        let recorded = try read(collection, in: store)
         var entry = recorded ?? RegistryEntry(type: String(describing: Model.self), current: keySets.currentVersion, versions: [:])
+        if let kind = recorded?.key, kind != keyKind.rawValue {
+            throw HoardError.keyKindChanged(type: String(describing: Model.self), collection: collection, recorded: kind, now: keyKind.rawValue)
+        }
+        entry.key = keyKind.rawValue
         for (version, names) in (recorded?.versions ?? [:]).sorted(by: { $0.key < $1.key }) {
             guard let now = declared[version] else {
                 // A version above the code's current one was written by newer code (a rollback):
@@ -56,6 +60,20 @@ enum Registry {
         ])
         let bytes = try CBOREncoder(deterministic: true).encode(entry)
         try store.environment.write { txn in try txn.put(bytes, forKey: key(collection), in: meta) }
+    }
+
+    /// The recorded entry of `collection`, or `nil`.
+    static func read(_ collection: String, in store: Store) throws -> RegistryEntry? {
+        guard let meta = store.meta else { return nil }
+        return try store.environment.read { txn in
+            try txn.withValue(forKey: key(collection), in: meta) { bytes in
+                do {
+                    return try CBORDecoder().decode(RegistryEntry.self, from: bytes)
+                } catch {
+                    throw HoardError.corruptRegistry(collection: collection, reason: "\(error)")
+                }
+            }
+        }
     }
 
     static func describeDifferences(recorded: [String: String], now: [String: String]) -> [String] {

@@ -302,3 +302,31 @@ extension Environment {
         return "key \(text) in database \(database.displayName) of \(path)"
     }
 }
+
+// MARK: - Free pages
+
+extension Transaction {
+    /// The number of pages on LMDB's free list as this snapshot sees it: pages freed by earlier
+    /// transactions that later writes reuse before the file grows.
+    ///
+    /// The free list is LMDB's internal database 0; each value is a list of page numbers whose
+    /// first machine word is the list's length (as `mdb_stat -f` reads it).
+    public func freePageCount() throws -> Int {
+        var cursor: OpaquePointer?
+        try check(mdb_cursor_open(handle, 0, &cursor), "mdb_cursor_open", "free list of \(environment.path)")
+        guard let cursor else { return 0 }
+        defer { mdb_cursor_close(cursor) }
+        var key = MDB_val()
+        var value = MDB_val()
+        var total = 0
+        var rc = mdb_cursor_get(cursor, &key, &value, MDB_FIRST)
+        while rc == 0 {
+            if value.mv_size >= MemoryLayout<Int>.size, let data = value.mv_data {
+                total += data.loadUnaligned(as: Int.self)
+            }
+            rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)
+        }
+        if rc != MDB_NOTFOUND { try check(rc, "mdb_cursor_get", "free list of \(environment.path)") }
+        return total
+    }
+}

@@ -33,7 +33,7 @@ struct Demo: ParsableCommand {
 
     private func runDemo(at path: String) throws {
         let store = try Store(path: path)
-        print("store     \(path)")
+        say("store     \(path)")
 
         // App version 1: the server speaks API v1; storage uses local key set 1.
         let v1 = try store.collection(DemoUserV1.self, named: "users")
@@ -45,13 +45,13 @@ struct Demo: ParsableCommand {
             """.utf8)
         let fromServer = try JSONDecoder().decode([DemoUserV1].self, from: serverV1, keySet: .remote("v1"))
         try v1.put(fromServer)
-        print("app v1    decoded \(fromServer.count) users from API v1 (user_name, email_address) and stored them with local key set 1 (USER_NAME, EMAIL)")
+        say("app v1    decoded \(fromServer.count) users from API v1 (user_name, email_address) and stored them with local key set 1 (USER_NAME, EMAIL)")
 
         // App version 2: local key set 2 renames USER_NAME to NAME and adds KARMA.
         let users = try store.collection(DemoUser.self, named: "users")
         for user in try users.scan() {
             let version = try users.header(of: user.id)?.version ?? 0
-            print("app v2    read \(user.name) <\(user.email)> karma \(user.karma) from a version-\(version) record (migrated on read)")
+            say("app v2    read \(user.name) <\(user.email)> karma \(user.karma) from a version-\(version) record (migrated on read)")
         }
         // The server's current list, from API v2: grace changed, alan is gone, barbara is new.
         let serverV2 = Data("""
@@ -61,18 +61,18 @@ struct Demo: ParsableCommand {
             """.utf8)
         let current = try JSONDecoder().decode([DemoUser].self, from: serverV2, keySet: .remote("v2"))
         let sync = try users.synchronize(with: current)
-        print("app v2    synchronized with API v2 in one transaction: added \(sync.added), updated \(sync.updated), migrated \(sync.migrated), removed \(sync.removed)")
-        print("versions  \(try versionCounts(users))")
+        say("app v2    synchronized with API v2 in one transaction: added \(sync.added), updated \(sync.updated), migrated \(sync.migrated), removed \(sync.removed)")
+        say("versions  \(try versionCounts(users))")
 
         // App version 1, still running somewhere, stores a user in its own version.
         try v1.put(fromServer[2])
-        print("app v1    stored \(fromServer[2].name) again with local key set 1")
+        say("app v1    stored \(fromServer[2].name) again with local key set 1")
         let progress = try users.migrate(batchSize: 2)
-        print("migrate   looked at \(progress.scanned) records, rewrote \(progress.migrated) in version 2")
-        print("versions  \(try versionCounts(users))")
+        say("migrate   looked at \(progress.scanned) records, rewrote \(progress.migrated) in version 2")
+        say("versions  \(try versionCounts(users))")
 
-        let info = try store.environment.info()
-        print("store     \(try users.count()) users, map \(info.mapSize / 1024) KiB, last transaction \(info.lastTransactionID)")
+        say("")
+        try StatReport(store).print()
     }
 
     private func versionCounts(_ users: HoardCollection<DemoUser>) throws -> String {
@@ -139,8 +139,4 @@ struct DemoUser: VariablyCodable, Identifiable {
         try container.encodeValue(email, for: \.email)
         try container.encodeValue(karma, for: \.karma)
     }
-}
-
-func printError(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
 }

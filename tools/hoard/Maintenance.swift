@@ -1,0 +1,129 @@
+import ArgumentParser
+import Hoard
+import LMDB
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `hoard purge-expired`: delete expired records.
+struct PurgeExpired: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "purge-expired",
+        abstract: "Delete expired records (writes).",
+        discussion: "One transaction per collection. Records whose header cannot be read are left for verify to report."
+    )
+
+    @OptionGroup var store: StoreOptions
+
+    @Argument(help: "Only this collection.")
+    var collection: String?
+
+    func run() throws {
+        let opened = try openStore(store.path, writable: true)
+        let handles = try collection.map { [try openCollection($0, in: opened)] } ?? openCollections(in: opened)
+        let now = Store.systemClock()
+        var purged: [(String, Int)] = []
+        for handle in handles {
+            let count = try opened.write { txn in
+                var count = 0
+                try txn.withCursor(in: handle.database) { cursor in
+                    var entry = try cursor.first()
+                    while let current = entry {
+                        if let expiry = RecordHeader.peekExpiry(current.value), expiry <= now,
+                           (try? RecordHeader.parse(current.value)) != nil {
+                            try cursor.deleteCurrent()
+                            count += 1
+                            entry = try cursor.current()
+                        } else {
+                            entry = try cursor.next()
+                        }
+                    }
+                }
+                return count
+            }
+            purged.append((handle.name, count))
+        }
+        if store.json {
+            say(JSON.object(purged.map { ($0.0, .int(Int64($0.1))) }).text)
+        } else {
+            for (name, count) in purged { say("\(name): purged \(count) expired record\(count == 1 ? "" : "s")") }
+        }
+    }
+}
+
+/// `hoard compact`: a compacting copy.
+struct Compact: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write a compacted copy of the store to a new directory.",
+        discussion: """
+            The copy leaves out free pages; it is taken from one read snapshot, so the store may \
+            be in use. DEST must not hold a store yet. The original is not changed.
+            """
+    )
+
+    @OptionGroup var store: StoreOptions
+
+    @Argument(help: "The new store directory (created when missing).")
+    var destination: String
+
+    func run() throws {
+        let opened = try openStore(store.path)
+        if access(destination + "/data.mdb", F_OK) == 0 { throw CLIError.usage("\(destination) already holds a store; choose a new directory") }
+        let before = try fileBytes(opened.environment.dataFilePath)
+        try opened.environment.copy(to: destination, compacting: true)
+        let after = try fileBytes(destination + "/data.mdb")
+        if store.json {
+            say(JSON.object([("source", .string(store.path)), ("destination", .string(destination)), ("bytesBefore", .int(Int64(before))), ("bytesAfter", .int(Int64(after)))]).text)
+        } else {
+            say("compacted \(store.path) (\(byteSize(before))) into \(destination) (\(byteSize(after)))")
+        }
+    }
+
+    private func fileBytes(_ path: String) throws -> Int {
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw CLIError.problem("\(path): \(String(cString: strerror(errno)))") }
+        return Int(info.st_size)
+    }
+}
+
+/// `hoard rm`: delete records by ID.
+struct Remove: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rm",
+        abstract: "Delete records by ID (writes).",
+        discussion: "All in one transaction. Exit status 1 when an ID was not there (the others are still deleted)."
+    )
+
+    @OptionGroup var store: StoreOptions
+
+    @Argument(help: "The collection.")
+    var collection: String
+
+    @Argument(help: "The IDs of the records to delete.")
+    var ids: [String]
+
+    func validate() throws {
+        if ids.isEmpty { throw ValidationError("name at least one ID") }
+    }
+
+    func run() throws {
+        let opened = try openStore(store.path, writable: true)
+        let handle = try openCollection(collection, in: opened)
+        let keys = try ids.map { try handle.key($0) }
+        let missing = try opened.write { txn in
+            var missing: [String] = []
+            for (id, key) in zip(ids, keys) where try !txn.delete(key, in: handle.database) { missing.append(id) }
+            return missing
+        }
+        let removed = ids.count - missing.count
+        if store.json {
+            say(JSON.object([("removed", .int(Int64(removed))), ("notFound", .array(missing.map { .string($0) }))]).text)
+        } else {
+            say("removed \(removed) record\(removed == 1 ? "" : "s") from \(collection)")
+        }
+        if !missing.isEmpty { throw CLIError.problem("not found in \(collection): \(missing.joined(separator: ", "))") }
+    }
+}

@@ -1,0 +1,72 @@
+import ArgumentParser
+import Hoard
+
+/// `hoard schema`: the key-set registry, versions side by side.
+struct Schema: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show every local key-set version's key names, side by side.",
+        discussion: """
+            One row per property, one column per version, so that a key renamed, added or \
+            removed between versions shows at a glance. Read-only.
+            """
+    )
+
+    @OptionGroup var store: StoreOptions
+
+    @Argument(help: "Only this collection.")
+    var collection: String?
+
+    func run() throws {
+        let opened = try openStore(store.path)
+        let handles = try collection.map { [try openCollection($0, in: opened)] } ?? openCollections(in: opened)
+        if store.json {
+            say(JSON.array(handles.map(\.shape.schemaJSON)).text)
+            return
+        }
+        if handles.isEmpty { say("no collections") }
+        for (index, handle) in handles.enumerated() {
+            if index > 0 { say("") }
+            let schema = handle.schema
+            let versions = schema.versions.keys.sorted()
+            say(Terminal.bold(handle.name) + " (type \(schema.type), current version \(schema.currentVersion), \(handle.keyKind.rawValue) IDs)")
+            var table = Table(header: ["property"] + versions.map { "v\($0)" + ($0 == schema.currentVersion ? " (current)" : "") } + ["changes"])
+            for property in schema.properties {
+                let names = versions.map { schema.keyName(of: property, in: $0) }
+                table.add([property] + names.map { $0 ?? "-" } + [changes(names, versions)])
+            }
+            table.print()
+        }
+    }
+
+    /// "renamed in v2, removed in v3": what happens to one property from version to version.
+    private func changes(_ names: [String?], _ versions: [Int]) -> String {
+        var notes: [String] = []
+        for index in names.indices.dropFirst() {
+            switch (names[index - 1], names[index]) {
+            case let (old?, new?) where old != new: notes.append("renamed in v\(versions[index])")
+            case (nil, _?): notes.append("added in v\(versions[index])")
+            case (_?, nil): notes.append("removed in v\(versions[index])")
+            default: break
+            }
+        }
+        return notes.joined(separator: ", ")
+    }
+}
+
+extension Table {
+    init(header: [String]) { self.header = header }
+}
+
+extension CollectionShape {
+    var schemaJSON: JSON {
+        .object([
+            ("collection", .string(name)),
+            ("type", .string(schema.type)),
+            ("currentVersion", .int(Int64(schema.currentVersion))),
+            ("keyKind", .string(keyKind.rawValue)),
+            ("versions", .object(schema.versions.sorted { $0.key < $1.key }.map { version, names in
+                (String(version), .object(names.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
+            })),
+        ])
+    }
+}

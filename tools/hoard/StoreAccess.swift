@@ -1,0 +1,265 @@
+import ArgumentParser
+import CBOR
+import Foundation
+import Hoard
+import LMDB
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A failure the CLI reports in one line on standard error, with its exit status:
+/// 1 problems found or an ID not found, 2 usage, 3 the store cannot be opened.
+struct CLIError: Error {
+    var status: Int32
+    var message: String
+
+    static func usage(_ message: String) -> CLIError { CLIError(status: 2, message: message) }
+    static func cannotOpen(_ message: String) -> CLIError { CLIError(status: 3, message: message) }
+    static func problem(_ message: String) -> CLIError { CLIError(status: 1, message: message) }
+}
+
+/// Options every store command takes.
+struct StoreOptions: ParsableArguments {
+    @Argument(help: "The store: a directory holding data.mdb and lock.mdb.")
+    var path: String
+
+    @Flag(name: .long, help: "Write JSON (JSON Lines for record listings) instead of tables.")
+    var json = false
+}
+
+/// Ctrl-C and SIGTERM set this flag instead of ending the process, so that the running read
+/// transaction ends properly and no stale reader slot is left behind; loops check it.
+let interruptRequested = Atomic<Bool>(false)
+
+func installInterruptHandler() {
+    let handler: @convention(c) (Int32) -> Void = { _ in interruptRequested.store(true, ordering: .relaxed) }
+    signal(SIGINT, handler)
+    signal(SIGTERM, handler)
+}
+
+func checkInterrupt() throws {
+    if interruptRequested.load(ordering: .relaxed) { throw CLIError(status: 130, message: "interrupted; nothing half-done was committed") }
+}
+
+/// Opens the store at `path`, read-only unless `writable`; every way this can fail becomes one
+/// line and exit status 3. A writable open never creates a store unless `create`.
+func openStore(_ path: String, writable: Bool = false, create: Bool = false) throws -> Store {
+    var info = stat()
+    if stat(path, &info) != 0 {
+        if errno == ENOENT && create {
+            // load into a new store
+        } else if errno == ENOENT {
+            throw CLIError.cannotOpen("\(path): no such store (the path does not exist)")
+        } else {
+            throw CLIError.cannotOpen("\(path): \(String(cString: strerror(errno)))")
+        }
+    } else {
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw CLIError.cannotOpen("\(path): not a store (a Hoard store is a directory holding data.mdb)")
+        }
+        if access(path + "/data.mdb", F_OK) != 0 && !create {
+            if errno == EACCES { throw CLIError.cannotOpen("\(path): permission denied") }
+            throw CLIError.cannotOpen("\(path): not a store (the directory holds no data.mdb)")
+        }
+    }
+    do {
+        let store = try Store(path: path, options: .init(readOnly: !writable))
+        if !writable, try store.collectionNames().isEmpty, try !storeHasMeta(store) {
+            throw CLIError.cannotOpen("\(path): an empty LMDB environment, not a Hoard store")
+        }
+        return store
+    } catch let error as HoardError {
+        if case .storage(let lmdb) = error { throw CLIError.cannotOpen("\(path): \(describe(lmdb))") }
+        throw CLIError.cannotOpen("\(error)")
+    } catch let error as LMDBError {
+        throw CLIError.cannotOpen("\(path): \(describe(error))")
+    }
+}
+
+private func storeHasMeta(_ store: Store) throws -> Bool {
+    let main = try store.environment.openDatabase(nil)
+    return try store.environment.read { txn in try txn.contains(Array("hoard.meta".utf8), in: main) }
+}
+
+private func describe(_ error: LMDBError) -> String {
+    switch error.code {
+    case EACCES: "permission denied (\(error.operation))"
+    case EROFS: "read-only file system (\(error.operation))"
+    case Int32(-30793): "not an LMDB environment, or a damaged one (MDB_INVALID)"  // MDB_INVALID
+    case Int32(-30794): "written by an incompatible LMDB version (MDB_VERSION_MISMATCH)"
+    default: "\(error)"
+    }
+}
+
+/// What the CLI knows of a collection without the app's types: its schema and how IDs are written.
+struct CollectionShape {
+    let name: String
+    let schema: CollectionSchema
+    /// How IDs are written: the registry's kind, or guessed from the first key for stores
+    /// written before the kind was recorded.
+    let keyKind: KeyKind
+
+    init(_ schema: CollectionSchema, keyKind: KeyKind? = nil) {
+        name = schema.name
+        self.schema = schema
+        self.keyKind = keyKind ?? schema.keyKind ?? .custom
+    }
+
+    func describeKey(_ key: some Collection<UInt8>) -> String { keyKind.describe(key) }
+
+    /// The key bytes of an ID given on the command line.
+    func key(_ text: String) throws -> [UInt8] {
+        if text.hasPrefix("0x"), keyKind != .string, let bytes = KeyKind.custom.keyBytes(parsing: text) { return bytes }
+        guard let bytes = keyKind.keyBytes(parsing: text) else {
+            throw CLIError.usage("'\(text)' is not an ID of collection \(name) (its IDs are \(keyKind.rawValue) keys; 0x… gives raw key bytes)")
+        }
+        return bytes
+    }
+}
+
+/// A collection of an open store: its shape and its records database.
+struct CollectionHandle {
+    let shape: CollectionShape
+    let database: Database
+
+    var name: String { shape.name }
+    var schema: CollectionSchema { shape.schema }
+    var keyKind: KeyKind { shape.keyKind }
+    func describeKey(_ key: some Collection<UInt8>) -> String { shape.describeKey(key) }
+    func key(_ text: String) throws -> [UInt8] { try shape.key(text) }
+}
+
+func openCollections(in store: Store) throws -> [CollectionHandle] {
+    try store.collectionNames().map { try openCollection($0, in: store) }
+}
+
+/// The collection `name`; an unknown name is a usage error listing the ones there are.
+func openCollection(_ name: String, in store: Store) throws -> CollectionHandle {
+    guard let schema = try store.schema(of: name), let database = try store.recordDatabase(of: name) else {
+        let names = try store.collectionNames()
+        throw CLIError.usage("no collection '\(name)' in \(store.path) (it has \(names.isEmpty ? "none" : names.joined(separator: ", ")))")
+    }
+    var kind = schema.keyKind
+    if kind == nil {
+        let first = try store.read { txn in try txn.entries(in: database, limit: 1).first?.key }
+        kind = switch first {
+        case let key? where key.first == 0x01: .string
+        case let key? where key.count == 8: .int
+        case let key? where key.count == 16: .uuid
+        default: .custom
+        }
+    }
+    return CollectionHandle(shape: CollectionShape(schema, keyKind: kind), database: database)
+}
+
+// MARK: - Records
+
+/// A record looked at without its model type.
+struct RecordView {
+    var header: RecordHeader?
+    var damage: String?
+    var payload: CBORValue?
+
+    /// Parses `bytes`; damage is described, never thrown.
+    init(_ bytes: UnsafeRawBufferPointer) {
+        do throws(RecordDamage) {
+            let (header, payload) = try RecordHeader.parse(bytes)
+            self.header = header
+            do {
+                self.payload = try CBORValue(decoding: payload)
+            } catch {
+                damage = "the payload is not valid CBOR: \(error)"
+            }
+        } catch {
+            damage = error.reason
+        }
+    }
+
+    /// The record as one JSON object (get, scan and dump share it).
+    func json(collection: CollectionShape, key: some Collection<UInt8>, now: Int64, asCurrent: Bool) -> JSON {
+        var members: [(String, JSON)] = [("collection", .string(collection.name)), ("id", .string(collection.describeKey(key)))]
+        if let header {
+            members.append(("version", .int(Int64(header.version))))
+            members.append(("writtenAt", .string(iso8601(milliseconds: header.writtenAt))))
+            members.append(("expiresAt", header.expiresAt.map { .string(iso8601(milliseconds: $0)) } ?? .null))
+            members.append(("expired", .bool(header.isExpired(at: now))))
+        }
+        if let damage { members.append(("damage", .string(damage))) }
+        if var payload {
+            if asCurrent, let header { payload = rename(payload, in: collection.schema, from: header.version).value }
+            members.append(("value", JSON(payload)))
+        }
+        return .object(members)
+    }
+}
+
+// MARK: - Key names across versions
+
+/// `value` (a payload of `version`) with its keys renamed to the current version's names;
+/// properties the current version lacks are dropped. Returns what could not be carried over.
+func rename(_ value: CBORValue, in schema: CollectionSchema, from version: Int) -> (value: CBORValue, dropped: [String]) {
+    guard version != schema.currentVersion,
+          let old = schema.versions[version], let new = schema.versions[schema.currentVersion] else { return (value, []) }
+    var result = value
+    var moved: [(path: [String], value: CBORValue)] = []
+    var dropped: [String] = []
+    for (property, oldName) in old.sorted(by: { $0.key < $1.key }) {
+        let path = oldName.split(separator: ".").map(String.init)
+        guard let found = lookup(result, path) else { continue }
+        result = removing(result, path)
+        if let newName = new[property] {
+            moved.append((newName.split(separator: ".").map(String.init), found))
+        } else {
+            dropped.append(property)
+        }
+    }
+    for (path, found) in moved { result = setting(result, path, found) }
+    return (sortedMaps(result), dropped)
+}
+
+func lookup(_ value: CBORValue, _ path: [String]) -> CBORValue? {
+    guard let first = path.first else { return value }
+    guard let inner = value[first] else { return nil }
+    return lookup(inner, Array(path.dropFirst()))
+}
+
+func removing(_ value: CBORValue, _ path: [String]) -> CBORValue {
+    guard case .map(var entries) = value, let first = path.first,
+          let index = entries.firstIndex(where: { $0.key == .text(first) }) else { return value }
+    if path.count == 1 {
+        entries.remove(at: index)
+    } else {
+        entries[index].value = removing(entries[index].value, Array(path.dropFirst()))
+        if case .map(let rest) = entries[index].value, rest.isEmpty { entries.remove(at: index) }
+    }
+    return .map(entries)
+}
+
+func setting(_ value: CBORValue, _ path: [String], _ new: CBORValue) -> CBORValue {
+    guard let first = path.first else { return new }
+    var entries: [CBORValue.Entry] = if case .map(let existing) = value { existing } else { [] }
+    if let index = entries.firstIndex(where: { $0.key == .text(first) }) {
+        entries[index].value = setting(entries[index].value, Array(path.dropFirst()), new)
+    } else {
+        entries.append(CBORValue.Entry(.text(first), setting(.map([]), Array(path.dropFirst()), new)))
+    }
+    return .map(entries)
+}
+
+/// The value with every map's entries in deterministic order (RFC 8949 §4.2.1: bytewise order
+/// of the encoded keys), as the store's encoder writes them.
+func sortedMaps(_ value: CBORValue) -> CBORValue {
+    switch value {
+    case .map(let entries):
+        let sorted = entries.map { CBORValue.Entry($0.key, sortedMaps($0.value)) }
+            .sorted { $0.key.encoded().lexicographicallyPrecedes($1.key.encoded()) }
+        return .map(sorted)
+    case .array(let items): return .array(items.map(sortedMaps))
+    case .tagged(let tag, let inner): return .tagged(tag, sortedMaps(inner))
+    default: return value
+    }
+}

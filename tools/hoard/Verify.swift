@@ -1,0 +1,111 @@
+import ArgumentParser
+import CBOR
+import Hoard
+import LMDB
+
+/// `hoard verify`: read every record and report what is wrong.
+struct Verify: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check every record of every collection; exit status 1 when anything is wrong.",
+        discussion: """
+            For each record: the header (magic, format, flags), the checksum, a key-set version the \
+            registry knows (not newer than the current one), a payload that is one well-formed CBOR \
+            map whose keys are key names of its version, and a key of the collection's ID kind. \
+            Each problem is named with collection and ID. A store too damaged for LMDB to walk is \
+            reported as structural damage. From one read snapshot; read-only.
+            """
+    )
+
+    @OptionGroup var store: StoreOptions
+
+    struct Problem {
+        var collection: String
+        var id: String
+        var key: [UInt8]
+        var reason: String
+    }
+
+    func run() throws {
+        let opened = try openStore(store.path)
+        var problems: [Problem] = []
+        var records = 0
+        let names = try opened.collectionNames()
+        // Databases are opened before the snapshot: LMDB handles opened later are not valid in it.
+        var found: [(name: String, schema: CollectionSchema, database: Database)] = []
+        for name in names {
+            guard let schema = try opened.schema(of: name), let database = try opened.recordDatabase(of: name) else {
+                problems.append(Problem(collection: name, id: "-", key: [], reason: "the collection has no registry entry: its records cannot be named"))
+                continue
+            }
+            found.append((name, schema, database))
+        }
+        try opened.read { txn in
+            for (name, schema, database) in found {
+                let shape = CollectionShape(schema)
+                let topLevel = schema.versions.mapValues { Set($0.values.map { String($0.prefix { $0 != "." }) }) }
+                var progress = Progress("verify \(name)", total: try txn.count(in: database))
+                var done = 0
+                try txn.forEach(in: database) { key, record in
+                    if let reason = check(key: key, record: record, shape: shape, topLevel: topLevel) {
+                        problems.append(Problem(collection: name, id: shape.describeKey(key), key: Array(key), reason: reason))
+                    }
+                    done += 1
+                    if done & 0x3FFF == 0 {
+                        try checkInterrupt()
+                        progress.update(done)
+                    }
+                    return .next
+                }
+                records += done
+                progress.finish()
+            }
+        }
+        if store.json {
+            say(JSON.object([
+                ("collections", .int(Int64(names.count))),
+                ("records", .int(Int64(records))),
+                ("problems", .array(problems.map {
+                    .object([("collection", .string($0.collection)), ("id", .string($0.id)), ("key", .string(hexString($0.key))), ("problem", .string($0.reason))])
+                })),
+            ]).text)
+        } else {
+            for problem in problems { say("\(problem.collection)[\(problem.id)]: \(Terminal.red(problem.reason))") }
+            let summary = "verified \(records) records in \(names.count) collection\(names.count == 1 ? "" : "s"): "
+            say(summary + (problems.isEmpty ? Terminal.green("no problems") : Terminal.red("\(problems.count) problem\(problems.count == 1 ? "" : "s")")))
+        }
+        if !problems.isEmpty { throw ExitCode(1) }
+    }
+
+    /// What is wrong with one record, or `nil`.
+    private func check(key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer, shape: CollectionShape, topLevel: [Int: Set<String>]) -> String? {
+        if shape.keyKind != .custom, shape.keyKind.describe(key).hasPrefix("0x") {
+            return "the key 0x\(hexString(key)) is not a \(shape.keyKind.rawValue) ID"
+        }
+        let header: RecordHeader
+        let payload: UnsafeRawBufferPointer
+        do throws(RecordDamage) {
+            (header, payload) = try RecordHeader.parse(record)
+        } catch {
+            return error.reason
+        }
+        guard let known = topLevel[header.version] else {
+            return header.version > shape.schema.currentVersion
+                ? "written with key-set version \(header.version), newer than the registry's current \(shape.schema.currentVersion)"
+                : "written with key-set version \(header.version), which the registry does not record"
+        }
+        let value: CBORValue
+        do {
+            value = try CBORValue(decoding: payload)
+        } catch {
+            return "the payload is not valid CBOR: \(error)"
+        }
+        guard case .map(let entries) = value else { return "the payload is not a CBOR map" }
+        var seen = Set<String>()
+        for entry in entries {
+            guard case .text(let name) = entry.key else { return "the payload has a map key that is not text" }
+            if !known.contains(name) { return "the payload has key '\(name)', which is not a key of version \(header.version)" }
+            if !seen.insert(name).inserted { return "the payload has key '\(name)' twice" }
+        }
+        return nil
+    }
+}
