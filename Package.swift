@@ -61,7 +61,7 @@ let package = Package(
         // A child process the tests drive over a pipe (second reader/writer, fd leaks, privilege drop).
         .executableTarget(
             name: "LMDBProbe",
-            dependencies: ["LMDB", "TestSupport"],
+            dependencies: ["LMDB", "Hoard", "CBOR", "TestSupport"],
             path: "tools/lmdb-probe",
             swiftSettings: strict
         ),
@@ -79,7 +79,7 @@ let package = Package(
         .testTarget(
             name: "HoardTests",
             dependencies: [
-                "Hoard", "LMDB", "CBOR", "VariableCoding", "TestSupport", "LMDBProbe",
+                "Hoard", "LMDB", "CBOR", "VariableCoding", "TestSupport", "LMDBProbe", "HoardCLI",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

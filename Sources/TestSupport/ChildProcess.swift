@@ -134,3 +134,58 @@ public final class ChildProcess {
 }
 
 private func sendSignal(_ pid: Int32, _ signal: Int32) -> Int32 { kill(pid, signal) }
+
+/// What a finished process printed and how it ended.
+public struct ProcessResult: Sendable {
+    /// The exit status, or 128 + the signal that ended it.
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+}
+
+/// Runs `executable` to its end with `input` on its standard input (empty when `nil`) and its
+/// output captured in files (no pipe can fill up and stall it), plus `environment` additions.
+public func runProcess(_ executable: String, _ arguments: [String], input: [UInt8] = [], environment: [String: String] = [:]) throws -> ProcessResult {
+    let directory = try makeTemporaryDirectory()
+    defer { removeTree(directory) }
+    let inPath = directory + "/stdin", outPath = directory + "/stdout", errPath = directory + "/stderr"
+    try writeFile(inPath, input)
+
+    #if canImport(Darwin)
+    var actions: posix_spawn_file_actions_t? = nil
+    #else
+    var actions = posix_spawn_file_actions_t()
+    #endif
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, inPath, O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+
+    var variables: [String] = []
+    var index = 0
+    while let entry = environ[index] {
+        let text = String(cString: entry)
+        if let name = text.split(separator: "=", maxSplits: 1).first, environment[String(name)] == nil { variables.append(text) }
+        index += 1
+    }
+    variables += environment.map { "\($0.key)=\($0.value)" }
+    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+    let envp = variables.map { strdup($0) } + [nil]
+    defer {
+        argv.forEach { free($0) }
+        envp.forEach { free($0) }
+    }
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+    guard rc == 0 else { throw TestSupportError("posix_spawn \(executable): \(String(cString: strerror(rc)))") }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 {
+        guard errno == EINTR else { throw TestSupportError("waitpid: \(String(cString: strerror(errno)))") }
+    }
+    let code = status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+    func read(_ path: String) throws -> String {
+        String(decoding: try readFile(path), as: UTF8.self)
+    }
+    return ProcessResult(status: code, stdout: try read(outPath), stderr: try read(errPath))
+}

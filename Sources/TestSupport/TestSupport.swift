@@ -100,6 +100,22 @@ public func writeFile(_ path: String, _ bytes: [UInt8]) throws {
     guard written == bytes.count else { throw TestSupportError("write \(path) failed") }
 }
 
+/// The whole content of the file at `path`.
+public func readFile(_ path: String) throws -> [UInt8] {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { throw TestSupportError("open \(path): \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    var result: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if count < 0 && errno == EINTR { continue }
+        guard count >= 0 else { throw TestSupportError("read \(path): \(String(cString: strerror(errno)))") }
+        if count == 0 { return result }
+        result += chunk[..<count]
+    }
+}
+
 /// Overwrites bytes of an existing file at `offset`.
 public func patchFile(_ path: String, at offset: Int, with bytes: [UInt8]) throws {
     let fd = open(path, O_WRONLY)

@@ -8,7 +8,7 @@ struct Get: ParsableCommand {
         abstract: "Show one record: its header and its payload as JSON.",
         discussion: """
             The ID is written as the collection's IDs are (a number, a string or a UUID); 0x… \
-            gives raw key bytes. The payload is shown with the key names of the version it was \
+            gives raw key bytes; put -- before a negative number (hoard get PATH Note -- -5). The payload is shown with the key names of the version it was \
             written in, or with --as-current in the current version's names. Exit status 1 when \
             there is no such record or it is damaged. Read-only.
             """

@@ -35,6 +35,13 @@ struct HoardCommand: ParsableCommand {
 
     static func main() {
         let arguments = Array(CommandLine.arguments.dropFirst())
+        // A parent may have started us with signals blocked (threads of a dispatch pool block
+        // them, and the mask is inherited across exec); Ctrl-C and SIGTERM must reach us.
+        var interrupts = sigset_t()
+        sigemptyset(&interrupts)
+        sigaddset(&interrupts, SIGINT)
+        sigaddset(&interrupts, SIGTERM)
+        sigprocmask(SIG_UNBLOCK, &interrupts, nil)
         // LMDB keeps no page checksums: a damaged B-tree can make it fault. Commands that read a
         // store therefore run in a child process, and a crash there is reported, not suffered.
         if getenv(Isolation.variable) == nil, Isolation.applies(to: arguments) {
@@ -90,6 +97,9 @@ enum Isolation {
     static func runInChild(_ arguments: [String]) -> Int32 {
         let executable = ownPath()
         setenv(variable, "1", 1)
+        // A fault in the child is reported below in one line; the runtime's crash report would
+        // only bury it.
+        setenv("SWIFT_BACKTRACE", "enable=no", 1)
         // Ctrl-C reaches the whole process group; the child handles it and ends its transaction.
         // This process only waits (and passes on a SIGTERM sent to it alone).
         let forward: @convention(c) (Int32) -> Void = { signal in

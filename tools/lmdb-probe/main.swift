@@ -12,11 +12,16 @@
 //       hold-write            -> "holding" while a write transaction (LMDB's writer lock) stays
 //                                open until the next line
 //       hold-read             -> "holding" while a read transaction stays open until the next line
+//       records DB N VERSION  -> N Hoard records (IDs 1_000_000…, payload {"ID": id}) of key-set
+//                                VERSION in one write transaction; "holding" before the commit,
+//                                which waits for the next line; then "committed"
 //       stale                 -> "stale N" (stale reader slots, not cleared)
 //       exit                  -> ends the process
 //   LMDBProbe fds FILE...    -> "fds N": how many of this process's descriptors refer to FILEs
 //
 // Every answer is one line, so the parent waits on the pipe, never on a timer.
+import CBOR
+import Hoard
 import LMDB
 import TestSupport
 
@@ -90,6 +95,20 @@ func serve(_ env: Environment) throws {
                     _ = readLine()
                 }
                 reply("released")
+            case "records":
+                let db = try env.openDatabase(String(words[1]))
+                guard let count = Int(words[2]), let version = Int(words[3]) else { reply("error usage"); continue }
+                try env.write { txn in
+                    for i in 0..<count {
+                        let id = Int64(1_000_000 + i)
+                        let payload = CBORValue.map([.init(.text("ID"), .unsigned(UInt64(id)))]).encoded()
+                        let record = RecordHeader(version: version, writtenAt: 0, expiresAt: nil).record(with: payload)
+                        try txn.put(record, forKey: id.keyBytes, in: db)
+                    }
+                    reply("holding")
+                    _ = readLine()
+                }
+                reply("committed")
             case "stale":
                 reply("stale \(try env.readers().filter(\.isStale).count)")
             case "exit":

@@ -1,0 +1,460 @@
+import CBOR
+import Foundation
+import Hoard
+import LMDB
+import TestSupport
+import Testing
+import VariableCoding
+
+/// A contact whose version 2 renamed NAME to FULL_NAME: the CLI can migrate it without app code.
+struct Contact: VariablyCodable, Identifiable, Equatable {
+    var id: Int64
+    var name: String
+    static let keySets = KeySets<Contact>(local: [
+        1: [\.id: "ID", \.name: "NAME"],
+        2: [\.id: "ID", \.name: "FULL_NAME"],
+    ])
+    init(id: Int64, name: String) { (self.id, self.name) = (id, name) }
+    init(from container: DecodingContainer<Contact>) throws {
+        id = try container.decodeValue(for: \.id)
+        name = try container.decodeValue(for: \.name)
+    }
+    func encode(to container: inout EncodingContainer<Contact>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(name, for: \.name)
+    }
+}
+
+/// Runs the built `hoard` binary.
+func hoard(_ arguments: String..., input: [UInt8] = []) throws -> ProcessResult {
+    try runProcess(try builtExecutable("hoard"), arguments, input: input, environment: ["NO_COLOR": "1"])
+}
+
+func jsonObject(_ text: String) throws -> [String: Any] {
+    guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+        throw TestSupportError("not a JSON object: \(text)")
+    }
+    return object
+}
+
+func jsonLines(_ text: String) throws -> [[String: Any]] {
+    try text.split(separator: "\n").map { try jsonObject(String($0)) }
+}
+
+/// A store with notes in versions 1 and 3 (one expired), tags with string IDs and contacts.
+func makeSampleStore(_ path: String) throws {
+    let store = try Store(path: path, options: .init(durability: .riskStoreOnOSCrash))
+    let notes = try store.collection(Note.self)
+    try writeRecord(Note(id: 1, text: "first, in version 1", stars: 2, pinned: false), version: 1, in: store)
+    try writeRecord(Note(id: 2, text: "second, in version 1", stars: 5, pinned: false), version: 1, in: store)
+    try notes.put([Note(id: 3, text: "third", stars: 1, pinned: true), Note(id: 4, text: "fourth", stars: 4, pinned: false)])
+    try notes.put(Note(id: -5, text: "expired", stars: 0, pinned: false), expiry: .at(milliseconds: 1_000))
+    let tags = try store.collection(Tag.self)
+    try tags.put([Tag(id: "swift", uses: 3), Tag(id: "swiftui", uses: 1), Tag(id: "lmdb", uses: 7)])
+}
+
+@Suite("hoard CLI")
+struct CLITests {
+    @Test("stat: store figures and per-collection versions, as text and JSON")
+    func stat() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            try makeSampleStore(path)
+            let text = try hoard("stat", path)
+            #expect(text.status == 0, "\(text.stderr)")
+            #expect(text.stdout.contains("format 1"))
+            let noteRow = text.stdout.split(separator: "\n").first { $0.hasPrefix("Note ") }.map(String.init) ?? ""
+            #expect(noteRow.contains("v1: 2"), "\(text.stdout)")
+            #expect(noteRow.split(separator: " ", omittingEmptySubsequences: true).last == "1", "one expired: \(noteRow)")
+
+            let json = try jsonObject(try hoard("stat", path, "--json").stdout)
+            let collections = try #require(json["collections"] as? [[String: Any]])
+            #expect(collections.map { $0["name"] as? String } == ["Note", "Tag"])
+            let note = collections[0]
+            #expect(note["records"] as? Int == 5)
+            #expect(note["currentVersion"] as? Int == 3)
+            #expect(note["versions"] as? [String: Int] == ["1": 2, "3": 3])
+            #expect(note["expired"] as? Int == 1)
+            #expect(collections[1]["records"] as? Int == 3)
+            #expect((json["pagesUsed"] as? Int ?? 0) > 0)
+            #expect(json["staleReaders"] as? Int == 0)
+        }
+    }
+
+    @Test("schema: key names per version side by side, renames visible")
+    func schema() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            try makeSampleStore(path)
+            let text = try hoard("schema", path, "Note")
+            #expect(text.status == 0)
+            let textRow = text.stdout.split(separator: "\n").first { $0.hasPrefix("text ") }.map(String.init) ?? ""
+            #expect(textRow.contains("BODY") && textRow.contains("TEXT") && textRow.contains("renamed in v2"), "\(text.stdout)")
+            #expect(text.stdout.contains("added in v3"))
+            #expect(text.stdout.contains("int IDs"))
+
+            let json = try JSONSerialization.jsonObject(with: Data(try hoard("schema", path, "--json").stdout.utf8)) as? [[String: Any]]
+            let entries = try #require(json)
+            #expect(entries.count == 2)
+            let versions = try #require(entries[0]["versions"] as? [String: [String: String]])
+            #expect(versions["1"]?["text"] == "BODY")
+            #expect(versions["3"]?["pinned"] == "PINNED")
+            #expect(entries[1]["keyKind"] as? String == "string")
+        }
+    }
+
+    @Test("get: header and payload with stored or current key names")
+    func get() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            try makeSampleStore(path)
+            let text = try hoard("get", path, "Note", "1")
+            #expect(text.status == 0, "\(text.stderr)")
+            #expect(text.stdout.contains("version   1 (older than the current 3)"))
+            #expect(text.stdout.contains("\"BODY\": \"first, in version 1\""))
+            #expect(text.stdout.contains("checksum  ok"))
+
+            let stored = try jsonObject(try hoard("get", path, "Note", "1", "--json").stdout)
+            #expect(stored["version"] as? Int == 1)
+            #expect((stored["value"] as? [String: Any])?["BODY"] as? String == "first, in version 1")
+            #expect((stored["value"] as? [String: Any])?["STARS"] as? String == "2")
+            let current = try jsonObject(try hoard("get", path, "Note", "1", "--json", "--as-current").stdout)
+            #expect((current["value"] as? [String: Any])?["TEXT"] as? String == "first, in version 1")
+            #expect((current["value"] as? [String: Any])?["BODY"] == nil)
+
+            let negative = try jsonObject(try hoard("get", path, "Note", "--json", "--", "-5").stdout)
+            #expect(negative["expired"] as? Bool == true)
+            #expect(negative["expiresAt"] as? String == "1970-01-01T00:00:01.000Z")
+            let tag = try jsonObject(try hoard("get", path, "Tag", "lmdb", "--json").stdout)
+            #expect((tag["value"] as? [String: Any])?["uses"] as? Int == 7)
+        }
+    }
+
+    @Test("scan: ranges, prefixes, order, limits and filters")
+    func scan() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            try makeSampleStore(path)
+            func ids(_ arguments: String...) throws -> [String] {
+                let result = try runProcess(try builtExecutable("hoard"), ["scan", path] + arguments + ["--json"], environment: ["NO_COLOR": "1"])
+                #expect(result.status == 0, "\(result.stderr)")
+                return try jsonLines(result.stdout).compactMap { $0["id"] as? String }
+            }
+            #expect(try ids("Note") == ["-5", "1", "2", "3", "4"])
+            #expect(try ids("Note", "--reverse", "--limit", "2") == ["4", "3"])
+            #expect(try ids("Note", "--from", "1", "--to", "3") == ["1", "2", "3"])
+            #expect(try ids("Note", "--version", "1") == ["1", "2"])
+            #expect(try ids("Note", "--expired") == ["-5"])
+            #expect(try ids("Tag", "--prefix", "swift") == ["swift", "swiftui"])
+            let table = try hoard("scan", path, "Tag")
+            #expect(table.stdout.split(separator: "\n").first?.hasPrefix("id") == true)
+            #expect(table.stdout.contains("{\"id\":\"lmdb\",\"uses\":7}"))
+            let wrong = try hoard("scan", path, "Note", "--prefix", "a")
+            #expect(wrong.status == 2)
+            #expect(wrong.stderr.contains("--prefix needs string IDs"))
+        }
+    }
+
+    @Test("errors: one clear line and the documented exit status")
+    func errors() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            try makeSampleStore(path)
+            func expect(_ arguments: [String], status: Int32, _ fragment: String, input: [UInt8] = [], sourceLocation: SourceLocation = #_sourceLocation) throws {
+                let result = try runProcess(try builtExecutable("hoard"), arguments, input: input, environment: ["NO_COLOR": "1"])
+                #expect(result.status == status, "\(arguments): \(result.stderr)", sourceLocation: sourceLocation)
+                #expect(result.stderr.contains(fragment), "\(arguments): '\(result.stderr)' lacks '\(fragment)'", sourceLocation: sourceLocation)
+                #expect(!result.stderr.contains("Fatal error") && !result.stderr.contains("Stack dump"), sourceLocation: sourceLocation)
+            }
+            try expect(["stat", dir + "/missing"], status: 3, "no such store (the path does not exist)")
+            try writeFile(dir + "/plain", Array("hello".utf8))
+            try expect(["stat", dir + "/plain"], status: 3, "not a store")
+            try FileManager.default.createDirectory(atPath: dir + "/empty", withIntermediateDirectories: false)
+            try expect(["stat", dir + "/empty"], status: 3, "holds no data.mdb")
+
+            let foreign = try Environment(path: dir + "/foreign")
+            let other = try foreign.openDatabase("other", create: true)
+            try foreign.write { txn in try txn.put(Array("v".utf8), forKey: Array("k".utf8), in: other) }
+            try expect(["stat", dir + "/foreign"], status: 3, "not a Hoard store")
+            try writeFile(dir + "/garbage.mdb", [UInt8](repeating: 0x42, count: 8192))
+            try FileManager.default.createDirectory(atPath: dir + "/garbage", withIntermediateDirectories: false)
+            try FileManager.default.moveItem(atPath: dir + "/garbage.mdb", toPath: dir + "/garbage/data.mdb")
+            try expect(["verify", dir + "/garbage"], status: 3, "not an LMDB environment")
+
+            let newer = try Store(path: dir + "/newer")
+            let meta = try newer.environment.openDatabase("hoard.meta")
+            try newer.environment.write { txn in try txn.put(Array("99".utf8), forKey: Array("format".utf8), in: meta) }
+            try expect(["stat", dir + "/newer"], status: 3, "format 99")
+
+            try expect(["get", path, "Nope", "1"], status: 2, "no collection 'Nope'")
+            try expect(["get", path, "Note", "77"], status: 1, "no record with ID 77")
+            try expect(["get", path, "Note", "seven"], status: 2, "'seven' is not an ID of collection Note")
+            try expect(["stat"], status: 2, "Missing expected argument")
+            try expect(["stat", path, "--bogus"], status: 2, "Unknown option")
+            try expect(["frobnicate"], status: 2, "Unexpected argument")
+            try expect(["load", dir + "/new"], status: 1, "stdin is empty")
+            try expect(["load", dir + "/new"], status: 1, "line 1: not a JSON object", input: Array("{oops\n".utf8))
+            try expect(["load", dir + "/new"], status: 1, "not a Hoard dump", input: Array("{\"a\":1}\n".utf8))
+            #expect(access(dir + "/new", F_OK) != 0, "a refused load creates nothing")
+        }
+    }
+
+    @Test("a directory without permission is reported, not crashed on")
+    func permission() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            try makeSampleStore(path)
+            chmod(dir, 0o755)
+            chmod(path, 0o700)
+            let result: ProcessResult
+            if getuid() == 0 {
+                // root reads everything: run as nobody, who may not enter the 0700 store directory.
+                result = try runProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", try builtExecutable("hoard"), "stat", path])
+            } else {
+                chmod(path, 0o000)
+                defer { chmod(path, 0o700) }
+                result = try hoard("stat", path)
+            }
+            #expect(result.status == 3, "\(result.stderr)")
+            #expect(result.stderr.contains("permission denied"), "\(result.stderr)")
+        }
+    }
+
+    @Test("verify names every damaged record: checksum, header, payload")
+    func verify() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            let store = try Store(path: path, options: .init(durability: .riskStoreOnOSCrash))
+            let notes = try store.collection(Note.self)
+            try notes.put((1...40).map { Note(id: $0, text: "note number \($0) marker-\($0)-end", stars: 3, pinned: false) })
+            let clean = try hoard("verify", path)
+            #expect(clean.status == 0)
+            #expect(clean.stdout.contains("verified 40 records in 1 collection: no problems"))
+
+            // Damage a copy, never the original.
+            let copy = dir + "/copy"
+            #expect(try hoard("compact", path, copy).status == 0)
+            let file = copy + "/data.mdb"
+            let bytes = try readFile(file)
+            func offset(of text: String) throws -> Int {
+                let needle = Array(text.utf8)
+                guard let index = (0...(bytes.count - needle.count)).first(where: { bytes[$0..<$0 + needle.count].elementsEqual(needle) }) else {
+                    throw TestSupportError("\(text) not found in \(file)")
+                }
+                return index
+            }
+            // A flipped payload byte: the checksum no longer matches.
+            let payloadByte = try offset(of: "marker-7-end") + 7
+            try patchFile(file, at: payloadByte, with: [bytes[payloadByte] ^ 0x20])
+            // A broken magic: the header is not a header.
+            let text13 = try offset(of: "marker-13-end")
+            let magic = try #require((max(0, text13 - 80)..<text13).last { bytes[$0] == 0x48 && bytes[$0 + 1] == 0x52 && bytes[$0 + 2] == 1 })
+            try patchFile(file, at: magic, with: [0x58, 0x58])
+            // A record with an intact header and checksum but a payload that is not CBOR, and one
+            // with a key its version does not have: written through LMDB, as foreign code might.
+            do {
+                let environment = try Environment(path: copy)
+                let database = try environment.openDatabase("c:Note")
+                try environment.write { txn in
+                    try txn.put(RecordHeader(version: 3, writtenAt: 1, expiresAt: nil).record(with: [0xFF, 0x00]), forKey: Int64(41).keyBytes, in: database)
+                    let unknown = CBORValue.map([.init(.text("ID"), .unsigned(42)), .init(.text("COLOUR"), .text("red"))]).encoded()
+                    try txn.put(RecordHeader(version: 3, writtenAt: 1, expiresAt: nil).record(with: unknown), forKey: Int64(42).keyBytes, in: database)
+                    try txn.put(RecordHeader(version: 9, writtenAt: 1, expiresAt: nil).record(with: unknown), forKey: Int64(43).keyBytes, in: database)
+                }
+            }
+            let damaged = try hoard("verify", copy)
+            #expect(damaged.status == 1)
+            #expect(damaged.stdout.contains("Note[7]: checksum mismatch"), "\(damaged.stdout)")
+            #expect(damaged.stdout.contains("Note[13]: the header does not start with \"HR\""), "\(damaged.stdout)")
+            #expect(damaged.stdout.contains("Note[41]: the payload is not valid CBOR"), "\(damaged.stdout)")
+            #expect(damaged.stdout.contains("Note[42]: the payload has key 'COLOUR'"), "\(damaged.stdout)")
+            #expect(damaged.stdout.contains("Note[43]: written with key-set version 9, newer"), "\(damaged.stdout)")
+            #expect(damaged.stdout.contains("verified 43 records in 1 collection: 5 problems"))
+            let json = try jsonObject(try hoard("verify", copy, "--json").stdout)
+            let problems = try #require(json["problems"] as? [[String: Any]])
+            #expect(problems.compactMap { $0["id"] as? String } == ["7", "13", "41", "42", "43"])
+            // Everything else still reads, and the original is untouched.
+            #expect(try hoard("get", copy, "Note", "8").status == 0)
+            #expect(try hoard("get", copy, "Note", "7").status == 1)
+            #expect(try hoard("verify", path).status == 0)
+        }
+    }
+
+    @Test("dump | load reproduces every record byte for byte")
+    func dumpLoad() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            try makeSampleStore(path)
+            let dump = try hoard("dump", path)
+            #expect(dump.status == 0, "\(dump.stderr)")
+            let lines = try jsonLines(dump.stdout)
+            #expect(lines.first?["hoard"] as? String == "dump")
+            #expect(lines.filter { $0["kind"] as? String == "record" }.count == 8)
+
+            let restored = dir + "/restored"
+            let load = try hoard("load", restored, input: Array(dump.stdout.utf8))
+            #expect(load.status == 0, "\(load.stderr)")
+            #expect(load.stdout.contains("loaded 8 records into 2 collections"))
+            func everything(_ path: String) throws -> [String: [[UInt8]]] {
+                let environment = try Environment(path: path, options: .init(readOnly: true))
+                var result: [String: [[UInt8]]] = [:]
+                for name in ["c:Note", "c:Tag", "hoard.meta"] {
+                    let database = try environment.openDatabase(name)
+                    result[name] = try environment.read { txn in try txn.entries(in: database).flatMap { [$0.key, $0.value] } }
+                }
+                return result
+            }
+            #expect(try everything(path) == everything(restored))
+            #expect(try hoard("dump", restored).stdout == dump.stdout)
+
+            // Loading again changes nothing; an edited line or a conflicting record is refused whole.
+            #expect(try hoard("load", restored, input: Array(dump.stdout.utf8)).stdout.contains("(8 already there)"))
+            let edited = dump.stdout.replacingOccurrences(of: "\"uses\":7", with: "\"uses\":8")
+            let refused = try hoard("load", dir + "/other", input: Array(edited.utf8))
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("does not match its record bytes"), "\(refused.stderr)")
+            let store = try Store(path: restored, options: .init(durability: .riskStoreOnOSCrash))
+            try store.collection(Tag.self).put(Tag(id: "lmdb", uses: 99))
+            let conflict = try hoard("load", restored, input: Array(dump.stdout.utf8))
+            #expect(conflict.status == 1)
+            #expect(conflict.stderr.contains("Tag[lmdb] exists with other bytes"), "\(conflict.stderr)")
+            #expect(try store.collection(Tag.self).get("lmdb")?.uses == 99)
+            #expect(try hoard("load", restored, "--replace", input: Array(dump.stdout.utf8)).status == 0)
+            #expect(try store.collection(Tag.self).get("lmdb")?.uses == 7)
+        }
+    }
+
+    @Test("stat beside a live writer of 100,000 records: not blocked, then agrees with the commit")
+    func statDuringWrite() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            try makeSampleStore(path)
+            let writer = try ChildProcess(try builtExecutable("LMDBProbe"), ["open", path])
+            #expect(try writer.readLine() == "open ok")
+            #expect(try writer.ask("records c:Note 100000 3") == "holding")
+            // The writer holds LMDB's write lock with 100,000 uncommitted records.
+            let during = try hoard("stat", path, "--json")
+            #expect(during.status == 0, "\(during.stderr)")
+            let before = try #require((try jsonObject(during.stdout)["collections"] as? [[String: Any]])?.first)
+            #expect(before["records"] as? Int == 5)
+            #expect(try writer.ask("commit") == "committed")
+            let after = try #require((try jsonObject(try hoard("stat", path, "--json").stdout)["collections"] as? [[String: Any]])?.first)
+            #expect(after["records"] as? Int == 100_005)
+            #expect(after["versions"] as? [String: Int] == ["1": 2, "3": 100_003])
+            try writer.send("exit")
+            #expect(writer.wait() == 0)
+        }
+    }
+
+    @Test("migrate renames keys without app code and leaves type changes and new properties alone")
+    func migrate() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            try makeSampleStore(path)
+            let store = try Store(path: path, options: .init(durability: .riskStoreOnOSCrash))
+            let contacts = try store.collection(Contact.self)
+            let database = try store.environment.openDatabase("c:Contact")
+            try store.environment.write { txn in
+                for id in Int64(1)...3 {
+                    let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)]).encode(Contact(id: id, name: "old \(id)"))
+                    try txn.put(RecordHeader(version: 1, writtenAt: 77, expiresAt: 9_999_999_999_999).record(with: payload), forKey: id.keyBytes, in: database)
+                }
+            }
+            try contacts.put(Contact(id: 4, name: "new"))
+
+            let dry = try hoard("migrate", path, "--dry-run", "--json")
+            #expect(dry.status == 0, "\(dry.stderr)")
+            #expect(try contacts.header(of: 1)?.version == 1, "a dry run writes nothing")
+
+            let run = try hoard("migrate", path)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.contains("Contact: rewrote 3 records in the current version; 1 already current; 0 left"), "\(run.stdout)")
+            #expect(run.stdout.contains("Note[1]: property 'pinned' is new since version 1"), "\(run.stdout)")
+            for id in Int64(1)...3 {
+                #expect(try contacts.header(of: id) == RecordHeader(version: 2, writtenAt: 77, expiresAt: 9_999_999_999_999))
+                #expect(try contacts.get(id) == Contact(id: id, name: "old \(id)"))
+            }
+            #expect(try store.collection(Note.self).header(of: 1)?.version == 1, "left for the app's code")
+            #expect(try hoard("verify", path).status == 0)
+        }
+    }
+
+    @Test("purge-expired and rm")
+    func maintenance() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            try makeSampleStore(path)
+            let purge = try hoard("purge-expired", path)
+            #expect(purge.stdout.contains("Note: purged 1 expired record"), "\(purge.stdout)")
+            let removed = try hoard("rm", path, "Tag", "swift", "nothere")
+            #expect(removed.status == 1)
+            #expect(removed.stdout.contains("removed 1 record from Tag"))
+            #expect(removed.stderr.contains("not found in Tag: nothere"))
+            let tags = try jsonLines(try hoard("scan", path, "Tag", "--json").stdout).compactMap { $0["id"] as? String }
+            #expect(tags == ["lmdb", "swiftui"])
+        }
+    }
+
+    @Test("help reads well: every command is listed and explains itself")
+    func help() throws {
+        let root = try hoard("--help")
+        #expect(root.status == 0)
+        let commands = ["stat", "schema", "get", "scan", "dump", "load", "verify", "migrate", "purge-expired", "compact", "rm", "demo"]
+        for command in commands {
+            #expect(root.stdout.contains("  \(command) "), "\(command) missing from help")
+            let own = try hoard(command, "--help")
+            #expect(own.status == 0)
+            #expect(own.stdout.contains("USAGE: hoard \(command)"), "\(own.stdout)")
+        }
+        #expect(root.stdout.contains("Exit status"))
+    }
+
+    @Test("a store with damaged B-tree pages is reported as damaged; the CLI itself never crashes")
+    func structuralDamage() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            try makeSampleStore(path)
+            let original = try readFile(path + "/data.mdb")
+            var generator = SeededGenerator(seed: SeededGenerator.seedFromEnvironment())
+            var reported = 0
+            // Overwrite each page in turn (after its 16-byte header) with random bytes.
+            for page in 2..<(original.count / 4096) {
+                let copy = dir + "/copy\(page)"
+                try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: false)
+                var bytes = original
+                for index in (page * 4096 + 16)..<((page + 1) * 4096) { bytes[index] = UInt8.random(in: 0...255, using: &generator) }
+                try writeFile(copy + "/data.mdb", bytes)
+                let result = try hoard("verify", copy)
+                #expect([0, 1, 3].contains(result.status), "page \(page): status \(result.status) \(result.stderr)")
+                #expect(!result.stderr.contains("crashed:") && !result.stderr.contains("Fatal error"), "page \(page): \(result.stderr)")
+                #expect(result.stderr.split(separator: "\n").count <= 1, "page \(page): one line, got \(result.stderr)")
+                if result.stderr.contains("structurally damaged") {
+                    #expect(result.status == 1)
+                    reported += 1
+                }
+            }
+            #expect(reported > 0, "no page damage was reported as structural (seed \(generator.seed))")
+        }
+    }
+
+    @Test("SIGTERM/Ctrl-C ends a running command cleanly: exit 130, no stale reader slot")
+    func interrupt() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            // Opened before the command runs, so no reader check of a later open hides a stale slot.
+            let store = try Store(path: path, options: .init(durability: .riskStoreOnOSCrash))
+            let filler = String(repeating: "x", count: 200)
+            try store.collection(Note.self).put((1...10_000).map { Note(id: $0, text: filler, stars: 1, pinned: false) })
+            let dump = try ChildProcess(try builtExecutable("hoard"), ["dump", path])
+            // The first line arrives once a 64 KiB buffer is full: the dump is inside its read
+            // transaction, and (not read further) it blocks on the full pipe there.
+            #expect(try dump.readLine()?.contains("\"hoard\":\"dump\"") == true)
+            dump.kill(SIGTERM)
+            var lines = 1
+            while try dump.readLine() != nil { lines += 1 }
+            #expect(dump.wait() == 130)
+            #expect(lines < 10_002, "the dump stopped early")
+            #expect(try store.environment.readers().filter(\.isStale).isEmpty)
+        }
+    }
+}
