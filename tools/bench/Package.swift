@@ -42,6 +42,11 @@ let package = Package(
             path: "Sources/SyncBench"
         ),
         .executableTarget(
+            name: "cli-bench",
+            dependencies: ["CLMDBRaw", "BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"), .product(name: "LMDB", package: "Hoard")],
+            path: "Sources/CLIBench"
+        ),
+        .executableTarget(
             name: "lmdb-bench",
             dependencies: ["CLMDBRaw", "BenchSupport", .product(name: "LMDB", package: "Hoard")],
             path: "Sources/LMDBBench"

@@ -3,6 +3,12 @@ import CBOR
 import Hoard
 import LMDB
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// `hoard verify`: read every record and report what is wrong.
 struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -42,7 +48,7 @@ struct Verify: ParsableCommand {
         try opened.read { txn in
             for (name, schema, database) in found {
                 let shape = CollectionShape(schema)
-                let topLevel = schema.versions.mapValues { Set($0.values.map { String($0.prefix { $0 != "." }) }) }
+                let topLevel = schema.versions.mapValues { KeyNames(Set($0.values.map { String($0.prefix { $0 != "." }) })) }
                 var progress = Progress("verify \(name)", total: try txn.count(in: database))
                 var done = 0
                 try txn.forEach(in: database) { key, record in
@@ -76,9 +82,10 @@ struct Verify: ParsableCommand {
         if !problems.isEmpty { throw ExitCode(1) }
     }
 
-    /// What is wrong with one record, or `nil`.
-    private func check(key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer, shape: CollectionShape, topLevel: [Int: Set<String>]) -> String? {
-        if shape.keyKind != .custom, shape.keyKind.describe(key).hasPrefix("0x") {
+    /// What is wrong with one record, or `nil`. Payloads are validated in place, without
+    /// building values: verify must keep up with hundreds of thousands of records a second.
+    private func check(key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer, shape: CollectionShape, topLevel: [Int: KeyNames]) -> String? {
+        if !shape.keyKind.accepts(key) {
             return "the key 0x\(hexString(key)) is not a \(shape.keyKind.rawValue) ID"
         }
         let header: RecordHeader
@@ -93,19 +100,65 @@ struct Verify: ParsableCommand {
                 ? "written with key-set version \(header.version), newer than the registry's current \(shape.schema.currentVersion)"
                 : "written with key-set version \(header.version), which the registry does not record"
         }
-        let value: CBORValue
+        var seen = KeyNames.Seen()
         do {
-            value = try CBORValue(decoding: payload)
+            let major = try CBORValue.validate(payload) { name in
+                guard let name else { throw PayloadProblem("the payload has a map key that is not text") }
+                guard let index = known.index(of: name) else {
+                    throw PayloadProblem("the payload has key '\(String(decoding: name, as: UTF8.self))', which is not a key of version \(header.version)")
+                }
+                guard seen.insert(index) else { throw PayloadProblem("the payload has key '\(known.names[index])' twice") }
+            }
+            if major != 5 { return "the payload is not a CBOR map" }
+        } catch let problem as PayloadProblem {
+            return problem.reason
         } catch {
             return "the payload is not valid CBOR: \(error)"
         }
-        guard case .map(let entries) = value else { return "the payload is not a CBOR map" }
-        var seen = Set<String>()
-        for entry in entries {
-            guard case .text(let name) = entry.key else { return "the payload has a map key that is not text" }
-            if !known.contains(name) { return "the payload has key '\(name)', which is not a key of version \(header.version)" }
-            if !seen.insert(name).inserted { return "the payload has key '\(name)' twice" }
-        }
         return nil
+    }
+}
+
+private struct PayloadProblem: Error {
+    let reason: String
+    init(_ reason: String) { self.reason = reason }
+}
+
+/// The top-level key names of one version, matched as bytes (no String per key and record).
+struct KeyNames {
+    let names: [String]
+    private let bytes: [[UInt8]]
+
+    init(_ names: Set<String>) {
+        self.names = names.sorted()
+        bytes = self.names.map { Array($0.utf8) }
+    }
+
+    func index(of name: UnsafeRawBufferPointer) -> Int? {
+        bytes.firstIndex { $0.count == name.count && $0.elementsEqual(name) }
+    }
+
+    /// Which names a payload has used so far.
+    struct Seen {
+        private var small: UInt64 = 0
+        private var large: Set<Int> = []
+
+        mutating func insert(_ index: Int) -> Bool {
+            guard index < 64 else { return large.insert(index).inserted }
+            defer { small |= 1 << UInt64(index) }
+            return small & (1 << UInt64(index)) == 0
+        }
+    }
+}
+
+extension KeyKind {
+    /// Whether `key` is a well-formed key of this kind.
+    func accepts(_ key: UnsafeRawBufferPointer) -> Bool {
+        switch self {
+        case .int, .uint: key.count == 8
+        case .uuid: key.count == 16
+        case .string: key.first == 0x01 && !describe(key).hasPrefix("0x")
+        case .custom: true
+        }
     }
 }

@@ -1,0 +1,110 @@
+// cli-bench: `hoard verify` and `hoard stat` on a store of N Member records (issue 7), each
+// against a walk of the same records with the C API (a cursor over every record) in the same run.
+//
+//   swift build -c release --product hoard                      (at the repository root)
+//   swift run -c release --package-path tools/bench cli-bench [--records N] [--rounds R]
+//
+// The hoard binary is ../../.build/release/hoard relative to this package, or $HOARD_BIN.
+import BenchModels
+import BenchSupport
+import CLMDBRaw
+import Hoard
+import LMDB
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+let count = option("records", default: 1_000_000)
+let rounds = option("rounds", default: 5)
+let hoardBinary = getenv("HOARD_BIN").map { String(cString: $0) } ?? "../../.build/release/hoard"
+guard access(hoardBinary, X_OK) == 0 else {
+    print("error: \(hoardBinary) is not built; run `swift build -c release --product hoard` at the repository root")
+    exit(1)
+}
+
+// A store of `count` members, a tenth of them in key-set version 1 so that stat has versions to count.
+let directory = temporaryDirectory("cli")
+let path = directory + "/store"
+do {
+    var rng = SplitMix64(seed: 7)
+    let store = try Store(path: path, options: .init(durability: .riskStoreOnOSCrash))
+    let collection = try store.collection(Member.self)
+    var next = 0
+    while next < count {
+        let batch = (next..<min(count, next + 100_000)).map { i in
+            Member(id: Int64(i), name: "Member \(i)", email: "member\(i)@example.com",
+                   age: Int(rng.next() % 90), city: "Lisbon", followers: Int(rng.next() % 100_000))
+        }
+        try collection.put(batch)
+        next += batch.count
+    }
+}
+
+/// Runs `hoard ARGUMENTS` with output to /dev/null; returns the wall time in nanoseconds.
+func runHoard(_ arguments: [String]) -> UInt64 {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    let argv = ([hoardBinary] + arguments).map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    let start = now()
+    var pid: pid_t = 0
+    guard posix_spawn(&pid, hoardBinary, &actions, nil, argv, environ) == 0 else {
+        print("error: cannot start \(hoardBinary)")
+        exit(1)
+    }
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    let elapsed = now() - start
+    guard status == 0 else {
+        print("error: hoard \(arguments) failed with status \(status)")
+        exit(1)
+    }
+    return elapsed
+}
+
+/// The baseline: open the environment with the C API and walk every record with a cursor,
+/// touching each value's first bytes (what any reader must at least do).
+func rawWalk() -> UInt64 {
+    let start = now()
+    var env: OpaquePointer?
+    mdb_env_create(&env)
+    mdb_env_set_maxdbs(env, 64)
+    mdb_env_open(env, path, UInt32(MDB_RDONLY | MDB_NOTLS), 0o600)
+    var txn: OpaquePointer?
+    mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn)
+    var dbi = MDB_dbi()
+    mdb_dbi_open(txn, "c:Member", 0, &dbi)
+    var cursor: OpaquePointer?
+    mdb_cursor_open(txn, dbi, &cursor)
+    var key = MDB_val(), value = MDB_val()
+    var sum = 0
+    var rc = mdb_cursor_get(cursor, &key, &value, MDB_FIRST)
+    while rc == 0 {
+        sum &+= Int(value.mv_data.load(fromByteOffset: 4, as: UInt8.self))
+        rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)
+    }
+    mdb_cursor_close(cursor)
+    mdb_txn_abort(txn)
+    mdb_env_close(env)
+    precondition(sum >= 0)
+    return now() - start
+}
+
+let verify = compare("hoard verify", baseline: "C cursor walk", operations: count, rounds: rounds, baselineRound: rawWalk) {
+    runHoard(["verify", path])
+}
+let stat = compare("hoard stat", baseline: "C cursor walk", operations: count, rounds: rounds, baselineRound: rawWalk) {
+    runHoard(["stat", path])
+}
+report("hoard on \(count) records (process start included)", [verify, stat])
+print("verify: \(format(Double(count) / (Double(verify.candidateNanos) / 1e9), 0)) records/s (budget ≥ 500,000)")
+print("stat:   \(format(Double(stat.candidateNanos) / 1e9, 3)) s (budget < 1 s)")
+unlink(path + "/data.mdb")
+unlink(path + "/lock.mdb")
+rmdir(path)
+rmdir(directory)
