@@ -364,6 +364,11 @@ struct CLITests {
 
             let dry = try hoard("migrate", path, "--dry-run", "--json")
             #expect(dry.status == 0, "\(dry.stderr)")
+            let plan = try #require(try JSONSerialization.jsonObject(with: Data(dry.stdout.utf8)) as? [[String: Any]])
+            let contactPlan = try #require(plan.first { $0["collection"] as? String == "Contact" })
+            #expect(contactPlan["migrated"] as? Int == 3 && contactPlan["dryRun"] as? Bool == true)
+            let notePlan = try #require(plan.first { $0["collection"] as? String == "Note" })
+            #expect((notePlan["needsAppCode"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == ["1", "2"])
             #expect(try contacts.header(of: 1)?.version == 1, "a dry run writes nothing")
 
             let run = try hoard("migrate", path)
@@ -392,6 +397,30 @@ struct CLITests {
             #expect(removed.stderr.contains("not found in Tag: nothere"))
             let tags = try jsonLines(try hoard("scan", path, "Tag", "--json").stdout).compactMap { $0["id"] as? String }
             #expect(tags == ["lmdb", "swiftui"])
+
+            let removedJSON = try jsonObject(try hoard("rm", path, "Tag", "lmdb", "gone", "--json").stdout)
+            #expect(removedJSON["removed"] as? Int == 1)
+            #expect(removedJSON["notFound"] as? [String] == ["gone"])
+            let purgedJSON = try jsonObject(try hoard("purge-expired", path, "--json").stdout)
+            #expect(purgedJSON["Note"] as? Int == 0 && purgedJSON["Tag"] as? Int == 0)
+            let compacted = try jsonObject(try hoard("compact", path, dir + "/compact", "--json").stdout)
+            #expect((compacted["bytesAfter"] as? Int ?? .max) <= (compacted["bytesBefore"] as? Int ?? 0))
+            #expect(try hoard("verify", dir + "/compact").status == 0)
+            let again = try hoard("compact", path, dir + "/compact")
+            #expect(again.status == 2 && again.stderr.contains("already holds a store"))
+        }
+    }
+
+    @Test("demo: the README's story, then a clean verify of its store")
+    func demo() throws {
+        try withTemporaryDirectory { dir in
+            let run = try hoard("demo", "--path", dir + "/demo")
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.contains("synchronized with API v2 in one transaction: added [4], updated [2], migrated [1], removed [3]"))
+            #expect(run.stdout.contains("users       DemoUser  4"), "\(run.stdout)")
+            #expect(try hoard("verify", dir + "/demo").status == 0)
+            let users = try #require((try jsonObject(try hoard("stat", dir + "/demo", "--json").stdout)["collections"] as? [[String: Any]])?.first)
+            #expect(users["versions"] as? [String: Int] == ["2": 4])
         }
     }
 
