@@ -66,6 +66,27 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The crash-recovery harness (issue 8): seeded operations, the reference model and the
+        // driver that kills the workload process and checks the store; used by the tests and the soak.
+        .target(
+            name: "CrashHarness",
+            dependencies: ["Hoard", "LMDB", "VariableCoding", "TestSupport"],
+            path: "tools/crash/Harness",
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "CrashWorkload",
+            dependencies: ["CrashHarness", "Hoard", "LMDB"],
+            path: "tools/crash/Workload",
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "CrashSoak",
+            dependencies: ["CrashHarness", "Hoard", "LMDB", "TestSupport"],
+            path: "tools/crash/Soak",
+            swiftSettings: strict
+        ),
+
         .testTarget(
             name: "CBORTests",
             dependencies: ["CBOR", "TestSupport"],
@@ -80,6 +101,7 @@ let package = Package(
             name: "HoardTests",
             dependencies: [
                 "Hoard", "LMDB", "CBOR", "VariableCoding", "TestSupport", "LMDBProbe", "HoardCLI",
+                "CrashHarness", "CrashWorkload",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -1,0 +1,152 @@
+import Hoard
+public import LMDB
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What a run of the crash driver found.
+public struct CrashReport: Sendable, CustomStringConvertible {
+    public var seed: UInt64
+    public var kills = 0
+    /// Acknowledged commits whose effects were checked in the store after a kill.
+    public var commitsVerified = 0
+    /// Kills after which the store held the in-flight operation's effects as well.
+    public var inFlightApplied = 0
+    /// Broken promises, each with what was found; the driver stops at the first.
+    public var violations: [String] = []
+
+    /// The summary line of the soak script.
+    public var description: String {
+        "kills: \(kills), commits verified: \(commitsVerified), violations: \(violations.count) (seed \(seed), in-flight commits found applied: \(inFlightApplied))"
+    }
+}
+
+/// Kills a real workload process with SIGKILL again and again over one store, and after each
+/// kill checks every promise of the store: it opens without repair, no stale reader slot is left
+/// for the next writer, `hoard verify` is clean, and the content equals the model after the last
+/// acknowledged operation or after the one in flight — never a mix, never less.
+public struct CrashDriver {
+    public var storePath: String
+    public var workload: String
+    public var hoard: String
+    public var seed: UInt64
+    public var durability: Environment.Durability = .durable
+    public var mode: WorkloadMode = .correct
+    /// Up to this many acknowledgements are awaited before the kill (chosen by the seed).
+    public var maxAcks = 4
+    /// After them, the kill comes after a seeded delay of up to this many microseconds. The delay
+    /// chooses the kill point (inside an operation, between two, during start-up); nothing waits on it.
+    public var maxDelayMicroseconds: UInt32 = 25_000
+
+    public init(storePath: String, workload: String, hoard: String, seed: UInt64) {
+        self.storePath = storePath
+        self.workload = workload
+        self.hoard = hoard
+        self.seed = seed
+    }
+
+    /// Runs `kills` kill-and-check rounds; `progress` sees the report after each.
+    public func run(kills: Int, progress: (CrashReport) -> Void = { _ in }) throws -> CrashReport {
+        var report = CrashReport(seed: seed)
+        var rng = SeededGenerator(seed: seed ^ 0xC0FF_EE00)
+        var model = ModelState()
+        var acknowledged = 0  // operations 1...acknowledged are in `model`
+        for _ in 0..<kills {
+            let child = try ChildProcess(workload, [
+                storePath, "--seed", String(seed), "--start", String(acknowledged + 1),
+                "--durability", durability == .durable ? "durable" : "nosync", "--mode", mode.rawValue,
+            ])
+            let awaited = Int.random(in: 0...maxAcks, using: &rng)
+            var seen = 0
+            var acks: [Int] = []
+            while seen < awaited, let line = try child.readLine() {
+                guard let index = Int(line.dropFirst(4)), line.hasPrefix("ack ") else { continue }
+                acks.append(index)
+                seen += 1
+            }
+            usleep(UInt32.random(in: 0...maxDelayMicroseconds, using: &rng))
+            child.kill()
+            // Acknowledgements written before the kill landed are still in the pipe.
+            while let line = try child.readLine() {
+                if line.hasPrefix("ack "), let index = Int(line.dropFirst(4)) { acks.append(index) }
+            }
+            let status = child.wait()
+            report.kills += 1
+            if status != 128 + SIGKILL {
+                report.violations.append("the workload ended with status \(status) before the kill (its stderr is above)")
+                return report
+            }
+            for index in acks {
+                guard index == acknowledged + 1 else {
+                    report.violations.append("acknowledgement \(index) out of order after \(acknowledged)")
+                    return report
+                }
+                model.apply(Operation.at(index, seed: seed), index: index)
+                acknowledged = index
+                report.commitsVerified += 1
+            }
+            if let violation = try check(model: &model, acknowledged: &acknowledged, report: &report) {
+                report.violations.append("after kill \(report.kills) (acknowledged \(acknowledged)): \(violation)")
+                return report
+            }
+            progress(report)
+        }
+        return report
+    }
+
+    /// Checks the store after a kill; moves the model on when the in-flight operation committed.
+    private func check(model: inout ModelState, acknowledged: inout Int, report: inout CrashReport) throws -> String? {
+        let store: Store
+        do {
+            store = try openWorkloadStore(storePath, durability: durability, clock: { 0 })
+        } catch {
+            return "the store does not open: \(error)"
+        }
+        let stale = try store.environment.readers().filter(\.isStale)
+        if !stale.isEmpty { return "\(stale.count) stale reader slots after opening" }
+        let verify = try runProcess(hoard, ["verify", storePath], environment: ["NO_COLOR": "1"])
+        if verify.status != 0 { return "hoard verify: status \(verify.status): \(verify.stdout)\(verify.stderr)" }
+
+        let found = try contents(of: store)
+        if found == model { return nil }
+        var next = model
+        next.apply(Operation.at(acknowledged + 1, seed: seed), index: acknowledged + 1)
+        if found == next {
+            model = next
+            acknowledged += 1
+            report.inFlightApplied += 1
+            return nil
+        }
+        return "the store matches neither the last acknowledged state nor the next one: \(difference(found, model))"
+    }
+
+    private func contents(of store: Store) throws -> ModelState {
+        var state = ModelState()
+        let a = try store.collection(Item.self)
+        let b = try store.collection(Item.self, named: "B")
+        // The store's clock reads 0 here, so expired records still count as present.
+        try a.forEach { item in
+            state.a[item.id] = ModelState.Record(item: item, expiresAt: nil)
+            return .next
+        }
+        for id in Array(state.a.keys) { state.a[id]?.expiresAt = try a.header(of: id)?.expiresAt }
+        try b.forEach { item in
+            state.b[item.id] = item
+            return .next
+        }
+        return state
+    }
+
+    private func difference(_ found: ModelState, _ expected: ModelState) -> String {
+        let missing = expected.a.keys.filter { found.a[$0] == nil }.count
+        let extra = found.a.keys.filter { expected.a[$0] == nil }.count
+        let different = found.a.keys.filter { expected.a[$0] != nil && expected.a[$0] != found.a[$0] }.count
+        let bMissing = expected.b.keys.filter { found.b[$0] == nil }.count
+        let bExtra = found.b.keys.filter { expected.b[$0] == nil }.count
+        return "A: \(missing) missing, \(extra) extra, \(different) different; B: \(bMissing) missing, \(bExtra) extra (of \(expected.a.count) and \(expected.b.count) expected)"
+    }
+}

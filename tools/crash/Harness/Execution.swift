@@ -1,0 +1,86 @@
+public import Hoard
+public import LMDB
+import Synchronization
+
+/// How the workload runs its operations. Anything but `.correct` breaks a promise on purpose, so
+/// that the suite can show the driver catching it.
+public enum WorkloadMode: String, Sendable, CaseIterable {
+    /// Every operation in one transaction, acknowledged after its commit returns.
+    case correct
+    /// Broken: puts, pairs and synchronizes run as two transactions (first half, second half).
+    case split
+    /// Broken: each operation is acknowledged before it runs.
+    case earlyAck = "early-ack"
+}
+
+/// The store's clock while the workload runs: the logical clock of the current operation.
+let logicalNow = Atomic<Int64>(0)
+
+/// Opens the workload's store with its logical clock.
+public func openWorkloadStore(_ path: String, durability: Environment.Durability, clock: (@Sendable () -> Int64)? = nil) throws -> Store {
+    try Store(path: path, options: .init(durability: durability, clock: clock ?? { logicalNow.load(ordering: .relaxed) }))
+}
+
+/// Runs operation `index` against `store`.
+public func execute(_ operation: Operation, index: Int, store: Store, mode: WorkloadMode) throws {
+    logicalNow.store(Operation.clock(index), ordering: .relaxed)
+    let a = try store.collection(Item.self)
+    let b = try store.collection(Item.self, named: "B")
+    /// Runs `body` on the first and the second half of `items`: one transaction, or two when split.
+    func halves<T>(_ items: [T], _ body: (ArraySlice<T>, borrowing WriteTransaction) throws -> Void) throws {
+        if mode == .split {
+            let middle = items.count / 2
+            try store.write { txn in try body(items[..<middle], txn) }
+            try store.write { txn in try body(items[middle...], txn) }
+        } else {
+            try store.write { txn in try body(items[...], txn) }
+        }
+    }
+    switch operation {
+    case .put(let items, let expiries):
+        try halves(items) { part, txn in
+            for item in part { try a.put(item, expiry: expiries[item.id].map { .at(milliseconds: $0) } ?? .never, in: txn) }
+        }
+    case .delete(let ids):
+        try store.write { txn in
+            for id in ids { _ = try a.delete(id, in: txn) }
+        }
+    case .pair(let itemsA, let itemsB, let deleteB):
+        if mode == .split {
+            try store.write { txn in for item in itemsA { try a.put(item, in: txn) } }
+            try store.write { txn in
+                for item in itemsB { try b.put(item, in: txn) }
+                for id in deleteB { _ = try b.delete(id, in: txn) }
+            }
+        } else {
+            try store.write { txn in
+                for item in itemsA { try a.put(item, in: txn) }
+                for item in itemsB { try b.put(item, in: txn) }
+                for id in deleteB { _ = try b.delete(id, in: txn) }
+            }
+        }
+    case .sync(let fresh, let range):
+        let scope: SynchronizeScope<Item> = range.map { .range(from: $0.lowerBound, through: $0.upperBound) } ?? .all
+        if mode == .split, let range {
+            // Two halves of the scope, each synchronized on its own.
+            let middle = range.lowerBound + (range.upperBound - range.lowerBound) / 2
+            try a.synchronize(with: fresh.filter { $0.id <= middle }, scope: .range(from: range.lowerBound, through: middle))
+            try a.synchronize(with: fresh.filter { $0.id > middle }, scope: .range(from: middle + 1, through: range.upperBound))
+        } else if mode == .split {
+            try a.synchronize(with: fresh.filter { $0.id < Operation.idSpace / 2 }, scope: .range(from: nil, through: Operation.idSpace / 2 - 1))
+            try a.synchronize(with: fresh.filter { $0.id >= Operation.idSpace / 2 }, scope: .range(from: Operation.idSpace / 2, through: nil))
+        } else {
+            try a.synchronize(with: fresh, scope: scope)
+        }
+    case .oldWrite(let items):
+        try store.collection(ItemV1.self, named: "Item").put(items.map(ItemV1.init))
+    case .lazyTouch(let ids):
+        let lazy = try store.collection(Item.self, migration: .lazy)
+        for id in ids { _ = try lazy.get(id) }
+        try lazy.flushMigrations()
+    case .migrate:
+        try a.migrate(batchSize: 100)
+    case .purge:
+        try a.purgeExpired()
+    }
+}

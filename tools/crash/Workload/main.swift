@@ -1,0 +1,50 @@
+// crash-workload: the process the crash harness kills. Opens the store, then runs operations
+// START, START+1, … of the seeded sequence (tools/crash/Harness/Operations.swift) until killed or
+// COUNT are done, writing "ack N" on stdout right after operation N returns (in early-ack mode:
+// before it runs). Each line is one write(2), so the driver knows exactly what was acknowledged.
+//
+//   CrashWorkload PATH --seed S --start N [--count C] [--durability durable|nosync] [--mode correct|split|early-ack]
+import CrashHarness
+import Hoard
+import LMDB
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+func value(_ name: String) -> String? {
+    let arguments = CommandLine.arguments
+    guard let index = arguments.firstIndex(of: "--\(name)"), index + 1 < arguments.count else { return nil }
+    return arguments[index + 1]
+}
+
+func emit(_ line: String, to fd: Int32 = 1) {
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 2, let seed = value("seed").flatMap(UInt64.init), let start = value("start").flatMap(Int.init),
+      let mode = WorkloadMode(rawValue: value("mode") ?? "correct") else {
+    emit("usage: CrashWorkload PATH --seed S --start N [--count C] [--durability durable|nosync] [--mode correct|split|early-ack]", to: 2)
+    exit(2)
+}
+let count = value("count").flatMap(Int.init) ?? .max
+let durability: Environment.Durability = value("durability") == "nosync" ? .riskStoreOnOSCrash : .durable
+
+do {
+    let store = try openWorkloadStore(arguments[1], durability: durability)
+    var index = start
+    while index - start < count {
+        let operation = Operation.at(index, seed: seed)
+        if mode == .earlyAck { emit("ack \(index)") }
+        try execute(operation, index: index, store: store, mode: mode)
+        if mode != .earlyAck { emit("ack \(index)") }
+        index += 1
+    }
+} catch {
+    emit("crash-workload: \(error)", to: 2)
+    exit(1)
+}
