@@ -33,6 +33,9 @@ public final class Store: Sendable {
         public var maxMapSize: Int?
         /// How many collections the store can hold (each is an LMDB named database).
         public var maxCollections: Int
+        /// How many read transactions may be open at once, across all processes (LMDB's reader
+        /// table; the first process to open the store sets it).
+        public var maxReaders: Int
         /// Open read-only: nothing is created or written.
         public var readOnly: Bool
         /// The clock records are stamped with, in milliseconds since 1970 (injectable for tests).
@@ -45,6 +48,7 @@ public final class Store: Sendable {
             durability: Environment.Durability = .durable,
             maxMapSize: Int? = nil,
             maxCollections: Int = 63,
+            maxReaders: Int = 126,
             readOnly: Bool = false,
             clock: @escaping @Sendable () -> Int64 = Store.systemClock,
             logger: Logger = Logger(label: "hoard", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -52,6 +56,7 @@ public final class Store: Sendable {
             self.durability = durability
             self.maxMapSize = maxMapSize
             self.maxCollections = maxCollections
+            self.maxReaders = maxReaders
             self.readOnly = readOnly
             self.clock = clock
             self.logger = logger
@@ -84,7 +89,7 @@ public final class Store: Sendable {
         do {
             environment = try Environment(path: path, options: .init(
                 maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 1,  // + the meta database
-                readOnly: options.readOnly, durability: options.durability
+                maxReaders: options.maxReaders, readOnly: options.readOnly, durability: options.durability
             ))
         } catch {
             throw HoardError.storage(error)

@@ -200,3 +200,10 @@ public func countDescriptors(referringTo files: [String]) -> Int {
     }
     return count
 }
+
+/// Where `text`'s UTF-8 bytes first occur in `bytes` (to damage a known record inside a data file).
+public func firstOffset(of text: String, in bytes: [UInt8]) -> Int? {
+    let needle = Array(text.utf8)
+    guard !needle.isEmpty, bytes.count >= needle.count else { return nil }
+    return (0...(bytes.count - needle.count)).first { bytes[$0..<$0 + needle.count].elementsEqual(needle) }
+}

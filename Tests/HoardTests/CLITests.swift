@@ -237,11 +237,7 @@ struct CLITests {
             let file = copy + "/data.mdb"
             let bytes = try readFile(file)
             func offset(of text: String) throws -> Int {
-                let needle = Array(text.utf8)
-                guard let index = (0...(bytes.count - needle.count)).first(where: { bytes[$0..<$0 + needle.count].elementsEqual(needle) }) else {
-                    throw TestSupportError("\(text) not found in \(file)")
-                }
-                return index
+                try #require(firstOffset(of: text, in: bytes), "\(text) not found in \(file)")
             }
             // A flipped payload byte: the checksum no longer matches.
             let payloadByte = try offset(of: "marker-7-end") + 7

@@ -28,7 +28,7 @@ struct CrashTests {
     @Test("no-sync mode: a process kill loses nothing either (60 kills)")
     func noSync() throws {
         try withTemporaryDirectory { dir in
-            var driver = try driver(dir, seed: SeededGenerator.seedFromEnvironment() &+ 1)
+            let driver = try driver(dir, seed: SeededGenerator.seedFromEnvironment() &+ 1)
             driver.durability = .riskStoreOnOSCrash
             let report = try driver.run(kills: 60)
             #expect(report.violations.isEmpty, "\(report.violations)")
@@ -39,7 +39,7 @@ struct CrashTests {
     @Test("the driver catches a workload that splits one update across two transactions")
     func catchesSplitUpdates() throws {
         try withTemporaryDirectory { dir in
-            var driver = try driver(dir, seed: SeededGenerator.seedFromEnvironment() &+ 2)
+            let driver = try driver(dir, seed: SeededGenerator.seedFromEnvironment() &+ 2)
             driver.mode = .split
             let report = try driver.run(kills: 100)
             #expect(!report.violations.isEmpty, "100 kills of a split workload went unnoticed: \(report)")
@@ -50,7 +50,7 @@ struct CrashTests {
     @Test("the driver catches a workload that acknowledges before it commits")
     func catchesEarlyAcknowledgements() throws {
         try withTemporaryDirectory { dir in
-            var driver = try driver(dir, seed: SeededGenerator.seedFromEnvironment() &+ 3)
+            let driver = try driver(dir, seed: SeededGenerator.seedFromEnvironment() &+ 3)
             driver.mode = .earlyAck
             let report = try driver.run(kills: 100)
             #expect(!report.violations.isEmpty, "100 kills of an early-acknowledging workload went unnoticed: \(report)")

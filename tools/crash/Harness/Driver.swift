@@ -29,7 +29,7 @@ public struct CrashReport: Sendable, CustomStringConvertible {
 /// kill checks every promise of the store: it opens without repair, no stale reader slot is left
 /// for the next writer, `hoard verify` is clean, and the content equals the model after the last
 /// acknowledged operation or after the one in flight — never a mix, never less.
-public struct CrashDriver {
+public final class CrashDriver {
     public var storePath: String
     public var workload: String
     public var hoard: String
@@ -42,6 +42,11 @@ public struct CrashDriver {
     /// chooses the kill point (inside an operation, between two, during start-up); nothing waits on it.
     public var maxDelayMicroseconds: UInt32 = 25_000
 
+    /// The state after operations 1...acknowledged: what the store must hold (or that plus the
+    /// operation in flight).
+    public private(set) var model = ModelState()
+    public private(set) var acknowledged = 0
+
     public init(storePath: String, workload: String, hoard: String, seed: UInt64) {
         self.storePath = storePath
         self.workload = workload
@@ -49,17 +54,37 @@ public struct CrashDriver {
         self.seed = seed
     }
 
+    private var workloadArguments: [String] {
+        [storePath, "--seed", String(seed), "--start", String(acknowledged + 1),
+         "--durability", durability == .durable ? "durable" : "nosync", "--mode", mode.rawValue]
+    }
+
+    /// Runs the workload to its end — `count` operations, or fewer when it fails — with extra
+    /// `arguments` and `environment` (fault injection), and takes in its acknowledgements.
+    /// - Returns: its exit status and standard error.
+    public func runWorkload(count: Int, arguments: [String] = [], environment: [String: String] = [:]) throws -> (status: Int32, stderr: String, acks: Int) {
+        let result = try runProcess(workload, workloadArguments + ["--count", String(count)] + arguments, environment: environment)
+        let acks = result.stdout.split(separator: "\n").compactMap { $0.hasPrefix("ack ") ? Int($0.dropFirst(4)) : nil }
+        if let problem = absorb(acks) { return (result.status, result.stderr + "\n" + problem, acks.count) }
+        return (result.status, result.stderr, acks.count)
+    }
+
+    /// Applies acknowledged operations to the model; a gap or disorder is a violation.
+    private func absorb(_ acks: [Int]) -> String? {
+        for index in acks {
+            guard index == acknowledged + 1 else { return "acknowledgement \(index) out of order after \(acknowledged)" }
+            model.apply(Operation.at(index, seed: seed), index: index)
+            acknowledged = index
+        }
+        return nil
+    }
+
     /// Runs `kills` kill-and-check rounds; `progress` sees the report after each.
     public func run(kills: Int, progress: (CrashReport) -> Void = { _ in }) throws -> CrashReport {
         var report = CrashReport(seed: seed)
-        var rng = SeededGenerator(seed: seed ^ 0xC0FF_EE00)
-        var model = ModelState()
-        var acknowledged = 0  // operations 1...acknowledged are in `model`
+        var rng = SeededGenerator(seed: seed ^ 0xC0FF_EE00 ^ UInt64(acknowledged))
         for _ in 0..<kills {
-            let child = try ChildProcess(workload, [
-                storePath, "--seed", String(seed), "--start", String(acknowledged + 1),
-                "--durability", durability == .durable ? "durable" : "nosync", "--mode", mode.rawValue,
-            ])
+            let child = try ChildProcess(workload, workloadArguments)
             let awaited = Int.random(in: 0...maxAcks, using: &rng)
             var seen = 0
             var acks: [Int] = []
@@ -80,16 +105,12 @@ public struct CrashDriver {
                 report.violations.append("the workload ended with status \(status) before the kill (its stderr is above)")
                 return report
             }
-            for index in acks {
-                guard index == acknowledged + 1 else {
-                    report.violations.append("acknowledgement \(index) out of order after \(acknowledged)")
-                    return report
-                }
-                model.apply(Operation.at(index, seed: seed), index: index)
-                acknowledged = index
-                report.commitsVerified += 1
+            if let problem = absorb(acks) {
+                report.violations.append(problem)
+                return report
             }
-            if let violation = try check(model: &model, acknowledged: &acknowledged, report: &report) {
+            report.commitsVerified += acks.count
+            if let violation = try check(report: &report) {
                 report.violations.append("after kill \(report.kills) (acknowledged \(acknowledged)): \(violation)")
                 return report
             }
@@ -98,8 +119,14 @@ public struct CrashDriver {
         return report
     }
 
-    /// Checks the store after a kill; moves the model on when the in-flight operation committed.
-    private func check(model: inout ModelState, acknowledged: inout Int, report: inout CrashReport) throws -> String? {
+    /// Checks the store after the workload ended (killed, or failed on an injected fault); moves
+    /// the model on when the operation in flight turns out committed. Returns the violation, if any.
+    public func check() throws -> String? {
+        var report = CrashReport(seed: seed)
+        return try check(report: &report)
+    }
+
+    private func check(report: inout CrashReport) throws -> String? {
         let store: Store
         do {
             store = try openWorkloadStore(storePath, durability: durability, clock: { 0 })

@@ -24,7 +24,7 @@ let modes: [Environment.Durability] = value("durability") == "nosync" ? [.riskSt
 var failed = false
 for (offset, durability) in modes.enumerated() {
     let directory = try makeTemporaryDirectory()
-    var driver = CrashDriver(
+    let driver = CrashDriver(
         storePath: directory + "/store", workload: try builtExecutable("CrashWorkload"), hoard: try builtExecutable("hoard"),
         seed: seed &+ UInt64(offset)
     )

@@ -4,6 +4,10 @@
 // before it runs). Each line is one write(2), so the driver knows exactly what was acknowledged.
 //
 //   CrashWorkload PATH --seed S --start N [--count C] [--durability durable|nosync] [--mode correct|split|early-ack]
+//                 [--grow-limit BYTES]
+//
+// --grow-limit lets the data file grow by at most BYTES (RLIMIT_FSIZE, with SIGXFSZ ignored so
+// that writes fail with EFBIG instead of killing the process): a full disk, for the fault tests.
 import CrashHarness
 import Hoard
 import LMDB
@@ -33,6 +37,22 @@ guard arguments.count >= 2, let seed = value("seed").flatMap(UInt64.init), let s
 }
 let count = value("count").flatMap(Int.init) ?? .max
 let durability: Environment.Durability = value("durability") == "nosync" ? .riskStoreOnOSCrash : .durable
+
+if let limit = value("grow-limit").flatMap(Int.init) {
+    var info = stat()
+    let size = stat(arguments[1] + "/data.mdb", &info) == 0 ? Int(info.st_size) : 0
+    var cap = rlimit(rlim_cur: rlim_t(size + limit), rlim_max: rlim_t(size + limit))
+    signal(SIGXFSZ, SIG_IGN)
+    #if os(Linux)
+    let resource = __rlimit_resource_t(RLIMIT_FSIZE.rawValue)
+    #else
+    let resource = RLIMIT_FSIZE
+    #endif
+    guard setrlimit(resource, &cap) == 0 else {
+        emit("crash-workload: setrlimit: \(String(cString: strerror(errno)))", to: 2)
+        exit(2)
+    }
+}
 
 do {
     let store = try openWorkloadStore(arguments[1], durability: durability)
