@@ -5,6 +5,11 @@
 //
 //   CrashWorkload PATH --seed S --start N [--count C] [--durability durable|nosync] [--mode correct|split|early-ack]
 //                 [--grow-limit BYTES]
+//   CrashWorkload PATH --migrate-stepwise BATCH
+//
+// --migrate-stepwise runs `migrate(batchSize: BATCH)` on collection Item, writing "batch SCANNED"
+// after each committed batch and then waiting for a line on stdin, so that a test can kill it
+// exactly between two batches.
 //
 // --grow-limit lets the data file grow by at most BYTES (RLIMIT_FSIZE, with SIGXFSZ ignored so
 // that writes fail with EFBIG instead of killing the process): a full disk, for the fault tests.
@@ -30,6 +35,20 @@ func emit(_ line: String, to fd: Int32 = 1) {
 }
 
 let arguments = CommandLine.arguments
+if arguments.count >= 2, let batch = value("migrate-stepwise").flatMap(Int.init) {
+    do {
+        let store = try openWorkloadStore(arguments[1], durability: .durable)
+        let progress = try store.collection(Item.self).migrate(batchSize: batch) { progress in
+            emit("batch \(progress.scanned)")
+            return readLine() != nil
+        }
+        emit("finished \(progress.scanned)")
+        exit(0)
+    } catch {
+        emit("crash-workload: \(error)", to: 2)
+        exit(1)
+    }
+}
 guard arguments.count >= 2, let seed = value("seed").flatMap(UInt64.init), let start = value("start").flatMap(Int.init),
       let mode = WorkloadMode(rawValue: value("mode") ?? "correct") else {
     emit("usage: CrashWorkload PATH --seed S --start N [--count C] [--durability durable|nosync] [--mode correct|split|early-ack]", to: 2)
