@@ -57,6 +57,9 @@ public struct CBOREncoder: Sendable {
     }
 
     /// Encodes `value` after the bytes already in `buffer` (for example, after a record header).
+    ///
+    /// The bytes already in `buffer` are copied into the encoder and back: use it for a short
+    /// prefix, not to collect many values in one growing buffer (that would be quadratic).
     public func encode<T: Encodable>(_ value: T, appendingTo buffer: inout [UInt8]) throws {
         let state = EncoderState.take()
         defer { EncoderState.recycle(state) }

@@ -72,7 +72,12 @@ public struct KeyRange: Sendable, Hashable {
 
     /// Whether the range holds `key`.
     public func contains(_ key: [UInt8]) -> Bool {
-        key.withUnsafeBytes { isAboveLower($0) && isBelowUpper($0) }
+        key.withUnsafeBytes { contains($0) }
+    }
+
+    /// Whether the range holds `key` (for example a key LMDB handed out, without copying it).
+    public func contains(_ key: UnsafeRawBufferPointer) -> Bool {
+        isAboveLower(key) && isBelowUpper(key)
     }
 }
 
