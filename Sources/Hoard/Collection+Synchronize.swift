@@ -66,16 +66,13 @@ extension HoardCollection {
             }
             do {
                 // Encoded on its own, then appended: encode(_:appendingTo:) copies what the buffer holds.
-                let payload = try encoder.encode(model)
-                let start = unsorted.payloadBytes.count
-                unsorted.payloadBytes.append(contentsOf: payload)
-                unsorted.append(key: key, id: model.id, payload: start..<unsorted.payloadBytes.count)
+                unsorted.append(key: key, id: model.id, payload: try encoder.encode(model))
             } catch {
                 throw HoardError.encoding(collection: name, key: describeKey(Array(key)), underlying: error)
             }
         }
         let incoming = unsorted.sortedByKey()
-        for index in incoming.keys.indices.dropFirst() where incoming.keys[index] == incoming.keys[index - 1] {
+        for index in incoming.bytes.keys.indices.dropFirst() where incoming.bytes.keys[index] == incoming.bytes.keys[index - 1] {
             throw HoardError.invalidID(collection: name, reason: "\(incoming.ids[index]) appears twice in the fresh collection")
         }
 
@@ -83,126 +80,58 @@ extension HoardCollection {
         let now = store.options.clock()
         let expiresAt = timeToLive.map { now + $0 }
         if dryRun {
-            return try store.environment.read { txn in try merge(incoming, scope, range, now, txn, remove: { _ in }).result }
+            return try store.environment.read { txn in result(of: try plan(incoming, scope, range, now, txn), incoming) }
         }
         return try store.environment.write { txn in
-            // Stale records are deleted through the cursor as the merge passes them; the writes of
-            // fresh models wait until the pass is done, so the cursor never walks a tree that
-            // grows under it. Memory: the fresh side, not the stored collection.
-            let merged = try merge(incoming, scope, range, now, txn, remove: { cursor in try cursor.deleteCurrent() })
+            // The plan is made in one pass, then applied: the cursor never walks a tree that
+            // changes under it. Memory: the fresh side and the keys reported, not the stored collection.
+            let merged = try plan(incoming, scope, range, now, txn)
+            for key in merged.removed + merged.discarded { try txn.delete(key, in: database) }
             let header = RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
-            try incoming.payloadBytes.withUnsafeBytes { payloads in
+            try incoming.bytes.payloadBytes.withUnsafeBytes { payloads in
                 for index in merged.puts {
-                    let payload = UnsafeRawBufferPointer(rebasing: payloads[incoming.payloads[index]])
-                    try txn.reserve(RecordHeader.size + payload.count, forKey: incoming.keys[index], in: database) { record in
+                    let payload = UnsafeRawBufferPointer(rebasing: payloads[incoming.bytes.payloads[index]])
+                    try txn.reserve(RecordHeader.size + payload.count, forKey: incoming.bytes.keys[index], in: database) { record in
                         header.write(payload: payload, into: record)
                     }
                 }
             }
-            return merged.result
+            return result(of: merged, incoming)
         }
     }
 
-    /// The merge of the sorted fresh side with one cursor pass over the stored scope: stale
-    /// records go to `remove` (which deletes them in a write, and does nothing in a dry run); the
-    /// fresh models to write come back as indices into `incoming`, with the result to report.
-    private func merge<Access>(
-        _ incoming: FreshSide<Model.ID>,
-        _ scope: SynchronizeScope<Model>,
-        _ range: KeyRange,
-        _ now: Int64,
-        _ txn: borrowing Transaction<Access>,
-        remove: (borrowing Cursor<Access>) throws -> Void
-    ) throws -> (puts: [Int], result: SynchronizeResult<Model.ID>) where Model.ID: Sendable {
-        var result = SynchronizeResult<Model.ID>()
-        var puts: [Int] = []
-        var next = 0
-
-        /// Merges one stored record; `.stop` means it is stale and must be removed.
-        /// `key` points into the map: copied only on the rare paths that keep it.
-        func visit(_ key: UnsafeRawBufferPointer, _ record: UnsafeRawBufferPointer) -> IterationStep {
-            // Fresh models before this stored key are new.
-            while next < incoming.count, keyPrecedes(incoming.keys[next], key) {
-                puts.append(next)
-                result.added.append(incoming.ids[next])
-                next += 1
-            }
-            let matched = next < incoming.count && bytesEqual(incoming.keys[next][...], key)
-            guard let (header, payload) = try? RecordHeader.parse(record) else {
-                if matched {
-                    result.replaced.append((describeKey(Array(key)), "damaged header or checksum"))
-                    puts.append(next)
-                    result.added.append(incoming.ids[next])
-                    next += 1
-                } else if case .matching = scope {
-                    result.replaced.append((describeKey(Array(key)), "damaged; left alone: the predicate cannot be checked"))
-                } else {
-                    result.replaced.append((describeKey(Array(key)), "damaged header or checksum; removed"))
-                    return .stop
-                }
-                return .next
-            }
-            guard matched else {
-                if case .matching(let predicate) = scope {
-                    // Outside the fresh side, a record is in scope only if its model matches.
-                    guard let model = try? decode(record, key: Array(key), now: .min) else {
-                        result.replaced.append((describeKey(Array(key)), "does not decode; left alone: the predicate cannot be checked"))
-                        return .next
-                    }
-                    if !predicate(model) { return .next }
-                }
-                if header.version > currentVersion {
-                    result.replaced.append((describeKey(Array(key)), "written by newer version \(header.version); removed"))
-                }
-                if let id = Model.ID(keyBytes: key) { result.removed.append(id) }
-                return .stop
-            }
-            let freshPayload = incoming.payload(next)
-            if header.isExpired(at: now) {
-                puts.append(next)
-                result.added.append(incoming.ids[next])
-            } else if header.version == currentVersion {
-                if bytesEqual(freshPayload, payload) {
-                    result.unchanged += 1
-                } else {
-                    puts.append(next)
-                    result.updated.append(incoming.ids[next])
-                }
-            } else if header.version > currentVersion {
-                result.replaced.append((describeKey(Array(key)), "written by newer version \(header.version); replaced"))
-                puts.append(next)
-                result.updated.append(incoming.ids[next])
-            } else {
+    /// Runs the concrete merge over the stored scope in `txn`. Only the rare paths that need the
+    /// model type (a predicate scope, a record of an older version) call back into generic code.
+    private func plan<Access>(
+        _ incoming: FreshSide<Model.ID>, _ scope: SynchronizeScope<Model>, _ range: KeyRange, _ now: Int64, _ txn: borrowing Transaction<Access>
+    ) throws -> MergePlan {
+        var predicate: (@Sendable (Model) -> Bool)?
+        if case .matching(let matching) = scope { predicate = matching }
+        return try MergePlan(
+            fresh: incoming.bytes, now: now, currentVersion: currentVersion, hasPredicate: predicate != nil,
+            forEachStored: { visit in try txn.forEach(in: database, range: range, visit) },
+            inScope: { record, key in
+                // Outside the fresh side, a record is in scope only if its model matches; nil: it does not decode.
+                guard let predicate, let model = try? decode(record, key: Array(key), now: .min) else { return nil }
+                return predicate(model)
+            },
+            sameContent: { version, payload, index in
                 // An older version: the same content re-encodes to the fresh bytes.
-                let old = try? decoders[header.version].map { try encoder.encode(try $0.decode(Model.self, from: payload)) }
-                puts.append(next)
-                if old.map({ $0[...] == freshPayload }) == true {
-                    result.migrated.append(incoming.ids[next])
-                } else {
-                    result.updated.append(incoming.ids[next])
-                }
+                guard let old = try? decoders[version].map({ try encoder.encode(try $0.decode(Model.self, from: payload)) }) else { return false }
+                return old[...] == incoming.bytes.payload(index)
             }
-            next += 1
-            return .next
-        }
+        )
+    }
 
-        try txn.withCursor(in: database) { cursor in
-            // Every scope's range starts inclusively, or not at all.
-            var entry = try range.lower.map { try cursor.seek(atLeast: $0.key) } ?? cursor.first()
-            while let current = entry {
-                guard range.contains(current.key) else { break }
-                if visit(current.key, current.value) == .stop {
-                    try remove(cursor)  // the next move then lands on the record after it
-                }
-                entry = try cursor.next()
-            }
-        }
-        while next < incoming.count {
-            puts.append(next)
-            result.added.append(incoming.ids[next])
-            next += 1
-        }
-        return (puts, result)
+    private func result(of plan: MergePlan, _ incoming: FreshSide<Model.ID>) -> SynchronizeResult<Model.ID> {
+        var result = SynchronizeResult<Model.ID>()
+        result.added = plan.added.map { incoming.ids[$0] }
+        result.updated = plan.updated.map { incoming.ids[$0] }
+        result.migrated = plan.migrated.map { incoming.ids[$0] }
+        result.removed = plan.removed.compactMap { Model.ID(keyBytes: $0) }
+        result.replaced = plan.replaced
+        result.unchanged = plan.unchanged
+        return result
     }
 
     func keyRange(of scope: SynchronizeScope<Model>) -> KeyRange {
@@ -259,41 +188,175 @@ func keyPrecedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     }
 }
 
-/// The fresh side of a synchronize: keys, IDs and encoded payloads (in one buffer), kept in
-/// separate arrays so that ordering them never moves the generic `ID` through unspecialized code
+/// The fresh side of a synchronize: the concrete bytes (keys and encoded payloads) and the IDs,
+/// kept apart so that ordering and merging never move the generic `ID` through unspecialized code
 /// (sorting an array of tuples holding it cost more than everything else put together).
 struct FreshSide<ID> {
-    var keys: [[UInt8]] = []
+    var bytes = FreshBytes()
     var ids: [ID] = []
+
+    var count: Int { ids.count }
+
+    mutating func append(key: [UInt8], id: ID, payload: [UInt8]) {
+        bytes.append(key: key, payload: payload)
+        ids.append(id)
+    }
+
+    /// The same entries in LMDB's key order (`self` when already in order).
+    func sortedByKey() -> FreshSide {
+        guard let order = bytes.sortOrder() else { return self }
+        var sorted = FreshSide(bytes: bytes.permuted(order), ids: [])
+        sorted.ids.reserveCapacity(count)
+        for index in order { sorted.ids.append(ids[index]) }
+        return sorted
+    }
+}
+
+/// Keys and encoded payloads (in one buffer) of the fresh side.
+struct FreshBytes {
+    var keys: [[UInt8]] = []
     var payloads: [Range<Int>] = []
     var payloadBytes: [UInt8] = []
 
-    var count: Int { keys.count }
-
-    mutating func append(key: [UInt8], id: ID, payload: Range<Int>) {
+    mutating func append(key: [UInt8], payload: [UInt8]) {
         keys.append(key)
-        ids.append(id)
-        payloads.append(payload)
+        let start = payloadBytes.count
+        payloadBytes.append(contentsOf: payload)
+        payloads.append(start..<payloadBytes.count)
     }
 
     func payload(_ index: Int) -> ArraySlice<UInt8> { payloadBytes[payloads[index]] }
 
-    /// The same entries in LMDB's key order. Sorts (first 8 key bytes as a number, index) pairs,
-    /// comparing whole keys only when the first 8 bytes tie; returns `self` when already in order.
-    func sortedByKey() -> FreshSide {
-        if keys.indices.dropFirst().allSatisfy({ !keyPrecedes(keys[$0], keys[$0 - 1]) }) { return self }
+    /// The indices in key order, or `nil` when the keys are in order already. Sorts (first 8
+    /// key bytes as a number, index) pairs, comparing whole keys only when the first 8 bytes tie.
+    func sortOrder() -> [Int]? {
+        if keys.indices.dropFirst().allSatisfy({ !keyPrecedes(keys[$0], keys[$0 - 1]) }) { return nil }
         var order: [(prefix: UInt64, index: Int)] = keys.indices.map { (keyPrefix(keys[$0]), $0) }
         order.sort { a, b in
             if a.prefix != b.prefix { return a.prefix < b.prefix }
             return keyPrecedes(keys[a.index], keys[b.index])
         }
-        var sorted = FreshSide()
-        sorted.keys.reserveCapacity(count)
-        sorted.ids.reserveCapacity(count)
-        sorted.payloads.reserveCapacity(count)
-        sorted.payloadBytes = payloadBytes
-        for (_, index) in order { sorted.append(key: keys[index], id: ids[index], payload: payloads[index]) }
-        return sorted
+        return order.map(\.index)
+    }
+
+    func permuted(_ order: [Int]) -> FreshBytes {
+        var result = FreshBytes(keys: [], payloads: [], payloadBytes: payloadBytes)
+        result.keys.reserveCapacity(keys.count)
+        result.payloads.reserveCapacity(keys.count)
+        for index in order {
+            result.keys.append(keys[index])
+            result.payloads.append(payloads[index])
+        }
+        return result
+    }
+}
+
+/// The merge of the sorted fresh side with one pass over the stored scope, in concrete code:
+/// which fresh entries to write (and why), which stored keys to remove.
+struct MergePlan {
+    var puts: [Int] = []
+    var added: [Int] = []
+    var updated: [Int] = []
+    var migrated: [Int] = []
+    /// Stale keys to delete, reported as removed.
+    var removed: [[UInt8]] = []
+    /// Damaged records to delete, reported in `replaced` only.
+    var discarded: [[UInt8]] = []
+    var replaced: [(key: String, reason: String)] = []
+    var unchanged = 0
+
+    init() {}
+
+    /// - Parameters:
+    ///   - forEachStored: walks the stored scope in key order.
+    ///   - inScope: for a predicate scope, whether a stored record (not in `fresh`) matches; `nil` when it does not decode.
+    ///   - sameContent: whether a record of an older `version` holds the same content as fresh entry `index`.
+    init(
+        fresh: FreshBytes, now: Int64, currentVersion: Int, hasPredicate: Bool,
+        forEachStored: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> IterationStep) throws -> Void,
+        inScope: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool?,
+        sameContent: (Int, UnsafeRawBufferPointer, Int) -> Bool
+    ) rethrows {
+        self.init()
+        try withoutActuallyEscaping(inScope) { inScope in
+            try withoutActuallyEscaping(sameContent) { sameContent in
+                try merge(fresh, now, currentVersion, hasPredicate, forEachStored, inScope, sameContent)
+            }
+        }
+    }
+
+    private mutating func merge(
+        _ fresh: FreshBytes, _ now: Int64, _ currentVersion: Int, _ hasPredicate: Bool,
+        _ forEachStored: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> IterationStep) throws -> Void,
+        _ inScope: @escaping (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool?,
+        _ sameContent: @escaping (Int, UnsafeRawBufferPointer, Int) -> Bool
+    ) rethrows {
+        let count = fresh.keys.count
+        var next = 0
+        var plan = MergePlan()
+        defer { self = plan }
+        try forEachStored { key, record in
+            // Fresh entries before this stored key are new.
+            while next < count, keyPrecedes(fresh.keys[next], key) {
+                plan.puts.append(next)
+                plan.added.append(next)
+                next += 1
+            }
+            let matched = next < count && bytesEqual(fresh.keys[next][...], key)
+            guard let (header, payload) = try? RecordHeader.parse(record) else {
+                if matched {
+                    plan.replaced.append((describeKey(Array(key)), "damaged header or checksum"))
+                    plan.puts.append(next)
+                    plan.added.append(next)
+                    next += 1
+                } else if hasPredicate {
+                    plan.replaced.append((describeKey(Array(key)), "damaged; left alone: the predicate cannot be checked"))
+                } else {
+                    plan.replaced.append((describeKey(Array(key)), "damaged header or checksum; removed"))
+                    plan.discarded.append(Array(key))
+                }
+                return .next
+            }
+            guard matched else {
+                if hasPredicate {
+                    guard let matches = inScope(record, key) else {
+                        plan.replaced.append((describeKey(Array(key)), "does not decode; left alone: the predicate cannot be checked"))
+                        return .next
+                    }
+                    if !matches { return .next }
+                }
+                if header.version > currentVersion {
+                    plan.replaced.append((describeKey(Array(key)), "written by newer version \(header.version); removed"))
+                }
+                plan.removed.append(Array(key))
+                return .next
+            }
+            if header.isExpired(at: now) {
+                plan.puts.append(next)
+                plan.added.append(next)
+            } else if header.version == currentVersion {
+                if bytesEqual(fresh.payload(next), payload) {
+                    plan.unchanged += 1
+                } else {
+                    plan.puts.append(next)
+                    plan.updated.append(next)
+                }
+            } else if header.version > currentVersion {
+                plan.replaced.append((describeKey(Array(key)), "written by newer version \(header.version); replaced"))
+                plan.puts.append(next)
+                plan.updated.append(next)
+            } else {
+                plan.puts.append(next)
+                if sameContent(header.version, payload, next) { plan.migrated.append(next) } else { plan.updated.append(next) }
+            }
+            next += 1
+            return .next
+        }
+        while next < count {
+            plan.puts.append(next)
+            plan.added.append(next)
+            next += 1
+        }
     }
 }
 
