@@ -72,7 +72,7 @@ extension HoardCollection {
             }
         }
         let incoming = unsorted.sortedByKey()
-        for index in incoming.bytes.keys.indices.dropFirst() where incoming.bytes.keys[index] == incoming.bytes.keys[index - 1] {
+        for index in incoming.bytes.keys.indices.dropFirst() where incoming.bytes.key(index) == incoming.bytes.key(index - 1) {
             throw HoardError.invalidID(collection: name, reason: "\(incoming.ids[index]) appears twice in the fresh collection")
         }
 
@@ -91,7 +91,7 @@ extension HoardCollection {
             try incoming.bytes.payloadBytes.withUnsafeBytes { payloads in
                 for index in merged.puts {
                     let payload = UnsafeRawBufferPointer(rebasing: payloads[incoming.bytes.payloads[index]])
-                    try txn.reserve(RecordHeader.size + payload.count, forKey: incoming.bytes.keys[index], in: database) { record in
+                    try txn.reserve(RecordHeader.size + payload.count, forKey: incoming.bytes.key(index), in: database) { record in
                         header.write(payload: payload, into: record)
                     }
                 }
@@ -157,9 +157,15 @@ extension Sequence {
     }
 }
 
+/// `keyPrecedes` over two slices of the fresh side's key buffer.
+@inline(__always)
+func keyPrecedes(_ a: ArraySlice<UInt8>, _ b: ArraySlice<UInt8>) -> Bool {
+    b.withUnsafeBytes { keyPrecedes(a, $0) }
+}
+
 /// `keyPrecedes` with the second key in LMDB's memory.
 @inline(__always)
-func keyPrecedes(_ a: [UInt8], _ b: UnsafeRawBufferPointer) -> Bool {
+func keyPrecedes(_ a: ArraySlice<UInt8>, _ b: UnsafeRawBufferPointer) -> Bool {
     a.withUnsafeBytes { x in
         let common = min(x.count, b.count)
         let order = common == 0 ? 0 : x.baseAddress.flatMap { left in b.baseAddress.map { memcmp(left, $0, common) } } ?? 0
@@ -212,35 +218,41 @@ struct FreshSide<ID> {
     }
 }
 
-/// Keys and encoded payloads (in one buffer) of the fresh side.
+/// Keys and encoded payloads of the fresh side, each kind in one flat buffer: a million small
+/// arrays kept alive at once cost more in allocation and cache misses than the merge itself.
 struct FreshBytes {
-    var keys: [[UInt8]] = []
+    var keys: [Range<Int>] = []
+    var keyBytes: [UInt8] = []
     var payloads: [Range<Int>] = []
     var payloadBytes: [UInt8] = []
 
     mutating func append(key: [UInt8], payload: [UInt8]) {
-        keys.append(key)
+        let keyStart = keyBytes.count
+        keyBytes.append(contentsOf: key)
+        keys.append(keyStart..<keyBytes.count)
         let start = payloadBytes.count
         payloadBytes.append(contentsOf: payload)
         payloads.append(start..<payloadBytes.count)
     }
 
+    func key(_ index: Int) -> ArraySlice<UInt8> { keyBytes[keys[index]] }
     func payload(_ index: Int) -> ArraySlice<UInt8> { payloadBytes[payloads[index]] }
 
     /// The indices in key order, or `nil` when the keys are in order already. Sorts (first 8
     /// key bytes as a number, index) pairs, comparing whole keys only when the first 8 bytes tie.
     func sortOrder() -> [Int]? {
-        if keys.indices.dropFirst().allSatisfy({ !keyPrecedes(keys[$0], keys[$0 - 1]) }) { return nil }
-        var order: [(prefix: UInt64, index: Int)] = keys.indices.map { (keyPrefix(keys[$0]), $0) }
+        if keys.indices.dropFirst().allSatisfy({ !keyPrecedes(key($0), key($0 - 1)) }) { return nil }
+        var order: [(prefix: UInt64, index: Int)] = keys.indices.map { (keyPrefix(key($0)), $0) }
         order.sort { a, b in
             if a.prefix != b.prefix { return a.prefix < b.prefix }
-            return keyPrecedes(keys[a.index], keys[b.index])
+            return keyPrecedes(key(a.index), key(b.index))
         }
         return order.map(\.index)
     }
 
+    /// The entries in `order`: the byte buffers are shared, only the ranges move.
     func permuted(_ order: [Int]) -> FreshBytes {
-        var result = FreshBytes(keys: [], payloads: [], payloadBytes: payloadBytes)
+        var result = FreshBytes(keys: [], keyBytes: keyBytes, payloads: [], payloadBytes: payloadBytes)
         result.keys.reserveCapacity(keys.count)
         result.payloads.reserveCapacity(keys.count)
         for index in order {
@@ -297,12 +309,12 @@ struct MergePlan {
         defer { self = plan }
         try forEachStored { key, record in
             // Fresh entries before this stored key are new.
-            while next < count, keyPrecedes(fresh.keys[next], key) {
+            while next < count, keyPrecedes(fresh.key(next), key) {
                 plan.puts.append(next)
                 plan.added.append(next)
                 next += 1
             }
-            let matched = next < count && bytesEqual(fresh.keys[next][...], key)
+            let matched = next < count && bytesEqual(fresh.key(next), key)
             guard let (header, payload) = try? RecordHeader.parse(record) else {
                 if matched {
                     plan.replaced.append((describeKey(Array(key)), "damaged header or checksum"))
@@ -363,9 +375,13 @@ struct MergePlan {
 /// The first 8 bytes of `key` as a big-endian number (zero-padded): comparing two of them orders
 /// keys as memcmp does, up to ties.
 @inline(__always)
-func keyPrefix(_ key: [UInt8]) -> UInt64 {
+func keyPrefix(_ key: ArraySlice<UInt8>) -> UInt64 {
     var value: UInt64 = 0
-    for index in 0..<8 { value = value << 8 | UInt64(index < key.count ? key[index] : 0) }
+    var index = key.startIndex
+    for _ in 0..<8 {
+        value = value << 8 | UInt64(index < key.endIndex ? key[index] : 0)
+        index += 1
+    }
     return value
 }
 
