@@ -41,8 +41,8 @@ extension HoardCollection {
     /// `fresh`, and leaves the rest untouched. All of it happens, or none of it.
     ///
     /// Linear: `fresh` is encoded and sorted by key once, then merged with one cursor pass over
-    /// the stored scope, deleting stale records through the cursor as it passes them. Memory grows
-    /// with `fresh` (and the IDs reported), not with the stored collection.
+    /// the stored scope; the resulting plan (deletes, writes) is applied after the pass. Memory
+    /// grows with `fresh` (and the IDs reported), not with the stored collection.
     ///
     /// - Throws: ``HoardError/invalidID(collection:reason:)`` for an ID given twice or outside the
     ///   scope (before anything is written); an encoding error of a model (nothing is written).
@@ -68,7 +68,7 @@ extension HoardCollection {
                 // Encoded on its own, then appended: encode(_:appendingTo:) copies what the buffer holds.
                 unsorted.append(key: key, id: model.id, payload: try encoder.encode(model))
             } catch {
-                throw HoardError.encoding(collection: name, key: describeKey(Array(key)), underlying: error)
+                throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
             }
         }
         let incoming = unsorted.sortedByKey()
