@@ -440,7 +440,9 @@ struct CLITests {
             let path = dir + "/store"
             try makeSampleStore(path)
             let original = try readFile(path + "/data.mdb")
-            var generator = SeededGenerator(seed: SeededGenerator.seedFromEnvironment())
+            // A fixed seed: which pages make LMDB fault depends on the bytes written over them, and
+            // this one is known to hit some (HOARD_TEST_SEED explores others).
+            var generator = SeededGenerator(seed: getenv("HOARD_TEST_SEED") == nil ? 1 : SeededGenerator.seedFromEnvironment())
             var reported = 0
             // Overwrite each page in turn (after its 16-byte header) with random bytes.
             for page in 2..<(original.count / 4096) {
