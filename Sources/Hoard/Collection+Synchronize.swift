@@ -53,7 +53,7 @@ extension HoardCollection {
         dryRun: Bool = false
     ) throws -> SynchronizeResult<Model.ID> where Model.ID: Sendable {
         // 1. Encode and order the fresh side; refuse duplicates and IDs outside the scope.
-        var unsorted = FreshSide<Model.ID>()
+        var unsorted = FreshBytes()
         let range = keyRange(of: scope)
         for model in fresh {
             let key = try keyBytes(model.id)
@@ -66,14 +66,15 @@ extension HoardCollection {
             }
             do {
                 // Encoded on its own, then appended: encode(_:appendingTo:) copies what the buffer holds.
-                unsorted.append(key: key, id: model.id, payload: try encoder.encode(model))
+                unsorted.append(key: key, payload: try encoder.encode(model))
             } catch {
                 throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
             }
         }
-        let incoming = unsorted.sortedByKey()
-        for index in incoming.bytes.keys.indices.dropFirst() where incoming.bytes.key(index) == incoming.bytes.key(index - 1) {
-            throw HoardError.invalidID(collection: name, reason: "\(incoming.ids[index]) appears twice in the fresh collection")
+        let incoming = unsorted.sortOrder().map { unsorted.permuted($0) } ?? unsorted
+        for index in incoming.keys.indices.dropFirst() where incoming.key(index) == incoming.key(index - 1) {
+            let id = Model.ID(keyBytes: incoming.key(index)).map { "\($0)" } ?? describeKey(Array(incoming.key(index)))
+            throw HoardError.invalidID(collection: name, reason: "\(id) appears twice in the fresh collection")
         }
 
         // 2. Merge with the stored scope, then apply the plan, in one transaction.
@@ -88,10 +89,10 @@ extension HoardCollection {
             let merged = try plan(incoming, scope, range, now, txn)
             for key in merged.removed + merged.discarded { try txn.delete(key, in: database) }
             let header = RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
-            try incoming.bytes.payloadBytes.withUnsafeBytes { payloads in
+            try incoming.payloadBytes.withUnsafeBytes { payloads in
                 for index in merged.puts {
-                    let payload = UnsafeRawBufferPointer(rebasing: payloads[incoming.bytes.payloads[index]])
-                    try txn.reserve(RecordHeader.size + payload.count, forKey: incoming.bytes.key(index), in: database) { record in
+                    let payload = UnsafeRawBufferPointer(rebasing: payloads[incoming.payloads[index]])
+                    try txn.reserve(RecordHeader.size + payload.count, forKey: incoming.key(index), in: database) { record in
                         header.write(payload: payload, into: record)
                     }
                 }
@@ -103,12 +104,12 @@ extension HoardCollection {
     /// Runs the concrete merge over the stored scope in `txn`. Only the rare paths that need the
     /// model type (a predicate scope, a record of an older version) call back into generic code.
     private func plan<Access>(
-        _ incoming: FreshSide<Model.ID>, _ scope: SynchronizeScope<Model>, _ range: KeyRange, _ now: Int64, _ txn: borrowing Transaction<Access>
+        _ incoming: FreshBytes, _ scope: SynchronizeScope<Model>, _ range: KeyRange, _ now: Int64, _ txn: borrowing Transaction<Access>
     ) throws -> MergePlan {
         var predicate: (@Sendable (Model) -> Bool)?
         if case .matching(let matching) = scope { predicate = matching }
         return try MergePlan(
-            fresh: incoming.bytes, now: now, currentVersion: currentVersion, hasPredicate: predicate != nil,
+            fresh: incoming, now: now, currentVersion: currentVersion, hasPredicate: predicate != nil,
             forEachStored: { visit in try txn.forEach(in: database, range: range, visit) },
             inScope: { record, key in
                 // Outside the fresh side, a record is in scope only if its model matches; nil: it does not decode.
@@ -118,16 +119,18 @@ extension HoardCollection {
             sameContent: { version, payload, index in
                 // An older version: the same content re-encodes to the fresh bytes.
                 guard let old = try? decoders[version].map({ try encoder.encode(try $0.decode(Model.self, from: payload)) }) else { return false }
-                return old[...] == incoming.bytes.payload(index)
+                return old[...] == incoming.payload(index)
             }
         )
     }
 
-    private func result(of plan: MergePlan, _ incoming: FreshSide<Model.ID>) -> SynchronizeResult<Model.ID> {
+    /// The plan in IDs: read back from the key bytes (every `HoardKey` round-trips), so that the
+    /// fresh side never has to carry the generic IDs.
+    private func result(of plan: MergePlan, _ incoming: FreshBytes) -> SynchronizeResult<Model.ID> {
         var result = SynchronizeResult<Model.ID>()
-        result.added = plan.added.map { incoming.ids[$0] }
-        result.updated = plan.updated.map { incoming.ids[$0] }
-        result.migrated = plan.migrated.map { incoming.ids[$0] }
+        result.added = plan.added.compactMap { Model.ID(keyBytes: incoming.key($0)) }
+        result.updated = plan.updated.compactMap { Model.ID(keyBytes: incoming.key($0)) }
+        result.migrated = plan.migrated.compactMap { Model.ID(keyBytes: incoming.key($0)) }
         result.removed = plan.removed.compactMap { Model.ID(keyBytes: $0) }
         result.replaced = plan.replaced
         result.unchanged = plan.unchanged
@@ -194,32 +197,10 @@ func keyPrecedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     }
 }
 
-/// The fresh side of a synchronize: the concrete bytes (keys and encoded payloads) and the IDs,
-/// kept apart so that ordering and merging never move the generic `ID` through unspecialized code
-/// (sorting an array of tuples holding it cost more than everything else put together).
-struct FreshSide<ID> {
-    var bytes = FreshBytes()
-    var ids: [ID] = []
-
-    var count: Int { ids.count }
-
-    mutating func append(key: [UInt8], id: ID, payload: [UInt8]) {
-        bytes.append(key: key, payload: payload)
-        ids.append(id)
-    }
-
-    /// The same entries in LMDB's key order (`self` when already in order).
-    func sortedByKey() -> FreshSide {
-        guard let order = bytes.sortOrder() else { return self }
-        var sorted = FreshSide(bytes: bytes.permuted(order), ids: [])
-        sorted.ids.reserveCapacity(count)
-        for index in order { sorted.ids.append(ids[index]) }
-        return sorted
-    }
-}
-
-/// Keys and encoded payloads of the fresh side, each kind in one flat buffer: a million small
-/// arrays kept alive at once cost more in allocation and cache misses than the merge itself.
+/// The fresh side of a synchronize: keys and encoded payloads, each kind in one flat buffer, and
+/// no IDs. Concrete on purpose: `HoardCollection`'s methods run as unspecialized generic code, and
+/// sorting an array of tuples holding the generic ID cost more than everything else together; a
+/// million small arrays kept alive at once cost more in allocation and cache misses than the merge.
 struct FreshBytes {
     var keys: [Range<Int>] = []
     var keyBytes: [UInt8] = []
