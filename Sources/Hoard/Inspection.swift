@@ -87,13 +87,7 @@ extension Store {
     public func record(_ schema: CollectionSchema, in txn: borrowing WriteTransaction) throws {
         guard let meta else { return }
         let key = Registry.key(schema.name)
-        let recorded = try txn.withValue(forKey: key, in: meta) { bytes in
-            do {
-                return try CBORDecoder().decode(RegistryEntry.self, from: bytes)
-            } catch {
-                throw HoardError.corruptRegistry(collection: schema.name, reason: "\(error)")
-            }
-        }
+        let recorded = try txn.withValue(forKey: key, in: meta) { try Registry.decode($0, collection: schema.name) }
         var entry = schema.entry
         if let recorded {
             if let old = recorded.key, let new = entry.key, old != new {

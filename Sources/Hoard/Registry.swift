@@ -66,13 +66,16 @@ enum Registry {
     static func read(_ collection: String, in store: Store) throws -> RegistryEntry? {
         guard let meta = store.meta else { return nil }
         return try store.environment.read { txn in
-            try txn.withValue(forKey: key(collection), in: meta) { bytes in
-                do {
-                    return try CBORDecoder().decode(RegistryEntry.self, from: bytes)
-                } catch {
-                    throw HoardError.corruptRegistry(collection: collection, reason: "\(error)")
-                }
-            }
+            try txn.withValue(forKey: key(collection), in: meta) { try decode($0, collection: collection) }
+        }
+    }
+
+    /// A stored entry's bytes as an entry; damage becomes ``HoardError/corruptRegistry(collection:reason:)``.
+    static func decode(_ bytes: UnsafeRawBufferPointer, collection: String) throws -> RegistryEntry {
+        do {
+            return try CBORDecoder().decode(RegistryEntry.self, from: bytes)
+        } catch {
+            throw HoardError.corruptRegistry(collection: collection, reason: "\(error)")
         }
     }
 

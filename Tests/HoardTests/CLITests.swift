@@ -420,6 +420,26 @@ struct CLITests {
         }
     }
 
+    @Test("a damaged registry entry is a clear error, for the library and the CLI")
+    func damagedRegistry() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            try makeSampleStore(path)
+            do {
+                let environment = try Environment(path: path)
+                let meta = try environment.openDatabase("hoard.meta")
+                try environment.write { txn in try txn.put([0xFF], forKey: Array("collection:Tag".utf8), in: meta) }
+            }
+            expectHoardError(["registry entry of collection Tag is damaged"]) {
+                _ = try Store(path: path, options: testOptions).collection(Tag.self)
+            }
+            let schema = try hoard("schema", path, "Tag")
+            #expect(schema.status == 1)
+            #expect(schema.stderr.contains("the registry entry of collection Tag is damaged"), "\(schema.stderr)")
+            #expect(try hoard("get", path, "Note", "3").status == 0, "other collections still read")
+        }
+    }
+
     @Test("help reads well: every command is listed and explains itself")
     func help() throws {
         let root = try hoard("--help")
