@@ -52,4 +52,19 @@ struct MaintenanceTests {
             #expect(try env.read { $0.id } == after.lastTransactionID)
         }
     }
+
+    @Test("the free list counts the pages deletes gave back")
+    func freePages() throws {
+        try withTemporaryEnvironment(.init(durability: .riskStoreOnOSCrash)) { env, _ in
+            let db = try env.openDatabase("f", create: true)
+            try env.write { txn in for i in 0..<5_000 { try txn.put([UInt8](repeating: 7, count: 200), forKey: b("key \(i)"), in: db) } }
+            let before = try env.read { try $0.freePageCount() }
+            let leaves = try env.read { try $0.statistics(of: db).leafPages }
+            try env.write { txn in try txn.clear(db) }
+            // The pages freed by the clear are on the free list once a later transaction has committed.
+            try env.write { txn in try txn.put(b("v"), forKey: b("k"), in: db) }
+            let after = try env.read { try $0.freePageCount() }
+            #expect(after >= before + leaves, "free pages \(before) -> \(after); the tree had \(leaves) leaf pages")
+        }
+    }
 }
