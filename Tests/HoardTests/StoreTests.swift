@@ -258,6 +258,17 @@ struct StoreTests {
         }
     }
 
+    @Test("a collection recorded with Int IDs refuses code that uses String IDs")
+    func keyKindChanged() throws {
+        try withStore { store, _ in
+            _ = try store.collection(Note.self, named: "things")
+            expectHoardError(["Tag (collection things)", "recorded int IDs", "uses string IDs"]) {
+                _ = try store.collection(Tag.self, named: "things")
+            }
+            #expect(try store.schema(of: "things")?.keyKind == .int)
+        }
+    }
+
     @Test("an LMDB environment that is not a Hoard store, and a store of a newer format, are refused untouched")
     func foreignStores() throws {
         try withTemporaryDirectory { dir in
