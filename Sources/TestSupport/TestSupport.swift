@@ -6,6 +6,7 @@ import Glibc
 import Darwin
 #endif
 public import LMDB
+internal import Foundation
 
 /// Errors of the helpers themselves, naming what failed.
 public struct TestSupportError: Error, CustomStringConvertible {
@@ -206,4 +207,19 @@ public func firstOffset(of text: String, in bytes: [UInt8]) -> Int? {
     let needle = Array(text.utf8)
     guard !needle.isEmpty, bytes.count >= needle.count else { return nil }
     return (0...(bytes.count - needle.count)).first { bytes[$0..<$0 + needle.count].elementsEqual(needle) }
+}
+
+// MARK: - Blocking work in async tests
+
+/// Runs blocking `body` (child processes, waits on pipes) on a thread of its own and awaits it.
+///
+/// Swift Testing runs a synchronous test on a thread of the cooperative pool, which has one
+/// thread per core; a test that blocks for a minute there starves the tests that need the pool
+/// (one of them checks that waiting writers leave it free). Long blocking tests use this instead.
+public func offPool<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
 }
