@@ -30,53 +30,15 @@ extension CBORValue {
                     position = key.contentOffset + length
                 } else {
                     try topLevelKey(nil)
-                    position = try reader.validate(at: position, depth: 1)
+                    position = try reader.skip(at: position, depth: 1, validatingText: true)
                 }
-                position = try reader.validate(at: position, depth: 1)
+                position = try reader.skip(at: position, depth: 1, validatingText: true)
             }
             end = position
         } else {
-            end = try reader.validate(at: 0, depth: 0)
+            end = try reader.skip(at: 0, validatingText: true)
         }
         guard end == buffer.count else { throw CBORDecodingError(.trailingBytes(count: buffer.count - end), at: end) }
         return head.major
-    }
-}
-
-extension Reader {
-    /// Like ``skip(at:depth:)``, and also checks that text strings are valid UTF-8.
-    func validate(at offset: Int, depth: Int) throws -> Int {
-        guard depth <= maxDepth else { throw CBORDecodingError(.tooDeep(limit: maxDepth), at: offset) }
-        let head = try head(at: offset)
-        switch head.major {
-        case 3 where !head.isIndefinite:
-            let length = try checkLength(head.argument, from: head.contentOffset)
-            guard isValidUTF8(bytes(from: head.contentOffset, count: length)) else { throw CBORDecodingError(.invalidUTF8, at: offset) }
-            return head.contentOffset + length
-        case 3:
-            var valid = true
-            try withStringContent(head) { valid = isValidUTF8($0) }
-            guard valid else { throw CBORDecodingError(.invalidUTF8, at: offset) }
-            return try skip(at: offset, depth: depth)
-        case 4, 5:
-            let perEntry = head.major == 5 ? 2 : 1
-            var position = head.contentOffset
-            if head.isIndefinite {
-                while try !isBreak(at: position) {
-                    for _ in 0..<perEntry {
-                        if try isBreak(at: position) { throw CBORDecodingError(.unexpectedBreak, at: position) }
-                        position = try validate(at: position, depth: depth + 1)
-                    }
-                }
-                return position + 1
-            }
-            let items = try checkLength(head.argument, units: UInt64(perEntry), from: position) * perEntry
-            for _ in 0..<items { position = try validate(at: position, depth: depth + 1) }
-            return position
-        case 6:
-            return try validate(at: head.contentOffset, depth: depth + 1)
-        default:
-            return try skip(at: offset, depth: depth)
-        }
     }
 }

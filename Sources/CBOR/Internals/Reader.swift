@@ -92,24 +92,32 @@ struct Reader {
         }
     }
 
-    /// The offset just after the well-formed item at `offset`, checking its whole structure.
-    func skip(at offset: Int, depth: Int = 0) throws(CBORDecodingError) -> Int {
+    /// The offset just after the well-formed item at `offset`, checking its whole structure; with
+    /// `validatingText`, also that every text string is valid UTF-8 (for ``CBORValue/validate``).
+    func skip(at offset: Int, depth: Int = 0, validatingText: Bool = false) throws(CBORDecodingError) -> Int {
         guard depth <= maxDepth else { throw CBORDecodingError(.tooDeep(limit: maxDepth), at: offset) }
         let head = try head(at: offset)
         switch head.major {
         case 0, 1:
             return head.contentOffset
         case 2, 3:
+            let checksText = validatingText && head.major == 3
             if head.isIndefinite {
                 var position = head.contentOffset
+                var text: [UInt8] = []  // the chunks joined, only when checking text
                 while try !isBreak(at: position) {
                     let chunk = try self.head(at: position)
                     guard chunk.major == head.major, !chunk.isIndefinite else { throw CBORDecodingError(.invalidChunk, at: position) }
-                    position = chunk.contentOffset + (try checkLength(chunk.argument, from: chunk.contentOffset))
+                    let length = try checkLength(chunk.argument, from: chunk.contentOffset)
+                    if checksText { text.append(contentsOf: bytes(from: chunk.contentOffset, count: length)) }
+                    position = chunk.contentOffset + length
                 }
+                if checksText, !text.withUnsafeBytes(isValidUTF8) { throw CBORDecodingError(.invalidUTF8, at: offset) }
                 return position + 1
             }
-            return head.contentOffset + (try checkLength(head.argument, from: head.contentOffset))
+            let length = try checkLength(head.argument, from: head.contentOffset)
+            if checksText, !isValidUTF8(bytes(from: head.contentOffset, count: length)) { throw CBORDecodingError(.invalidUTF8, at: offset) }
+            return head.contentOffset + length
         case 4, 5:
             let perEntry = head.major == 5 ? 2 : 1
             var position = head.contentOffset
@@ -117,18 +125,18 @@ struct Reader {
                 while try !isBreak(at: position) {
                     for _ in 0..<perEntry {
                         if try isBreak(at: position) { throw CBORDecodingError(.unexpectedBreak, at: position) }
-                        position = try skip(at: position, depth: depth + 1)
+                        position = try skip(at: position, depth: depth + 1, validatingText: validatingText)
                     }
                 }
                 return position + 1
             }
             let items = try checkLength(head.argument, units: UInt64(perEntry), from: position) * perEntry
             for _ in 0..<items {
-                position = try skip(at: position, depth: depth + 1)
+                position = try skip(at: position, depth: depth + 1, validatingText: validatingText)
             }
             return position
         case 6:
-            return try skip(at: head.contentOffset, depth: depth + 1)
+            return try skip(at: head.contentOffset, depth: depth + 1, validatingText: validatingText)
         default:  // 7: simple values, floats, break
             if head.isIndefinite { throw CBORDecodingError(.unexpectedBreak, at: offset) }
             return head.contentOffset
