@@ -31,29 +31,20 @@ public final class ChildProcess {
         // the child gets its ends as fresh, inheritable copies made by dup2 below.
         for fd in toChild + fromChild { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
 
-        #if canImport(Darwin)
-        var actions: posix_spawn_file_actions_t? = nil
-        #else
-        var actions = posix_spawn_file_actions_t()
-        #endif
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
-        posix_spawn_file_actions_addclose(&actions, toChild[0])
-        posix_spawn_file_actions_addclose(&actions, fromChild[1])
-
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var child: pid_t = 0
-        let rc = posix_spawn(&child, executable, &actions, nil, argv, environ)
+        let child: pid_t
+        do {
+            child = try spawn(executable, arguments) { actions in
+                posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
+                posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
+                posix_spawn_file_actions_addclose(&actions, toChild[0])
+                posix_spawn_file_actions_addclose(&actions, fromChild[1])
+            }
+        } catch {
+            for fd in toChild + fromChild { close(fd) }
+            throw error
+        }
         close(toChild[0])
         close(fromChild[1])
-        guard rc == 0 else {
-            close(toChild[1])
-            close(fromChild[0])
-            throw TestSupportError("posix_spawn \(executable): \(String(cString: strerror(rc)))")
-        }
         pid = child
         input = toChild[1]
         output = fromChild[0]
@@ -125,9 +116,7 @@ public final class ChildProcess {
     @discardableResult
     public func wait() -> Int32 {
         if let exited { return exited }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        let code: Int32 = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+        let code = waitForExit(pid)
         exited = code
         return code
     }
@@ -151,16 +140,37 @@ public func runProcess(_ executable: String, _ arguments: [String], input: [UInt
     let inPath = directory + "/stdin", outPath = directory + "/stdout", errPath = directory + "/stderr"
     try writeFile(inPath, input)
 
+    let pid = try spawn(executable, arguments, environment: environment) { actions in
+        posix_spawn_file_actions_addopen(&actions, 0, inPath, O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    }
+    let code = waitForExit(pid)
+    func read(_ path: String) throws -> String {
+        String(decoding: try readFile(path), as: UTF8.self)
+    }
+    return ProcessResult(status: code, stdout: try read(outPath), stderr: try read(errPath))
+}
+
+#if canImport(Darwin)
+typealias FileActions = posix_spawn_file_actions_t?
+#else
+typealias FileActions = posix_spawn_file_actions_t
+#endif
+
+/// Starts `executable` with the file actions `configure` adds, in this process's environment
+/// plus `environment`; returns its process id.
+func spawn(
+    _ executable: String, _ arguments: [String], environment: [String: String] = [:], configure: (inout FileActions) -> Void
+) throws -> pid_t {
     #if canImport(Darwin)
-    var actions: posix_spawn_file_actions_t? = nil
+    var actions: FileActions = nil
     #else
-    var actions = posix_spawn_file_actions_t()
+    var actions = FileActions()
     #endif
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, inPath, O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    configure(&actions)
 
     var variables: [String] = []
     var index = 0
@@ -179,13 +189,15 @@ public func runProcess(_ executable: String, _ arguments: [String], input: [UInt
     var pid: pid_t = 0
     let rc = posix_spawn(&pid, executable, &actions, nil, argv, envp)
     guard rc == 0 else { throw TestSupportError("posix_spawn \(executable): \(String(cString: strerror(rc)))") }
+    return pid
+}
+
+/// Waits for `pid` to end; its exit status, 128 + the signal that ended it, or -1 when it cannot
+/// be waited for (no test expects -1, so that shows as a failure, not as success).
+func waitForExit(_ pid: pid_t) -> Int32 {
     var status: Int32 = 0
     while waitpid(pid, &status, 0) < 0 {
-        guard errno == EINTR else { throw TestSupportError("waitpid: \(String(cString: strerror(errno)))") }
+        if errno != EINTR { return -1 }
     }
-    let code = status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-    func read(_ path: String) throws -> String {
-        String(decoding: try readFile(path), as: UTF8.self)
-    }
-    return ProcessResult(status: code, stdout: try read(outPath), stderr: try read(errPath))
+    return status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
 }

@@ -53,13 +53,19 @@ func makeSampleStore(_ path: String) throws {
     try tags.put([Tag(id: "swift", uses: 3), Tag(id: "swiftui", uses: 1), Tag(id: "lmdb", uses: 7)])
 }
 
+/// Runs `body` with a temporary directory and the sample store at `DIR/store` in it.
+func withSampleStore<R>(_ body: (_ dir: String, _ path: String) throws -> R) throws -> R {
+    try withTemporaryDirectory { dir in
+        try makeSampleStore(dir + "/store")
+        return try body(dir, dir + "/store")
+    }
+}
+
 @Suite("hoard CLI")
 struct CLITests {
     @Test("stat: store figures and per-collection versions, as text and JSON")
     func stat() throws {
-        try withTemporaryDirectory { dir in
-            let path = dir + "/store"
-            try makeSampleStore(path)
+        try withSampleStore { dir, path in
             let text = try hoard("stat", path)
             #expect(text.status == 0, "\(text.stderr)")
             #expect(text.stdout.contains("format 1"))
@@ -83,9 +89,7 @@ struct CLITests {
 
     @Test("schema: key names per version side by side, renames visible")
     func schema() throws {
-        try withTemporaryDirectory { dir in
-            let path = dir + "/store"
-            try makeSampleStore(path)
+        try withSampleStore { dir, path in
             let text = try hoard("schema", path, "Note")
             #expect(text.status == 0)
             let textRow = text.stdout.split(separator: "\n").first { $0.hasPrefix("text ") }.map(String.init) ?? ""
@@ -105,9 +109,7 @@ struct CLITests {
 
     @Test("get: header and payload with stored or current key names")
     func get() throws {
-        try withTemporaryDirectory { dir in
-            let path = dir + "/store"
-            try makeSampleStore(path)
+        try withSampleStore { dir, path in
             let text = try hoard("get", path, "Note", "1")
             #expect(text.status == 0, "\(text.stderr)")
             #expect(text.stdout.contains("version   1 (older than the current 3)"))
@@ -132,9 +134,7 @@ struct CLITests {
 
     @Test("scan: ranges, prefixes, order, limits and filters")
     func scan() throws {
-        try withTemporaryDirectory { dir in
-            let path = dir + "/store"
-            try makeSampleStore(path)
+        try withSampleStore { dir, path in
             func ids(_ arguments: String...) throws -> [String] {
                 let result = try runProcess(try builtExecutable("hoard"), ["scan", path] + arguments + ["--json"], environment: ["NO_COLOR": "1"])
                 #expect(result.status == 0, "\(result.stderr)")
@@ -157,9 +157,7 @@ struct CLITests {
 
     @Test("errors: one clear line and the documented exit status")
     func errors() throws {
-        try withTemporaryDirectory { dir in
-            let path = dir + "/store"
-            try makeSampleStore(path)
+        try withSampleStore { dir, path in
             func expect(_ arguments: [String], status: Int32, _ fragment: String, input: [UInt8] = [], sourceLocation: SourceLocation = #_sourceLocation) throws {
                 let result = try runProcess(try builtExecutable("hoard"), arguments, input: input, environment: ["NO_COLOR": "1"])
                 #expect(result.status == status, "\(arguments): \(result.stderr)", sourceLocation: sourceLocation)
@@ -201,9 +199,7 @@ struct CLITests {
 
     @Test("a directory without permission is reported, not crashed on")
     func permission() throws {
-        try withTemporaryDirectory { dir in
-            let path = dir + "/store"
-            try makeSampleStore(path)
+        try withSampleStore { dir, path in
             chmod(dir, 0o755)
             chmod(path, 0o700)
             let result: ProcessResult
@@ -278,9 +274,7 @@ struct CLITests {
 
     @Test("dump | load reproduces every record byte for byte")
     func dumpLoad() throws {
-        try withTemporaryDirectory { dir in
-            let path = dir + "/store"
-            try makeSampleStore(path)
+        try withSampleStore { dir, path in
             let dump = try hoard("dump", path)
             #expect(dump.status == 0, "\(dump.stderr)")
             let lines = try jsonLines(dump.stdout)
@@ -322,9 +316,7 @@ struct CLITests {
 
     @Test("stat beside a live writer of 100,000 records: not blocked, then agrees with the commit")
     func statDuringWrite() throws {
-        try withTemporaryDirectory { dir in
-            let path = dir + "/store"
-            try makeSampleStore(path)
+        try withSampleStore { dir, path in
             let writer = try ChildProcess(try builtExecutable("LMDBProbe"), ["open", path])
             #expect(try writer.readLine() == "open ok")
             #expect(try writer.ask("records c:Note 100000 3") == "holding")
@@ -344,9 +336,7 @@ struct CLITests {
 
     @Test("migrate renames keys without app code and leaves type changes and new properties alone")
     func migrate() throws {
-        try withTemporaryDirectory { dir in
-            let path = dir + "/store"
-            try makeSampleStore(path)
+        try withSampleStore { dir, path in
             let store = try Store(path: path, options: .init(durability: .riskStoreOnOSCrash))
             let contacts = try store.collection(Contact.self)
             let database = try store.environment.openDatabase("c:Contact")
@@ -382,9 +372,7 @@ struct CLITests {
 
     @Test("purge-expired and rm")
     func maintenance() throws {
-        try withTemporaryDirectory { dir in
-            let path = dir + "/store"
-            try makeSampleStore(path)
+        try withSampleStore { dir, path in
             let purge = try hoard("purge-expired", path)
             #expect(purge.stdout.contains("Note: purged 1 expired record"), "\(purge.stdout)")
             let removed = try hoard("rm", path, "Tag", "swift", "nothere")
@@ -422,9 +410,7 @@ struct CLITests {
 
     @Test("a damaged registry entry is a clear error, for the library and the CLI")
     func damagedRegistry() throws {
-        try withTemporaryDirectory { dir in
-            let path = dir + "/store"
-            try makeSampleStore(path)
+        try withSampleStore { dir, path in
             do {
                 let environment = try Environment(path: path)
                 let meta = try environment.openDatabase("hoard.meta")
@@ -456,9 +442,7 @@ struct CLITests {
 
     @Test("a store with damaged B-tree pages is reported as damaged; the CLI itself never crashes")
     func structuralDamage() throws {
-        try withTemporaryDirectory { dir in
-            let path = dir + "/store"
-            try makeSampleStore(path)
+        try withSampleStore { dir, path in
             let original = try readFile(path + "/data.mdb")
             // A fixed seed: which pages make LMDB fault depends on the bytes written over them, and
             // this one is known to hit some (HOARD_TEST_SEED explores others).

@@ -22,7 +22,7 @@ struct Dump: ParsableCommand {
 
     func run() throws {
         let opened = try openStore(store.path)
-        let handles = try collection.map { [try openCollection($0, in: opened)] } ?? openCollections(in: opened)
+        let handles = try openCollections(collection, in: opened)
         say(DumpLine.header.text)
         try opened.read { txn in
             for handle in handles {

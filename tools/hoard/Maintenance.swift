@@ -23,7 +23,7 @@ struct PurgeExpired: ParsableCommand {
 
     func run() throws {
         let opened = try openStore(store.path, writable: true)
-        let handles = try collection.map { [try openCollection($0, in: opened)] } ?? openCollections(in: opened)
+        let handles = try openCollections(collection, in: opened)
         let now = Store.systemClock()
         var purged: [(String, Int)] = []
         for handle in handles {

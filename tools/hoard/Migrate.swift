@@ -35,7 +35,7 @@ struct Migrate: ParsableCommand {
 
     func run() throws {
         let opened = try openStore(store.path, writable: !dryRun)
-        let handles = try collection.map { [try openCollection($0, in: opened)] } ?? openCollections(in: opened)
+        let handles = try openCollections(collection, in: opened)
         var outcomes: [Outcome] = []
         for handle in handles { outcomes.append(try migrate(handle, in: opened)) }
         if store.json {

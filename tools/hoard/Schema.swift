@@ -18,7 +18,7 @@ struct Schema: ParsableCommand {
 
     func run() throws {
         let opened = try openStore(store.path)
-        let handles = try collection.map { [try openCollection($0, in: opened)] } ?? openCollections(in: opened)
+        let handles = try openCollections(collection, in: opened)
         if store.json {
             say(JSON.array(handles.map(\.shape.schemaJSON)).text)
             return

@@ -133,8 +133,10 @@ struct CollectionHandle {
     func key(_ text: String) throws -> [UInt8] { try shape.key(text) }
 }
 
-func openCollections(in store: Store) throws -> [CollectionHandle] {
-    try store.collectionNames().map { try openCollection($0, in: store) }
+/// The collection `name`, or every collection when `name` is `nil` (commands with an optional COLLECTION).
+func openCollections(_ name: String? = nil, in store: Store) throws -> [CollectionHandle] {
+    if let name { return [try openCollection(name, in: store)] }
+    return try store.collectionNames().map { try openCollection($0, in: store) }
 }
 
 /// The collection `name`; an unknown name is a usage error listing the ones there are.

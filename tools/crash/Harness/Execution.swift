@@ -84,3 +84,10 @@ public func execute(_ operation: Operation, index: Int, store: Store, mode: Work
         try a.purgeExpired()
     }
 }
+
+/// The value after `--name` on this process's command line (the workload's and the soak's options).
+public func commandLineValue(_ name: String) -> String? {
+    let arguments = CommandLine.arguments
+    guard let index = arguments.firstIndex(of: "--\(name)"), index + 1 < arguments.count else { return nil }
+    return arguments[index + 1]
+}

@@ -12,15 +12,9 @@ import Glibc
 import Darwin
 #endif
 
-func value(_ name: String) -> String? {
-    let arguments = CommandLine.arguments
-    guard let index = arguments.firstIndex(of: "--\(name)"), index + 1 < arguments.count else { return nil }
-    return arguments[index + 1]
-}
-
-let kills = value("kills").flatMap(Int.init) ?? 5_000
-let seed = value("seed").flatMap(UInt64.init) ?? UInt64(time(nil))
-let modes: [Environment.Durability] = value("durability") == "nosync" ? [.riskStoreOnOSCrash] : value("durability") == "durable" ? [.durable] : [.durable, .riskStoreOnOSCrash]
+let kills = commandLineValue("kills").flatMap(Int.init) ?? 5_000
+let seed = commandLineValue("seed").flatMap(UInt64.init) ?? UInt64(time(nil))
+let modes: [Environment.Durability] = commandLineValue("durability") == "nosync" ? [.riskStoreOnOSCrash] : commandLineValue("durability") == "durable" ? [.durable] : [.durable, .riskStoreOnOSCrash]
 var failed = false
 for (offset, durability) in modes.enumerated() {
     let directory = try makeTemporaryDirectory()

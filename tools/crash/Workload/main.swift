@@ -23,19 +23,13 @@ import Glibc
 import Darwin
 #endif
 
-func value(_ name: String) -> String? {
-    let arguments = CommandLine.arguments
-    guard let index = arguments.firstIndex(of: "--\(name)"), index + 1 < arguments.count else { return nil }
-    return arguments[index + 1]
-}
-
 func emit(_ line: String, to fd: Int32 = 1) {
     let bytes = Array((line + "\n").utf8)
     _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
 }
 
 let arguments = CommandLine.arguments
-if arguments.count >= 2, let batch = value("migrate-stepwise").flatMap(Int.init) {
+if arguments.count >= 2, let batch = commandLineValue("migrate-stepwise").flatMap(Int.init) {
     do {
         let store = try openWorkloadStore(arguments[1], durability: .durable)
         let progress = try store.collection(Item.self).migrate(batchSize: batch) { progress in
@@ -49,15 +43,15 @@ if arguments.count >= 2, let batch = value("migrate-stepwise").flatMap(Int.init)
         exit(1)
     }
 }
-guard arguments.count >= 2, let seed = value("seed").flatMap(UInt64.init), let start = value("start").flatMap(Int.init),
-      let mode = WorkloadMode(rawValue: value("mode") ?? "correct") else {
+guard arguments.count >= 2, let seed = commandLineValue("seed").flatMap(UInt64.init), let start = commandLineValue("start").flatMap(Int.init),
+      let mode = WorkloadMode(rawValue: commandLineValue("mode") ?? "correct") else {
     emit("usage: CrashWorkload PATH --seed S --start N [--count C] [--durability durable|nosync] [--mode correct|split|early-ack]", to: 2)
     exit(2)
 }
-let count = value("count").flatMap(Int.init) ?? .max
-let durability: Environment.Durability = value("durability") == "nosync" ? .riskStoreOnOSCrash : .durable
+let count = commandLineValue("count").flatMap(Int.init) ?? .max
+let durability: Environment.Durability = commandLineValue("durability") == "nosync" ? .riskStoreOnOSCrash : .durable
 
-if let limit = value("grow-limit").flatMap(Int.init) {
+if let limit = commandLineValue("grow-limit").flatMap(Int.init) {
     var info = stat()
     let size = stat(arguments[1] + "/data.mdb", &info) == 0 ? Int(info.st_size) : 0
     var cap = rlimit(rlim_cur: rlim_t(size + limit), rlim_max: rlim_t(size + limit))
