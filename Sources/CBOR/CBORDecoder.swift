@@ -89,9 +89,9 @@ final class DecoderState: Decoder, @unchecked Sendable {
     @exclusivity(unchecked) var offset = 0
     @exclusivity(unchecked) var path: [any CodingKey] = []
     /// The entries of every map indexed during this decode call (see `indexMap`).
-    @exclusivity(unchecked) var entries: [MapEntry] = []
+    @exclusivity(unchecked) var entries = RawStack<MapEntry>(capacity: 64)
     /// Per indexed map, the entry to try first on the next lookup.
-    @exclusivity(unchecked) var guesses: [Int] = []
+    @exclusivity(unchecked) var guesses = RawStack<Int>()
     /// Text keys that arrived as indefinite-length strings, by entry number.
     var chunkedKeys: [Int: String] = [:]
     /// Counts decode calls, so that a container kept past its call is recognized.
@@ -122,8 +122,8 @@ final class DecoderState: Decoder, @unchecked Sendable {
         state.topLevelEnd = nil
         if !state.path.isEmpty { state.path.removeAll(keepingCapacity: true) }
         // Keep the entry lists for the next call unless one large value made them big.
-        state.entries.removeAll(keepingCapacity: state.entries.capacity <= 4096)
-        state.guesses.removeAll(keepingCapacity: state.guesses.capacity <= 1024)
+        state.entries.removeAll(keepingUpTo: 4096)
+        state.guesses.removeAll(keepingUpTo: 1024)
         if !state.chunkedKeys.isEmpty { state.chunkedKeys = [:] }
         state.userInfoStorage = .empty
         state.reader = Reader(UnsafeRawBufferPointer(start: nil, count: 0), maxDepth: 0)
@@ -406,35 +406,65 @@ extension DecoderState {
             count = try reader.checkLength(head.argument, units: 2, from: position)
         }
         let base = entries.count
-        entries.reserveCapacity(base + count)
+        // Bit L is set once a text key of L bytes (L < 64) is seen: only keys of equal length can
+        // be equal, so most keys of a model are checked for duplicates with one bit test.
+        var lengthsSeen: UInt64 = 0
+        var needsFullCheck = false
         for _ in 0..<count {
-            let keyHead = try reader.head(at: position)
-            let valueOffset: Int
-            switch keyHead.major {
-            case 3 where !keyHead.isIndefinite:
-                let length = try reader.checkLength(keyHead.argument, from: keyHead.contentOffset)
-                valueOffset = keyHead.contentOffset + length
-                entries.append(MapEntry(keyOffset: keyHead.contentOffset, keyLength: length, intKey: 0, valueOffset: valueOffset))
-            case 3:
-                // A chunked key (rare): joined once and compared as text.
-                chunkedKeys[entries.count] = try reader.string(keyHead, at: position)
-                valueOffset = try reader.skip(at: position, depth: depth)
-                entries.append(MapEntry(keyOffset: -1, keyLength: 0, intKey: 0, valueOffset: valueOffset))
-            case 0, 1:
-                let value = try decodeInteger(Int64.self, at: position)
-                valueOffset = keyHead.contentOffset
-                entries.append(MapEntry(keyOffset: 0, keyLength: -1, intKey: value, valueOffset: valueOffset))
-            default:
-                throw withPath(CBORDecodingError(.unsupportedKey, at: position))
+            let initial = try reader.byte(at: position)
+            let keyOffset: Int, keyLength: Int
+            if initial >= 0x60 && initial <= 0x77 {
+                // The common key: a text string shorter than 24 bytes, its length in the head.
+                keyOffset = position + 1
+                keyLength = try reader.checkLength(UInt64(initial & 0x1F), from: keyOffset)
+                entries.append(MapEntry(keyOffset: keyOffset, keyLength: keyLength, intKey: 0, valueOffset: keyOffset + keyLength))
+            } else {
+                let keyHead = try reader.head(at: position)
+                switch keyHead.major {
+                case 3 where !keyHead.isIndefinite:
+                    keyOffset = keyHead.contentOffset
+                    keyLength = try reader.checkLength(keyHead.argument, from: keyOffset)
+                    entries.append(MapEntry(keyOffset: keyOffset, keyLength: keyLength, intKey: 0, valueOffset: keyOffset + keyLength))
+                case 3:
+                    // A chunked key (rare): joined once and compared as text.
+                    chunkedKeys[entries.count] = try reader.string(keyHead, at: position)
+                    entries.append(MapEntry(keyOffset: -1, keyLength: 0, intKey: 0, valueOffset: try reader.skip(at: position, depth: depth)))
+                    (keyOffset, keyLength) = (-1, 0)
+                    needsFullCheck = true
+                case 0, 1:
+                    let value = try decodeInteger(Int64.self, at: position)
+                    entries.append(MapEntry(keyOffset: 0, keyLength: -1, intKey: value, valueOffset: keyHead.contentOffset))
+                    (keyOffset, keyLength) = (-1, -1)
+                    needsFullCheck = true
+                default:
+                    throw withPath(CBORDecodingError(.unsupportedKey, at: position))
+                }
             }
-            position = try reader.skipQuickly(at: valueOffset, depth: depth)
+            if keyOffset >= 0 && !needsFullCheck {
+                if keyLength >= 64 {
+                    needsFullCheck = true
+                } else if lengthsSeen & (1 << keyLength) == 0 {
+                    lengthsSeen |= 1 << keyLength
+                } else if let earlier = sameTextKey(keyOffset, keyLength, in: base..<entries.count - 1) {
+                    throw withPath(CBORDecodingError(.duplicateKey(keyText(earlier)), at: offset))
+                }
+            }
+            position = try reader.skipQuickly(at: entries[entries.count - 1].valueOffset, depth: depth)
         }
         if head.isIndefinite { position += 1 }  // the break
         if offset == 0 { topLevelEnd = position }
         guesses.append(base)
         let map = MapReference(base: base, count: count, number: guesses.count - 1, generation: generation)
-        try checkDuplicates(map, mapOffset: offset)
+        if needsFullCheck { try checkDuplicates(map, mapOffset: offset) }
         return map
+    }
+
+    /// The entry in `range` whose definite text key has the bytes at `keyOffset`, if any.
+    private func sameTextKey(_ keyOffset: Int, _ keyLength: Int, in range: Range<Int>) -> Int? {
+        for i in range where entries[i].keyLength == keyLength && entries[i].keyOffset >= 0 {
+            if keyLength == 0 || memcmp(reader.base! + entries[i].keyOffset, reader.base! + keyOffset, keyLength) == 0 { return i }
+        }
+        return nil
     }
 
     func keyText(_ i: Int) -> String {
@@ -444,24 +474,26 @@ extension DecoderState {
         return String(decoding: reader.bytes(from: entry.keyOffset, count: entry.keyLength), as: UTF8.self)
     }
 
+    /// The general duplicate check, for maps with integer, chunked or long keys.
     private func checkDuplicates(_ map: MapReference, mapOffset: Int) throws {
         guard map.count > 1 else { return }
         let range = map.base..<map.base + map.count
         var duplicate: Int?
         if map.count <= 24 {
-            entries.withUnsafeBufferPointer { entries in
+            do {
+                let entries = self.entries.base  // indices below are within `range`
                 outer: for i in range.dropFirst() {
                     let x = entries[i]
                     for j in map.base..<i {
                         let y = entries[j]
-                        guard x.keyLength == y.keyLength else { continue }
                         let same: Bool
-                        if x.keyLength == -1 {
-                            same = x.intKey == y.intKey
+                        if x.keyLength == -1 || y.keyLength == -1 {
+                            same = x.keyLength == y.keyLength && x.intKey == y.intKey
                         } else if x.keyOffset == -1 || y.keyOffset == -1 {
-                            same = x.keyOffset == y.keyOffset && chunkedKeys[i] == chunkedKeys[j]
+                            same = keyText(i) == keyText(j)  // a chunked key equals its plain form
                         } else {
-                            same = x.keyLength == 0 || memcmp(reader.base! + x.keyOffset, reader.base! + y.keyOffset, x.keyLength) == 0
+                            same = x.keyLength == y.keyLength
+                                && (x.keyLength == 0 || memcmp(reader.base! + x.keyOffset, reader.base! + y.keyOffset, x.keyLength) == 0)
                         }
                         if same {
                             duplicate = i
@@ -489,31 +521,37 @@ extension DecoderState {
         }
         guard map.count > 0 else { return nil }
         var name = key.stringValue
-        return name.withUTF8 { utf8 -> Int? in
-            guesses.withUnsafeMutableBufferPointer { guesses -> Int? in
-                entries.withUnsafeBufferPointer { entries -> Int? in
-                    let end = map.base + map.count
-                    var i = guesses[map.number]
-                    if i >= end { i = map.base }
-                    for _ in 0..<map.count {
-                        let entry = entries[i]
-                        if entry.keyLength == utf8.count {
-                            if entry.keyOffset >= 0 && (utf8.count == 0 || memcmp(reader.base! + entry.keyOffset, utf8.baseAddress!, utf8.count) == 0) {
-                                guesses[map.number] = i + 1
-                                return i
-                            }
-                        } else if entry.keyLength == -1 {
-                            if let int = key.intValue, Int64(int) == entry.intKey { return i }
-                            if String(entry.intKey) == key.stringValue { return i }
-                        } else if entry.keyOffset == -1, chunkedKeys[i] == key.stringValue {
-                            return i
-                        }
-                        i = i + 1 == end ? map.base : i + 1
-                    }
-                    return nil
+        let end = map.base + map.count
+        var i = guesses[map.number]
+        if i >= end { i = map.base }
+        let found = name.withUTF8 { utf8 -> Int? in
+            // Definite text keys, starting where the last lookup left off: models read their
+            // properties in the order they wrote them, so this is usually the first entry tried.
+            for _ in 0..<map.count {
+                let entry = entries[i]
+                if entry.keyLength == utf8.count && entry.keyOffset >= 0
+                    && (utf8.count == 0 || memcmp(reader.base! + entry.keyOffset, utf8.baseAddress!, utf8.count) == 0) {
+                    return i
                 }
+                i = i + 1 == end ? map.base : i + 1
+            }
+            return nil
+        }
+        if let found {
+            guesses[map.number] = found + 1
+            return found
+        }
+        // Integer and chunked keys.
+        for i in map.base..<end {
+            let entry = entries[i]
+            if entry.keyLength == -1 {
+                if let int = key.intValue, Int64(int) == entry.intKey { return i }
+                if String(entry.intKey) == name { return i }
+            } else if entry.keyOffset == -1, chunkedKeys[i] == name {
+                return i
             }
         }
+        return nil
     }
 }
 

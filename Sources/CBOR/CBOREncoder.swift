@@ -80,8 +80,16 @@ struct Frame {
     let headerOffset: Int
     /// Entries (map pairs or array items) written so far.
     var count = 0
-    /// For maps: where this frame's key offsets start in `EncoderState.keyOffsets`.
-    let keyOffsetsBase: Int
+    /// For maps: where this frame's keys start in `EncoderState.keys`.
+    let keysBase: Int
+}
+
+/// Where one encoded map key lies in the writer's bytes (head included).
+struct KeySpan {
+    var start: Int
+    var length: Int
+    /// Where the key's entry (key and value) ends; set only while a map is being sorted.
+    var entryEnd = 0
 }
 
 /// The mutable state of one `encode` call; it is also the `Encoder` handed to values.
@@ -92,9 +100,12 @@ struct Frame {
 final class EncoderState: Encoder, @unchecked Sendable {
     // @unchecked: a state serves one encode call at a time; the pool hands each out exclusively.
     let writer = Writer()
-    @exclusivity(unchecked) var stack: [Frame] = []
-    /// For every open map, where each of its keys starts (a key is a text string: its head says where it ends).
-    @exclusivity(unchecked) var keyOffsets: [Int] = []
+    @exclusivity(unchecked) var stack = RawStack<Frame>()
+    /// For every open map, where each of its encoded keys starts and ends (an entry runs from its
+    /// key's start to the next entry's).
+    @exclusivity(unchecked) var keys = RawStack<KeySpan>(capacity: 32)
+    /// Where a deterministic map's entries are put in order before they are copied back.
+    let scratch = Writer()
     @exclusivity(unchecked) var nextID = 0
     @exclusivity(unchecked) var path: [any CodingKey] = []
     /// The container made by the value now being encoded, so that asking twice gives the same one.
@@ -118,10 +129,10 @@ final class EncoderState: Encoder, @unchecked Sendable {
 
     static func recycle(_ state: EncoderState) {
         // A state that grew for a large value is not kept: its buffer would stay allocated.
-        guard state.writer.capacity <= 1 << 16 else { return }
+        guard state.writer.capacity <= 1 << 16, state.scratch.capacity <= 1 << 16 else { return }
         // After a successful encode these are empty already; after a failure they may not be.
-        if !state.stack.isEmpty { state.stack.removeAll(keepingCapacity: true) }
-        if !state.keyOffsets.isEmpty { state.keyOffsets.removeAll(keepingCapacity: true) }
+        state.stack.removeAll(keepingUpTo: 64)
+        state.keys.removeAll(keepingUpTo: 1024)
         if !state.path.isEmpty { state.path.removeAll(keepingCapacity: true) }
         state.valueContainer = nil
         state.failure = nil
@@ -147,11 +158,11 @@ final class EncoderState: Encoder, @unchecked Sendable {
     /// Opens a container at the current position. The value's own container (`reuse`) is opened
     /// once: asking the encoder again, as class hierarchies do, returns the same one.
     func openContainer(isMap: Bool, reuse: Bool) -> Int {
-        if reuse, let existing = valueContainer, let frame = stack.last(where: { $0.id == existing }), frame.isMap == isMap {
+        if reuse, let existing = valueContainer, let open = frame(existing), open.isMap == isMap {
             return existing
         }
         nextID += 1
-        stack.append(Frame(id: nextID, isMap: isMap, headerOffset: writer.count, keyOffsetsBase: keyOffsets.count))
+        stack.append(Frame(id: nextID, isMap: isMap, headerOffset: writer.count, keysBase: keys.count))
         writer.append(isMap ? 0xA0 : 0x80)  // placeholder: the count is patched when the container closes
         if reuse { valueContainer = nextID }
         return nextID
@@ -169,11 +180,21 @@ final class EncoderState: Encoder, @unchecked Sendable {
         SingleValueEncoding(state: self, codingPath: path)
     }
 
+    /// The open container `id`, if it is open.
+    func frame(_ id: Int) -> Frame? {
+        var i = stack.count - 1
+        while i >= 0 {
+            if stack[i].id == id { return stack[i] }
+            i -= 1
+        }
+        return nil
+    }
+
     /// Makes container `id` the innermost open one, closing the containers opened inside it.
     @inline(__always)
     func enter(_ id: Int) throws {
-        if stack.last?.id == id { return }
-        guard stack.contains(where: { $0.id == id }) else {
+        if stack.count > 0 && stack[stack.count - 1].id == id { return }
+        guard frame(id) != nil else {
             throw EncodingError.invalidValue(
                 id, .init(codingPath: path, debugDescription: "CBOR: a container was written to after its parent had moved on; use containers in nested order")
             )
@@ -184,7 +205,7 @@ final class EncoderState: Encoder, @unchecked Sendable {
     /// Closes the innermost container: sorts (deterministic) and checks its keys, writes its count.
     func close() throws {
         let frame = stack.removeLast()
-        defer { keyOffsets.removeLast(keyOffsets.count - frame.keyOffsetsBase) }
+        defer { keys.truncate(to: frame.keysBase) }
         if frame.isMap && frame.count > 1 {
             try finishMap(frame)
         }
@@ -197,62 +218,78 @@ final class EncoderState: Encoder, @unchecked Sendable {
     }
 
     /// Refuses duplicate keys and, in deterministic mode, orders the entries by key bytes.
+    ///
+    /// Maps of models are small, so small maps get an insertion sort over their key spans (no
+    /// allocation; it finds duplicates as equal neighbours) and, only when the keys were not in
+    /// order already, one copy of the entries through `scratch`.
     private func finishMap(_ frame: Frame) throws {
         let n = frame.count
-        let base = frame.keyOffsetsBase
         let end = writer.count
-        var sorted: [UInt8]?
-        var duplicate: Int?
-        writer.withBytes { raw in
-            keyOffsets.withUnsafeBufferPointer { offsets in
-                withUnsafeTemporaryAllocation(of: (start: Int, length: Int).self, capacity: n) { keys in
-                    let bytes = raw.baseAddress!
-                    // Where each encoded key (head and text) lies. The encoder wrote these heads
-                    // itself, so they are well-formed and in bounds.
-                    let reader = Reader(raw, maxDepth: 1)
-                    for i in 0..<n {
-                        let start = offsets[base + i]
-                        let head = (try? reader.head(at: start)) ?? Head(major: 3, info: 0, argument: 0, contentOffset: start + 1)
-                        keys[i] = (start, head.contentOffset - start + Int(head.argument))
-                    }
-                    /// Key order: bytewise over the encoded keys, a shorter key before its extensions.
-                    func compare(_ a: Int, _ b: Int) -> Int32 {
-                        let x = keys[a], y = keys[b]
-                        let c = memcmp(bytes + x.start, bytes + y.start, min(x.length, y.length))
-                        return c != 0 ? c : Int32(x.length - y.length).signum()
-                    }
-                    if !deterministic && n <= 16 {
-                        // Few keys: compare each pair of equal length, no allocation.
-                        outer: for i in 1..<n {
-                            for j in 0..<i where keys[i].length == keys[j].length && compare(i, j) == 0 {
-                                duplicate = i
-                                break outer
-                            }
-                        }
-                        return
-                    }
-                    let order = (0..<n).sorted { compare($0, $1) < 0 }
-                    duplicate = (1..<n).first { compare(order[$0 - 1], order[$0]) == 0 }.map { order[$0] }
-                    guard deterministic, duplicate == nil else { return }
-                    var entries: [UInt8] = []
-                    entries.reserveCapacity(end - offsets[base])
-                    for i in order {
-                        let start = offsets[base + i]
-                        let stop = i + 1 < n ? offsets[base + i + 1] : end
-                        entries.append(contentsOf: UnsafeRawBufferPointer(start: bytes + start, count: stop - start))
-                    }
-                    sorted = entries
-                }
+        let duplicate: KeySpan? = {
+            var spans = keys.buffer(frame.keysBase..<frame.keysBase + n)
+            let bytes = UnsafeRawPointer(writer.base)
+            /// Key order: bytewise over the encoded keys, a shorter key before its extensions.
+            @inline(__always)
+            func order(_ x: KeySpan, _ y: KeySpan) -> Int32 {
+                let c = memcmp(bytes + x.start, bytes + y.start, min(x.length, y.length))
+                return c != 0 ? c : Int32(x.length - y.length).signum()
             }
-        }
+            if !deterministic {
+                // Only keys of equal length can be equal: most pairs cost one comparison.
+                if n <= 16 {
+                    for i in 1..<n {
+                        for j in 0..<i where spans[i].length == spans[j].length && order(spans[i], spans[j]) == 0 {
+                            return spans[i]
+                        }
+                    }
+                    return nil
+                }
+                var seen = Set<[UInt8]>()
+                for span in spans where !seen.insert(Array(UnsafeRawBufferPointer(start: bytes + span.start, count: span.length))).inserted {
+                    return span
+                }
+                return nil
+            }
+            // Each span remembers where its entry ends before the spans are reordered.
+            for i in 0..<n {
+                spans[i].entryEnd = i + 1 < n ? spans[i + 1].start : end
+            }
+            let first = spans[0].start
+            var moved = false
+            if n <= 32 {
+                for i in 1..<n {
+                    let span = spans[i]
+                    var j = i
+                    while j > 0 {
+                        let c = order(spans[j - 1], span)
+                        if c == 0 { return span }
+                        if c < 0 { break }
+                        spans[j] = spans[j - 1]
+                        j -= 1
+                    }
+                    if j != i {
+                        spans[j] = span
+                        moved = true
+                    }
+                }
+            } else {
+                spans.sort { order($0, $1) < 0 }
+                for i in 1..<n where order(spans[i - 1], spans[i]) == 0 { return spans[i] }
+                moved = true
+            }
+            guard moved else { return nil }
+            scratch.reset()
+            for span in spans {
+                scratch.append(UnsafeRawBufferPointer(start: bytes + span.start, count: span.entryEnd - span.start))
+            }
+            (writer.base + first).update(from: scratch.base, count: scratch.count)
+            return nil
+        }()
         if let duplicate {
-            let start = keyOffsets[base + duplicate]
-            let stop = duplicate + 1 < n ? keyOffsets[base + duplicate + 1] : end
-            let name = describeKey(writer.withBytes { Array($0[start..<stop]) })
+            let name = writer.withBytes { raw in
+                describeKey(Array(raw[duplicate.start..<duplicate.start + duplicate.length]))
+            }
             throw EncodingError.invalidValue(name, .init(codingPath: path, debugDescription: "CBOR: the map would hold the key \(name) twice"))
-        }
-        if let sorted {
-            writer.overwrite(at: keyOffsets[base], with: sorted)
         }
     }
 
@@ -270,16 +307,17 @@ final class EncoderState: Encoder, @unchecked Sendable {
     @inline(__always)
     func beginEntry<K: CodingKey>(_ id: Int, key: K) throws {
         try enter(id)
-        stack[stack.count - 1].count += 1
-        keyOffsets.append(writer.count)
+        stack.base[stack.count - 1].count += 1  // enter made `id` the last frame
+        let start = writer.count
         writer.text(key.stringValue)
+        keys.append(KeySpan(start: start, length: writer.count - start))
     }
 
     /// Starts an item of array `id`.
     @inline(__always)
     func beginItem(_ id: Int) throws {
         try enter(id)
-        stack[stack.count - 1].count += 1
+        stack.base[stack.count - 1].count += 1  // enter made `id` the last frame
     }
 
     // MARK: Values
@@ -418,7 +456,7 @@ struct UnkeyedEncoding: UnkeyedEncodingContainer {
     let state: EncoderState
     let id: Int
     let codingPath: [any CodingKey]
-    var count: Int { state.stack.last(where: { $0.id == id })?.count ?? 0 }
+    var count: Int { state.frame(id)?.count ?? 0 }
 
     @inline(__always)
     private func begin() throws { try state.beginItem(id) }

@@ -77,11 +77,6 @@ final class Writer {
         count += length
     }
 
-    /// Overwrites the bytes from `offset` on with `bytes` (which must fit in what is written).
-    func overwrite(at offset: Int, with bytes: [UInt8]) {
-        bytes.withUnsafeBufferPointer { (base + offset).update(from: $0.baseAddress!, count: $0.count) }
-    }
-
     // MARK: Items
 
     /// The length of the head for `argument`.

@@ -73,6 +73,8 @@ remoteDecoder.userInfo[.keySet] = KeySetID.remote("v1")
 let cborLocalEncoder = CBOREncoder(userInfo: [.keySet: KeySetID.currentLocal])
 let cborLocalDecoder = CBORDecoder(userInfo: [.keySet: KeySetID.currentLocal])
 let variableCBOR = try variableUsers.map { try cborLocalEncoder.encode($0) }
+// The store's own configuration: deterministic maps, the current local key set.
+let cborStoreEncoder = CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.currentLocal])
 let workloads: [String: () throws -> Void] = [
     "json-roundtrip": { _ = try jsonRoundTrip() },
     "cbor-roundtrip": { _ = try cborRoundTrip() },
@@ -83,6 +85,8 @@ let workloads: [String: () throws -> Void] = [
     "json-variable-decode-call": { for data in json { sink &+= try jsonDecoder.decode(Member.self, from: data, keySet: .remote("v1")).age } },
     "json-variable-encode-call": { for user in variableUsers { sink &+= try jsonEncoder.encode(user, keySet: .remote("v1")).count } },
     "cbor-plain-decode": { for bytes in cbor { sink &+= try cborDecoder.decode(User.self, from: bytes).age } },
+    "cbor-store-encode": { for user in variableUsers { sink &+= try cborStoreEncoder.encode(user).count } },
+    "cbor-plain-encode": { for user in users { sink &+= try cborEncoder.encode(user).count } },
     "cbor-variable-decode": { for bytes in variableCBOR { sink &+= try cborLocalDecoder.decode(Member.self, from: bytes).age } },
 ]
 if let index = CommandLine.arguments.firstIndex(of: "--only"), index + 1 < CommandLine.arguments.count {
