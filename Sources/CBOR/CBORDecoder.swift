@@ -85,7 +85,7 @@ public struct CBORDecoder: Sendable {
 /// mutable properties opt out of dynamic exclusivity checks.
 final class DecoderState: Decoder, @unchecked Sendable {
     // @unchecked: a state serves one decode call at a time; the pool hands each out exclusively.
-    var reader: Reader
+    @exclusivity(unchecked) var reader: Reader
     @exclusivity(unchecked) var offset = 0
     @exclusivity(unchecked) var path: [any CodingKey] = []
     /// The entries of every map indexed during this decode call (see `indexMap`).
@@ -93,12 +93,12 @@ final class DecoderState: Decoder, @unchecked Sendable {
     /// Per indexed map, the entry to try first on the next lookup.
     @exclusivity(unchecked) var guesses = RawStack<Int>()
     /// Text keys that arrived as indefinite-length strings, by entry number.
-    var chunkedKeys: [Int: String] = [:]
+    @exclusivity(unchecked) var chunkedKeys: [Int: String] = [:]
     /// Counts decode calls, so that a container kept past its call is recognized.
-    var generation = 0
+    @exclusivity(unchecked) var generation = 0
     /// Where the top-level item ends, once a container has indexed it whole.
-    var topLevelEnd: Int?
-    var userInfoStorage: UserInfoBox
+    @exclusivity(unchecked) var topLevelEnd: Int?
+    @exclusivity(unchecked) var userInfoStorage: UserInfoBox
 
     init(reader: Reader, userInfo: UserInfoBox) {
         self.reader = reader
@@ -449,7 +449,8 @@ extension DecoderState {
                     throw withPath(CBORDecodingError(.duplicateKey(keyText(earlier)), at: offset))
                 }
             }
-            position = try reader.skipQuickly(at: entries[entries.count - 1].valueOffset, depth: depth)
+            let valueOffset = entries.base[entries.count - 1].valueOffset
+            position = try nextAfterFlatValue(at: valueOffset) ?? reader.skipQuickly(at: valueOffset, depth: depth)
         }
         if head.isIndefinite { position += 1 }  // the break
         if offset == 0 { topLevelEnd = position }
@@ -457,6 +458,25 @@ extension DecoderState {
         let map = MapReference(base: base, count: count, number: guesses.count - 1, generation: generation)
         if needsFullCheck { try checkDuplicates(map, mapOffset: offset) }
         return map
+    }
+
+    /// Where the item at `offset` ends when its first byte tells (an integer, a short text, a simple
+    /// value) and it fits in the input; `nil` sends the caller to the general skip.
+    @inline(__always)
+    private func nextAfterFlatValue(at offset: Int) -> Int? {
+        guard offset < reader.count, let base = reader.base else { return nil }
+        let initial = base.load(fromByteOffset: offset, as: UInt8.self)
+        let end: Int
+        switch initial {
+        case 0x00...0x17, 0x20...0x37, 0xF4...0xF7: end = offset + 1
+        case 0x18, 0x38: end = offset + 2
+        case 0x19, 0x39: end = offset + 3
+        case 0x1A, 0x3A: end = offset + 5
+        case 0x1B, 0x3B: end = offset + 9
+        case 0x60...0x77: end = offset + 1 + Int(initial & 0x1F)
+        default: return nil
+        }
+        return end <= reader.count ? end : nil
     }
 
     /// The entry in `range` whose definite text key has the bytes at `keyOffset`, if any.
@@ -514,6 +534,22 @@ extension DecoderState {
         }
     }
 
+    /// The index in `list` of the definite text key `utf8`, trying `start` first and going round:
+    /// models read their properties in the order they wrote them, so the first try usually hits.
+    @inline(__always)
+    private static func search(_ list: UnsafeMutableBufferPointer<MapEntry>, from start: Int, for utf8: UnsafeBufferPointer<UInt8>, in reader: Reader) -> Int? {
+        var i = start
+        for _ in 0..<list.count {
+            let entry = list[i]
+            if entry.keyLength == utf8.count && entry.keyOffset >= 0
+                && (utf8.count == 0 || memcmp(reader.base! + entry.keyOffset, utf8.baseAddress!, utf8.count) == 0) {
+                return i
+            }
+            i = i + 1 == list.count ? 0 : i + 1
+        }
+        return nil
+    }
+
     /// The entry number of `key` in `map`, or `nil`; starts at the entry after the last one found.
     func find(_ key: some CodingKey, in map: MapReference) throws -> Int? {
         guard map.generation == generation else {
@@ -522,24 +558,13 @@ extension DecoderState {
         guard map.count > 0 else { return nil }
         var name = key.stringValue
         let end = map.base + map.count
-        var i = guesses[map.number]
-        if i >= end { i = map.base }
-        let found = name.withUTF8 { utf8 -> Int? in
-            // Definite text keys, starting where the last lookup left off: models read their
-            // properties in the order they wrote them, so this is usually the first entry tried.
-            for _ in 0..<map.count {
-                let entry = entries[i]
-                if entry.keyLength == utf8.count && entry.keyOffset >= 0
-                    && (utf8.count == 0 || memcmp(reader.base! + entry.keyOffset, utf8.baseAddress!, utf8.count) == 0) {
-                    return i
-                }
-                i = i + 1 == end ? map.base : i + 1
-            }
-            return nil
-        }
+        let list = entries.buffer(map.base..<end)  // one bounds check for the whole search
+        var start = guesses[map.number] - map.base
+        if start >= map.count { start = 0 }  // the last lookup found the last entry
+        let found = name.withUTF8 { Self.search(list, from: start, for: $0, in: reader) }
         if let found {
-            guesses[map.number] = found + 1
-            return found
+            guesses[map.number] = map.base + found + 1
+            return map.base + found
         }
         // Integer and chunked keys.
         for i in map.base..<end {

@@ -51,9 +51,11 @@ public struct CBOREncoder: Sendable {
     /// - Throws: `EncodingError.invalidValue` for a map with a duplicate key or a misused container,
     ///   or what the value's own `encode(to:)` throws.
     public func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
-        var bytes: [UInt8] = []
-        try encode(value, appendingTo: &bytes)
-        return bytes
+        try withState(prefix: nil) { state in
+            try state.encodeValue(value)
+            if state.failed, let failure = state.failure { throw failure }
+            return state.finish()
+        }
     }
 
     /// Encodes `value` after the bytes already in `buffer` (for example, after a record header).
@@ -61,12 +63,18 @@ public struct CBOREncoder: Sendable {
     /// The bytes already in `buffer` are copied into the encoder and back: use it for a short
     /// prefix, not to collect many values in one growing buffer (that would be quadratic).
     public func encode<T: Encodable>(_ value: T, appendingTo buffer: inout [UInt8]) throws {
+        buffer = try withState(prefix: buffer) { state in
+            try state.encodeValue(value)
+            if state.failed, let failure = state.failure { throw failure }
+            return state.finish()
+        }
+    }
+
+    private func withState<R>(prefix: [UInt8]?, _ body: (EncoderState) throws -> R) throws -> R {
         let state = EncoderState.take()
         defer { EncoderState.recycle(state) }
-        state.begin(deterministic: deterministic, userInfo: userInfoBox, buffer: &buffer)
-        defer { buffer = state.finish() }
-        try state.encodeValue(value)
-        if let failure = state.failure { throw failure }
+        state.begin(deterministic: deterministic, userInfo: userInfoBox, prefix: prefix)
+        return try body(state)
     }
 }
 
@@ -111,9 +119,13 @@ final class EncoderState: Encoder, @unchecked Sendable {
     /// The container made by the value now being encoded, so that asking twice gives the same one.
     @exclusivity(unchecked) var valueContainer: Int?
     /// An error found where Codable gives no way to throw (nestedContainer, superEncoder).
-    var failure: EncodingError?
-    var deterministic = false
-    var userInfoStorage = UserInfoBox.empty
+    var failure: EncodingError? {
+        didSet { failed = failure != nil }
+    }
+    /// Whether `failure` is set, readable without copying the error.
+    @exclusivity(unchecked) private(set) var failed = false
+    @exclusivity(unchecked) var deterministic = false
+    @exclusivity(unchecked) var userInfoStorage = UserInfoBox.empty
 
     // MARK: Reuse
 
@@ -135,15 +147,16 @@ final class EncoderState: Encoder, @unchecked Sendable {
         state.keys.removeAll(keepingUpTo: 1024)
         if !state.path.isEmpty { state.path.removeAll(keepingCapacity: true) }
         state.valueContainer = nil
-        state.failure = nil
+        if state.failed { state.failure = nil }
         state.userInfoStorage = .empty
         spare.withLock { if $0 == nil { $0 = state } }
     }
 
-    func begin(deterministic: Bool, userInfo: UserInfoBox, buffer: inout [UInt8]) {
+    func begin(deterministic: Bool, userInfo: UserInfoBox, prefix: [UInt8]?) {
         self.deterministic = deterministic
         self.userInfoStorage = userInfo
-        writer.reset(prefix: buffer)
+        writer.reset()
+        if let prefix { prefix.withUnsafeBytes { writer.append($0) } }
     }
 
     func finish() -> [UInt8] {
@@ -235,10 +248,19 @@ final class EncoderState: Encoder, @unchecked Sendable {
                 return c != 0 ? c : Int32(x.length - y.length).signum()
             }
             if !deterministic {
-                // Only keys of equal length can be equal: most pairs cost one comparison.
+                // Only keys of equal length can be equal: a key whose length is new (bit L of
+                // `lengths`) needs no comparison at all.
                 if n <= 16 {
-                    for i in 1..<n {
-                        for j in 0..<i where spans[i].length == spans[j].length && order(spans[i], spans[j]) == 0 {
+                    var lengths: UInt64 = 0
+                    for i in 0..<n {
+                        let length = spans[i].length
+                        if length < 64 {
+                            guard lengths & (1 << length) != 0 else {
+                                lengths |= 1 << length
+                                continue
+                            }
+                        }
+                        for j in 0..<i where spans[j].length == length && order(spans[i], spans[j]) == 0 {
                             return spans[i]
                         }
                     }

@@ -24,10 +24,9 @@ final class Writer {
 
     deinit { base.deallocate() }
 
-    /// Starts over with `prefix` as the first bytes.
-    func reset(prefix: [UInt8] = []) {
+    /// Starts over, empty.
+    func reset() {
         count = 0
-        prefix.withUnsafeBytes { append($0) }
     }
 
     /// A copy of the bytes written.
@@ -94,8 +93,30 @@ final class Writer {
     @inline(__always)
     func head(_ major: UInt8, _ argument: UInt64) {
         reserve(9)
-        writeHead(major, argument, at: count)
-        count += Self.headLength(argument)
+        let m = major << 5
+        let target = UnsafeMutableRawPointer(base + count)
+        // Each width written as one big-endian store.
+        switch argument {
+        case 0..<24:
+            target.storeBytes(of: m | UInt8(argument), as: UInt8.self)
+            count += 1
+        case 24...0xFF:
+            target.storeBytes(of: m | 24, as: UInt8.self)
+            target.storeBytes(of: UInt8(argument), toByteOffset: 1, as: UInt8.self)
+            count += 2
+        case 0x100...0xFFFF:
+            target.storeBytes(of: m | 25, as: UInt8.self)
+            target.storeBytes(of: UInt16(argument).bigEndian, toByteOffset: 1, as: UInt16.self)
+            count += 3
+        case 0x1_0000...0xFFFF_FFFF:
+            target.storeBytes(of: m | 26, as: UInt8.self)
+            target.storeBytes(of: UInt32(argument).bigEndian, toByteOffset: 1, as: UInt32.self)
+            count += 5
+        default:
+            target.storeBytes(of: m | 27, as: UInt8.self)
+            target.storeBytes(of: argument.bigEndian, toByteOffset: 1, as: UInt64.self)
+            count += 9
+        }
     }
 
     /// Writes the head for `argument` at `offset`; the space must be there.
@@ -126,10 +147,17 @@ final class Writer {
 
     @inline(__always)
     func text(_ value: String) {
-        var value = value
-        value.withUTF8 { utf8 in
+        // Native strings lend their UTF-8 in place; `withUTF8` would need a mutable copy (a retain).
+        let written: Void? = value.utf8.withContiguousStorageIfAvailable { utf8 in
             head(3, UInt64(utf8.count))
             append(UnsafeRawBufferPointer(utf8))
+        }
+        if written == nil {
+            var copy = value
+            copy.withUTF8 { utf8 in
+                head(3, UInt64(utf8.count))
+                append(UnsafeRawBufferPointer(utf8))
+            }
         }
     }
 
