@@ -54,6 +54,7 @@ extension HoardCollection {
     ) throws -> SynchronizeResult<Model.ID> where Model.ID: Sendable {
         // 1. Encode and order the fresh side; refuse duplicates and IDs outside the scope.
         var unsorted = FreshBytes()
+        unsorted.reserve(fresh.underestimatedCount)
         let range = keyRange(of: scope)
         for model in fresh {
             let key = try keyBytes(model.id)
@@ -71,7 +72,8 @@ extension HoardCollection {
                 throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
             }
         }
-        let incoming = unsorted.sortOrder().map { unsorted.permuted($0) } ?? unsorted
+        let incoming = unsorted.sorted()
+        unsorted = FreshBytes()  // the unsorted copy goes as soon as the sorted one is made
         for index in incoming.keys.indices.dropFirst() where incoming.key(index) == incoming.key(index - 1) {
             let id = Model.ID(keyBytes: incoming.key(index)).map { "\($0)" } ?? describeKey(Array(incoming.key(index)))
             throw HoardError.invalidID(collection: name, reason: "\(id) appears twice in the fresh collection")
@@ -207,7 +209,16 @@ struct FreshBytes {
     var payloads: [Range<Int>] = []
     var payloadBytes: [UInt8] = []
 
+    /// How many entries `reserve` was told to expect.
+    var expected = 0
+
     mutating func append(key: [UInt8], payload: [UInt8]) {
+        if keyBytes.isEmpty && expected > 1 {
+            // Sized from the first entry, with room to spare: reserved pages that stay untouched
+            // cost no memory, while growing step by step copies everything written so far.
+            keyBytes.reserveCapacity(expected * (key.count + 8))
+            payloadBytes.reserveCapacity(expected * (payload.count * 3 / 2 + 16))
+        }
         let keyStart = keyBytes.count
         keyBytes.append(contentsOf: key)
         keys.append(keyStart..<keyBytes.count)
@@ -219,28 +230,51 @@ struct FreshBytes {
     func key(_ index: Int) -> ArraySlice<UInt8> { keyBytes[keys[index]] }
     func payload(_ index: Int) -> ArraySlice<UInt8> { payloadBytes[payloads[index]] }
 
-    /// The indices in key order, or `nil` when the keys are in order already. Sorts (first 8
-    /// key bytes as a number, index) pairs, comparing whole keys only when the first 8 bytes tie.
-    func sortOrder() -> [Int]? {
-        if keys.indices.dropFirst().allSatisfy({ !keyPrecedes(key($0), key($0 - 1)) }) { return nil }
-        var order: [(prefix: UInt64, index: Int)] = keys.indices.map { (keyPrefix(key($0)), $0) }
-        order.sort { a, b in
-            if a.prefix != b.prefix { return a.prefix < b.prefix }
-            return keyPrecedes(key(a.index), key(b.index))
-        }
-        return order.map(\.index)
+    /// Room for `count` entries, so that the buffers do not grow (and copy) step by step.
+    mutating func reserve(_ count: Int) {
+        expected = count
+        keys.reserveCapacity(count)
+        payloads.reserveCapacity(count)
     }
 
-    /// The entries in `order`: the byte buffers are shared, only the ranges move.
-    func permuted(_ order: [Int]) -> FreshBytes {
-        var result = FreshBytes(keys: [], keyBytes: keyBytes, payloads: [], payloadBytes: payloadBytes)
-        result.keys.reserveCapacity(keys.count)
-        result.payloads.reserveCapacity(keys.count)
-        for index in order {
-            result.keys.append(keys[index])
-            result.payloads.append(payloads[index])
+    /// The same entries in key order: `self` when they are in order already, else a copy whose
+    /// bytes lie in key order too, so that the merge reads both buffers front to back (reading
+    /// the unsorted buffers at random cost a cache miss or two per model).
+    ///
+    /// Sorts (first 8 key bytes as a number, ranges) entries, comparing whole keys only when the
+    /// first 8 bytes tie; the entries carry their ranges so that the copy reads them in order.
+    func sorted() -> FreshBytes {
+        if keys.indices.dropFirst().allSatisfy({ !keyPrecedes(key($0), key($0 - 1)) }) { return self }
+        var order: [(prefix: UInt64, key: Range<Int>, payload: Range<Int>)] = keys.indices.map { (keyPrefix(key($0)), keys[$0], payloads[$0]) }
+        order.sort { a, b in
+            if a.prefix != b.prefix { return a.prefix < b.prefix }
+            return keyPrecedes(keyBytes[a.key], keyBytes[b.key])
         }
+        var result = FreshBytes()
+        result.keys = Self.gather(order.lazy.map(\.key), count: order.count, from: keyBytes, into: &result.keyBytes)
+        result.payloads = Self.gather(order.lazy.map(\.payload), count: order.count, from: payloadBytes, into: &result.payloadBytes)
         return result
+    }
+
+    /// Copies the byte `ranges` of `source` one after the other into `target` (empty); returns
+    /// where each landed.
+    private static func gather(
+        _ ranges: some Sequence<Range<Int>>, count: Int, from source: [UInt8], into target: inout [UInt8]
+    ) -> [Range<Int>] {
+        [Range<Int>](unsafeUninitializedCapacity: count) { placed, placedCount in
+            target = [UInt8](unsafeUninitializedCapacity: source.count) { bytes, bytesCount in
+                source.withUnsafeBufferPointer { source in
+                    var end = 0
+                    for (i, range) in ranges.enumerated() {
+                        (bytes.baseAddress! + end).initialize(from: source.baseAddress! + range.lowerBound, count: range.count)
+                        placed.initializeElement(at: i, to: end..<end + range.count)
+                        end += range.count
+                    }
+                    bytesCount = end
+                }
+            }
+            placedCount = count
+        }
     }
 }
 
