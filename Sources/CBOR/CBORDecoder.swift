@@ -481,8 +481,15 @@ extension DecoderState {
 
     /// The entry in `range` whose definite text key has the bytes at `keyOffset`, if any.
     private func sameTextKey(_ keyOffset: Int, _ keyLength: Int, in range: Range<Int>) -> Int? {
+        guard let base = reader.base else { return nil }
         for i in range where entries[i].keyLength == keyLength && entries[i].keyOffset >= 0 {
-            if keyLength == 0 || memcmp(reader.base! + entries[i].keyOffset, reader.base! + keyOffset, keyLength) == 0 { return i }
+            // The first byte inline: keys of one length (often one byte) mostly differ there.
+            if keyLength == 0 { return i }
+            let other = entries[i].keyOffset
+            if base.load(fromByteOffset: other, as: UInt8.self) == base.load(fromByteOffset: keyOffset, as: UInt8.self)
+                && (keyLength == 1 || memcmp(base + other + 1, base + keyOffset + 1, keyLength - 1) == 0) {
+                return i
+            }
         }
         return nil
     }

@@ -244,8 +244,20 @@ final class EncoderState: Encoder, @unchecked Sendable {
             /// Key order: bytewise over the encoded keys, a shorter key before its extensions.
             @inline(__always)
             func order(_ x: KeySpan, _ y: KeySpan) -> Int32 {
-                let c = memcmp(bytes + x.start, bytes + y.start, min(x.length, y.length))
-                return c != 0 ? c : Int32(x.length - y.length).signum()
+                // Keys of 1–23 bytes differ in their first byte (the head) unless equally long; then
+                // short keys mostly differ in the next one. Both inline, before any memcmp call.
+                let a = bytes.load(fromByteOffset: x.start, as: UInt8.self), b = bytes.load(fromByteOffset: y.start, as: UInt8.self)
+                if a != b { return a < b ? -1 : 1 }
+                let common = min(x.length, y.length)
+                if common > 1 {
+                    let a = bytes.load(fromByteOffset: x.start + 1, as: UInt8.self), b = bytes.load(fromByteOffset: y.start + 1, as: UInt8.self)
+                    if a != b { return a < b ? -1 : 1 }
+                    if common > 2 {
+                        let c = memcmp(bytes + x.start + 2, bytes + y.start + 2, common - 2)
+                        if c != 0 { return c }
+                    }
+                }
+                return Int32(x.length - y.length).signum()
             }
             if !deterministic {
                 // Only keys of equal length can be equal: a key whose length is new (bit L of

@@ -67,7 +67,7 @@ extension HoardCollection {
             }
             do {
                 // Encoded on its own, then appended: encode(_:appendingTo:) copies what the buffer holds.
-                unsorted.append(key: key, payload: try encoder.encode(model))
+                unsorted.append(key: key, payload: try encodePayload(model))
             } catch {
                 throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
             }
@@ -120,7 +120,7 @@ extension HoardCollection {
             },
             sameContent: { version, payload, index in
                 // An older version: the same content re-encodes to the fresh bytes.
-                guard let old = try? decoders[version].map({ try encoder.encode(try $0.decode(Model.self, from: payload)) }) else { return false }
+                guard localVersions.contains(version), let old = try? encodePayload(try decodePayload(payload, version: version)) else { return false }
                 return old[...] == incoming.payload(index)
             }
         )

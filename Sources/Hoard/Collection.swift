@@ -21,9 +21,11 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     let pendingMigrations = Mutex<Set<[UInt8]>>([])
     let store: Store
     let database: Database
-    let encoder: CBOREncoder
-    /// One decoder per declared local version.
-    let decoders: [Int: CBORDecoder]
+    /// Deterministic CBOR: equal models give equal bytes, so changes can be found by comparing bytes.
+    let encoder = CBOREncoder(deterministic: true)
+    let decoder = CBORDecoder()
+    /// The model's declared local versions: the only ones a record may be decoded with.
+    let localVersions: Set<Int>
 
     init(store: Store, name: String, timeToLive: Int64?, migration: MigrationPolicy) throws {
         self.store = store
@@ -31,11 +33,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         self.timeToLive = timeToLive
         self.migration = migration
         let keySets = Model.keySets
-        // Deterministic CBOR: equal models give equal bytes, so changes can be found by comparing bytes.
-        encoder = CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.currentLocal])
-        decoders = Dictionary(uniqueKeysWithValues: keySets.localVersions.map { version in
-            (version, CBORDecoder(userInfo: [.keySet: KeySetID.local(version)]))
-        })
+        localVersions = Set(keySets.localVersions)
         let databaseName = Store.collectionPrefix + name
         do {
             try Registry.check(Model.self, collection: name, keyKind: Model.ID.keyKind, in: store)
@@ -178,11 +176,11 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         guard header.version <= currentVersion else {
             throw HoardError.newerRecord(collection: name, key: describeKey(key), version: header.version, current: currentVersion)
         }
-        guard let decoder = decoders[header.version] else {
+        guard localVersions.contains(header.version) else {
             throw HoardError.corruptRecord(collection: name, key: describeKey(key), reason: "key-set version \(header.version) is not one of \(Model.self)'s local versions")
         }
         do {
-            let model = try decoder.decode(Model.self, from: payload)
+            let model = try decodePayload(payload, version: header.version)
             if header.version < currentVersion && migration == .lazy {
                 pendingMigrations.withLock { pending in
                     if pending.count < Self.pendingLimit { pending.insert(key) }
@@ -220,7 +218,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         let key = try keyBytes(model.id)
         let payload: [UInt8]
         do {
-            payload = try encoder.encode(model)
+            payload = try encodePayload(model)
         } catch {
             throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
         }
@@ -256,6 +254,21 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     /// Removes every record.
     public func deleteAll() throws {
         try store.environment.write { txn in try txn.clear(database) }
+    }
+
+    /// The record payload of `model`: deterministic CBOR with the current local key set.
+    ///
+    /// The key set is chosen for the call (`withKeySet`, a thread-local slot) rather than through
+    /// the coder's `userInfo`: looking `userInfo` up and casting its `Any` cost about 600
+    /// instructions per model, and a caller's own `withKeySet` around a store call would take
+    /// precedence over `userInfo` (the innermost choice wins this way).
+    func encodePayload(_ model: Model) throws -> [UInt8] {
+        try withKeySet(.currentLocal) { try encoder.encode(model) }
+    }
+
+    /// Decodes a payload written with local key set `version` (one of `localVersions`).
+    func decodePayload(_ payload: UnsafeRawBufferPointer, version: Int) throws -> Model {
+        try withKeySet(.local(version)) { try decoder.decode(Model.self, from: payload) }
     }
 
     func keyBytes(_ id: Model.ID) throws -> [UInt8] {
@@ -344,7 +357,7 @@ extension HoardCollection {
         let found: StoredRecord<Model>? = try txn.withValue(forKey: key, in: database) { record -> StoredRecord<Model> in
             guard let (header, payload) = try? RecordHeader.parse(record) else { return .damaged }
             if header.version >= currentVersion { return .upToDate(newer: header.version > currentVersion) }
-            guard let decoder = decoders[header.version], let model = try? decoder.decode(Model.self, from: payload) else { return .damaged }
+            guard localVersions.contains(header.version), let model = try? decodePayload(payload, version: header.version) else { return .damaged }
             return .old(header, model)
         }
         let header: RecordHeader
@@ -357,7 +370,7 @@ extension HoardCollection {
         }
         let payload: [UInt8]
         do {
-            payload = try encoder.encode(model)
+            payload = try encodePayload(model)
         } catch {
             throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
         }

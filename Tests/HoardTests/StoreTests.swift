@@ -161,6 +161,25 @@ struct StoreTests {
         }
     }
 
+    @Test("a key set the caller chose with withKeySet does not leak into the store's own coding")
+    func callerKeySetDoesNotLeak() throws {
+        try withStore { store, _ in
+            let notes = try store.collection(Note.self)
+            let note = Note(id: 7, text: "hello", stars: 4, pinned: true)
+            // An app decoding server JSON with a remote key set, writing and reading inside that call.
+            try withKeySet(.remote("v1")) { try notes.put(note) }
+            #expect(try withKeySet(.remote("v1")) { try notes.get(7) } == note)
+            #expect(try withKeySet(.local(1)) { try notes.get(7) } == note)
+            // The stored payload uses the current local key names, whatever the caller chose.
+            let db = try store.environment.openDatabase("c:Note")
+            let payload = try store.environment.read { txn in
+                try txn.withValue(forKey: Int64(7).keyBytes, in: db) { record in Array(try RecordHeader.parse(record).1) }
+            }
+            let stored = try CBORValue(decoding: try #require(payload))
+            #expect("\(stored)".contains("PINNED") && "\(stored)".contains("TEXT"), "stored: \(stored)")
+        }
+    }
+
     @Test("string IDs: prefix scans, the empty string, non-ASCII")
     func stringKeys() throws {
         try withStore { store, _ in
