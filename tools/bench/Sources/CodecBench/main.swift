@@ -86,6 +86,7 @@ let workloads: [String: () throws -> Void] = [
     "json-variable-encode-call": { for user in variableUsers { sink &+= try jsonEncoder.encode(user, keySet: .remote("v1")).count } },
     "cbor-plain-decode": { for bytes in cbor { sink &+= try cborDecoder.decode(User.self, from: bytes).age } },
     "cbor-store-encode": { for user in variableUsers { sink &+= try cborStoreEncoder.encode(user).count } },
+    "cbor-store-decode": { for bytes in variableCBOR { sink &+= try withKeySet(.currentLocal) { try cborDecoder.decode(Member.self, from: bytes) }.age } },
     "cbor-plain-encode": { for user in users { sink &+= try cborEncoder.encode(user).count } },
     "cbor-variable-decode": { for bytes in variableCBOR { sink &+= try cborLocalDecoder.decode(Member.self, from: bytes).age } },
 ]
