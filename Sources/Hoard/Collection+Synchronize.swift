@@ -266,7 +266,10 @@ struct FreshBytes {
                 source.withUnsafeBufferPointer { source in
                     var end = 0
                     for (i, range) in ranges.enumerated() {
-                        (bytes.baseAddress! + end).initialize(from: source.baseAddress! + range.lowerBound, count: range.count)
+                        // A non-empty range means both buffers have memory (a custom key may be empty).
+                        if !range.isEmpty, let to = bytes.baseAddress, let from = source.baseAddress {
+                            (to + end).initialize(from: from + range.lowerBound, count: range.count)
+                        }
                         placed.initializeElement(at: i, to: end..<end + range.count)
                         end += range.count
                     }
