@@ -450,7 +450,7 @@ extension DecoderState {
                 }
             }
             let valueOffset = entries.base[entries.count - 1].valueOffset
-            position = try nextAfterFlatValue(at: valueOffset) ?? reader.skipQuickly(at: valueOffset, depth: depth)
+            position = try reader.endOfFlatItem(at: valueOffset) ?? reader.skipQuickly(at: valueOffset, depth: depth)
         }
         if head.isIndefinite { position += 1 }  // the break
         if offset == 0 { topLevelEnd = position }
@@ -458,25 +458,6 @@ extension DecoderState {
         let map = MapReference(base: base, count: count, number: guesses.count - 1, generation: generation)
         if needsFullCheck { try checkDuplicates(map, mapOffset: offset) }
         return map
-    }
-
-    /// Where the item at `offset` ends when its first byte tells (an integer, a short text, a simple
-    /// value) and it fits in the input; `nil` sends the caller to the general skip.
-    @inline(__always)
-    private func nextAfterFlatValue(at offset: Int) -> Int? {
-        guard offset < reader.count, let base = reader.base else { return nil }
-        let initial = base.load(fromByteOffset: offset, as: UInt8.self)
-        let end: Int
-        switch initial {
-        case 0x00...0x17, 0x20...0x37, 0xF4...0xF7: end = offset + 1
-        case 0x18, 0x38: end = offset + 2
-        case 0x19, 0x39: end = offset + 3
-        case 0x1A, 0x3A: end = offset + 5
-        case 0x1B, 0x3B: end = offset + 9
-        case 0x60...0x77: end = offset + 1 + Int(initial & 0x1F)
-        default: return nil
-        }
-        return end <= reader.count ? end : nil
     }
 
     /// The entry in `range` whose definite text key has the bytes at `keyOffset`, if any.

@@ -75,6 +75,26 @@ struct Reader {
         return Int(length)
     }
 
+    /// Where the item at `offset` ends when its first byte tells (an integer, a short text, a
+    /// simple value) and it fits in the input; `nil` sends the caller to ``skipQuickly(at:depth:)``,
+    /// which also reports what is wrong. The values of most model fields take this path.
+    @inline(__always)
+    func endOfFlatItem(at offset: Int) -> Int? {
+        guard offset < count, let base else { return nil }
+        let initial = base.load(fromByteOffset: offset, as: UInt8.self)
+        let end: Int
+        switch initial {
+        case 0x00...0x17, 0x20...0x37, 0xF4...0xF7: end = offset + 1
+        case 0x18, 0x38: end = offset + 2
+        case 0x19, 0x39: end = offset + 3
+        case 0x1A, 0x3A: end = offset + 5
+        case 0x1B, 0x3B: end = offset + 9
+        case 0x60...0x77: end = offset + 1 + Int(initial & 0x1F)
+        default: return nil
+        }
+        return end <= count ? end : nil
+    }
+
     /// ``skip(at:depth:)`` with the common flat items (integers, simple values, floats, definite
     /// strings) handled inline.
     @inline(__always)

@@ -93,46 +93,36 @@ final class Writer {
     @inline(__always)
     func head(_ major: UInt8, _ argument: UInt64) {
         reserve(9)
+        count += writeHead(major, argument, at: count)
+    }
+
+    /// Writes the head for `argument` at `offset` (the space must be there), each width as one
+    /// big-endian store; returns its length.
+    @inline(__always)
+    @discardableResult
+    func writeHead(_ major: UInt8, _ argument: UInt64, at offset: Int) -> Int {
         let m = major << 5
-        let target = UnsafeMutableRawPointer(base + count)
-        // Each width written as one big-endian store.
+        let target = UnsafeMutableRawPointer(base + offset)
         switch argument {
         case 0..<24:
             target.storeBytes(of: m | UInt8(argument), as: UInt8.self)
-            count += 1
+            return 1
         case 24...0xFF:
             target.storeBytes(of: m | 24, as: UInt8.self)
             target.storeBytes(of: UInt8(argument), toByteOffset: 1, as: UInt8.self)
-            count += 2
+            return 2
         case 0x100...0xFFFF:
             target.storeBytes(of: m | 25, as: UInt8.self)
             target.storeBytes(of: UInt16(argument).bigEndian, toByteOffset: 1, as: UInt16.self)
-            count += 3
+            return 3
         case 0x1_0000...0xFFFF_FFFF:
             target.storeBytes(of: m | 26, as: UInt8.self)
             target.storeBytes(of: UInt32(argument).bigEndian, toByteOffset: 1, as: UInt32.self)
-            count += 5
+            return 5
         default:
             target.storeBytes(of: m | 27, as: UInt8.self)
             target.storeBytes(of: argument.bigEndian, toByteOffset: 1, as: UInt64.self)
-            count += 9
-        }
-    }
-
-    /// Writes the head for `argument` at `offset`; the space must be there.
-    @inline(__always)
-    func writeHead(_ major: UInt8, _ argument: UInt64, at offset: Int) {
-        let m = major << 5
-        let length = Self.headLength(argument)
-        if length == 1 {
-            base[offset] = m | UInt8(argument)
-            return
-        }
-        base[offset] = m | (length == 2 ? 24 : length == 3 ? 25 : length == 5 ? 26 : 27)
-        var shift = UInt64(8 * (length - 2))
-        for i in 1..<length {
-            base[offset + i] = UInt8(truncatingIfNeeded: argument >> shift)
-            shift &-= 8
+            return 9
         }
     }
 
@@ -148,17 +138,16 @@ final class Writer {
     @inline(__always)
     func text(_ value: String) {
         // Native strings lend their UTF-8 in place; `withUTF8` would need a mutable copy (a retain).
-        let written: Void? = value.utf8.withContiguousStorageIfAvailable { utf8 in
-            head(3, UInt64(utf8.count))
-            append(UnsafeRawBufferPointer(utf8))
-        }
-        if written == nil {
+        if value.utf8.withContiguousStorageIfAvailable({ text($0) }) == nil {
             var copy = value
-            copy.withUTF8 { utf8 in
-                head(3, UInt64(utf8.count))
-                append(UnsafeRawBufferPointer(utf8))
-            }
+            copy.withUTF8 { text($0) }
         }
+    }
+
+    @inline(__always)
+    func text(_ utf8: UnsafeBufferPointer<UInt8>) {
+        head(3, UInt64(utf8.count))
+        append(UnsafeRawBufferPointer(utf8))
     }
 
     @inline(__always)
