@@ -37,7 +37,7 @@ public struct CBORDecoder: Sendable {
     public var userInfo: [CodingUserInfoKey: any Sendable] {
         didSet { userInfoBox = UserInfoBox(userInfo) }
     }
-    private var userInfoBox: UserInfoBox
+    private(set) var userInfoBox: UserInfoBox
 
     public init(maxDepth: Int = CBORDecoder.defaultMaxDepth, userInfo: [CodingUserInfoKey: any Sendable] = [:]) {
         self.maxDepth = maxDepth
@@ -92,6 +92,8 @@ final class DecoderState: Decoder, @unchecked Sendable {
     @exclusivity(unchecked) var entries = RawStack<MapEntry>(capacity: 64)
     /// Per indexed map, the entry to try first on the next lookup.
     @exclusivity(unchecked) var guesses = RawStack<Int>()
+    /// For `decodeFields`: the value offset of each field of its key table (-1: not in the map).
+    @exclusivity(unchecked) var fieldValues = RawStack<Int>()
     /// Text keys that arrived as indefinite-length strings, by entry number.
     @exclusivity(unchecked) var chunkedKeys: [Int: String] = [:]
     /// Counts decode calls, so that a container kept past its call is recognized.
@@ -124,6 +126,7 @@ final class DecoderState: Decoder, @unchecked Sendable {
         // Keep the entry lists for the next call unless one large value made them big.
         state.entries.removeAll(keepingUpTo: 4096)
         state.guesses.removeAll(keepingUpTo: 1024)
+        state.fieldValues.removeAll(keepingUpTo: 1024)
         if !state.chunkedKeys.isEmpty { state.chunkedKeys = [:] }
         state.userInfoStorage = .empty
         state.reader = Reader(UnsafeRawBufferPointer(start: nil, count: 0), maxDepth: 0)
@@ -409,6 +412,9 @@ extension DecoderState {
         // Bit L is set once a text key of L bytes (L < 64) is seen: only keys of equal length can
         // be equal, so most keys of a model are checked for duplicates with one bit test.
         var lengthsSeen: UInt64 = 0
+        // One-byte keys (short local key sets use them) are all one length: they get a bit per
+        // byte value instead, so that they too are checked with one bit test.
+        var oneByteKeysSeen: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
         var needsFullCheck = false
         for _ in 0..<count {
             let initial = try reader.byte(at: position)
@@ -441,7 +447,20 @@ extension DecoderState {
                 }
             }
             if keyOffset >= 0 && !needsFullCheck {
-                if keyLength >= 64 {
+                if keyLength == 1 {
+                    let byte = try reader.byte(at: keyOffset)
+                    let bit: UInt64 = 1 << (byte & 63)
+                    let seen: Bool
+                    switch byte >> 6 {
+                    case 0: seen = oneByteKeysSeen.0 & bit != 0; oneByteKeysSeen.0 |= bit
+                    case 1: seen = oneByteKeysSeen.1 & bit != 0; oneByteKeysSeen.1 |= bit
+                    case 2: seen = oneByteKeysSeen.2 & bit != 0; oneByteKeysSeen.2 |= bit
+                    default: seen = oneByteKeysSeen.3 & bit != 0; oneByteKeysSeen.3 |= bit
+                    }
+                    if seen, let earlier = sameTextKey(keyOffset, keyLength, in: base..<entries.count - 1) {
+                        throw withPath(CBORDecodingError(.duplicateKey(keyText(earlier)), at: offset))
+                    }
+                } else if keyLength >= 64 {
                     needsFullCheck = true
                 } else if lengthsSeen & (1 << keyLength) == 0 {
                     lengthsSeen |= 1 << keyLength

@@ -70,7 +70,7 @@ public struct CBOREncoder: Sendable {
         }
     }
 
-    private func withState<R>(prefix: [UInt8]?, _ body: (EncoderState) throws -> R) throws -> R {
+    func withState<R>(prefix: [UInt8]?, _ body: (EncoderState) throws -> R) throws -> R {
         let state = EncoderState.take()
         defer { EncoderState.recycle(state) }
         state.begin(deterministic: deterministic, userInfo: userInfoBox, prefix: prefix)
@@ -345,6 +345,16 @@ final class EncoderState: Encoder, @unchecked Sendable {
         let start = writer.count
         writer.text(key.stringValue)
         keys.append(KeySpan(start: start, length: writer.count - start))
+    }
+
+    /// Starts an entry of map `id` whose key is already encoded (`CBORFieldWriter`).
+    @inline(__always)
+    func beginEntry(_ id: Int, encodedKey: UnsafeRawBufferPointer) throws {
+        try enter(id)
+        stack.base[stack.count - 1].count += 1  // enter made `id` the last frame
+        let start = writer.count
+        writer.append(encodedKey)
+        keys.append(KeySpan(start: start, length: encodedKey.count))
     }
 
     /// Starts an item of array `id`.

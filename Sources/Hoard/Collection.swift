@@ -26,6 +26,10 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     let decoder = CBORDecoder()
     /// The model's declared local versions: the only ones a record may be decoded with.
     let localVersions: Set<Int>
+    /// Field-by-field coding of the current version's payloads, and of older versions' (`nil`
+    /// for a key set with dotted key names, which goes through Codable's containers).
+    let currentFields: PayloadFields<Model>?
+    let olderFields: [Int: PayloadFields<Model>]
 
     init(store: Store, name: String, timeToLive: Int64?, migration: MigrationPolicy) throws {
         self.store = store
@@ -35,6 +39,12 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         let keySets = Model.keySets
         localVersions = Set(keySets.localVersions)
         let databaseName = Store.collectionPrefix + name
+        var fields: [Int: PayloadFields<Model>] = [:]
+        for version in keySets.localVersions {
+            if let layout = try keySets.fieldLayout(for: .local(version)) { fields[version] = PayloadFields(layout: layout) }
+        }
+        currentFields = fields.removeValue(forKey: keySets.currentVersion)
+        olderFields = fields
         do {
             try Registry.check(Model.self, collection: name, keyKind: Model.ID.keyKind, in: store)
             if store.options.readOnly {
@@ -58,9 +68,17 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
 
     /// The model stored under `id` as `txn` sees it, or `nil` (also when it has expired).
     public func get<Access>(_ id: Model.ID, in txn: borrowing Transaction<Access>) throws -> Model? {
-        let key = try keyBytes(id)
-        let now = store.options.clock()
-        return try txn.withValue(forKey: key, in: database) { record in try decode(record, key: key, now: now) } ?? nil
+        // The key is lent from the stack, and the record's bytes are taken out of the closure:
+        // they stay valid while `txn` is open and unchanged, which it is for the rest of this
+        // call. (A closure returning `Model?` would make this unspecialized generic code look up
+        // the metadata of `Model?` at run time on every call, which costs more than LMDB's own
+        // lookup.)
+        let found = try id.withKeyBytes { key in
+            try checkKeySize(key.count)
+            return try txn.withValue(forKey: key, in: database, { $0 })
+        }
+        guard let record = found else { return nil }
+        return try decode(record, key: { id.keyBytes }, now: store.options.clock())
     }
 
     /// Whether a live (unexpired) record is stored under `id`; reads its header only.
@@ -95,7 +113,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         let now = store.options.clock()
         try store.environment.read { txn in
             try txn.forEach(in: database, range: keys, reverse: reverse) { key, record in
-                guard let model = try decode(record, key: Array(key), now: now) else { return .next }
+                guard let model = try decode(record, key: { Array(key) }, now: now) else { return .next }
                 return try body(model)
             }
         }
@@ -114,7 +132,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
             guard limit > 0 else { return result }
             try txn.forEach(in: database, range: keys, reverse: reverse) { key, record in
                 do {
-                    if let model = try decode(record, key: Array(key), now: now) { result.models.append(model) }
+                    if let model = try decode(record, key: { Array(key) }, now: now) { result.models.append(model) }
                 } catch let error as HoardError where skippingDamaged {
                     store.logger.warning("skipped a damaged record", metadata: ["collection": "\(name)", "error": "\(error)"])
                     result.damaged.append(error)
@@ -164,33 +182,35 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     }
 
     /// Decodes one record: header, checksum, version, payload; `nil` when it has expired at `now`.
-    func decode(_ record: UnsafeRawBufferPointer, key: [UInt8], now: Int64) throws -> Model? {
+    /// `key` gives the record's key, for errors and lazy migrations only.
+    func decode(_ record: UnsafeRawBufferPointer, key: () -> [UInt8], now: Int64) throws -> Model? {
         let header: RecordHeader
         let payload: UnsafeRawBufferPointer
         do throws(RecordDamage) {
             (header, payload) = try RecordHeader.parse(record)
         } catch {
-            throw HoardError.corruptRecord(collection: name, key: describeKey(key), reason: error.reason)
+            throw HoardError.corruptRecord(collection: name, key: describeKey(key()), reason: error.reason)
         }
         if header.isExpired(at: now) { return nil }
         guard header.version <= currentVersion else {
-            throw HoardError.newerRecord(collection: name, key: describeKey(key), version: header.version, current: currentVersion)
+            throw HoardError.newerRecord(collection: name, key: describeKey(key()), version: header.version, current: currentVersion)
         }
         guard localVersions.contains(header.version) else {
-            throw HoardError.corruptRecord(collection: name, key: describeKey(key), reason: "key-set version \(header.version) is not one of \(Model.self)'s local versions")
+            throw HoardError.corruptRecord(collection: name, key: describeKey(key()), reason: "key-set version \(header.version) is not one of \(Model.self)'s local versions")
         }
         do {
             let model = try decodePayload(payload, version: header.version)
             if header.version < currentVersion && migration == .lazy {
+                let key = key()
                 pendingMigrations.withLock { pending in
                     if pending.count < Self.pendingLimit { pending.insert(key) }
                 }
             }
             return model
         } catch let error as CBORDecodingError {
-            throw HoardError.corruptRecord(collection: name, key: describeKey(key), reason: "\(error)")
+            throw HoardError.corruptRecord(collection: name, key: describeKey(key()), reason: "\(error)")
         } catch {
-            throw HoardError.decoding(collection: name, key: describeKey(key), version: header.version, underlying: error)
+            throw HoardError.decoding(collection: name, key: describeKey(key()), version: header.version, underlying: error)
         }
     }
 
@@ -216,12 +236,6 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     /// Stores `model` in `txn`. With `insertOnly`, an existing record is an error (`LMDBError` keyExists).
     public func put(_ model: Model, expiry: Expiry = .collectionDefault, insertOnly: Bool = false, in txn: borrowing WriteTransaction) throws {
         let key = try keyBytes(model.id)
-        let payload: [UInt8]
-        do {
-            payload = try encodePayload(model)
-        } catch {
-            throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
-        }
         let now = store.options.clock()
         let expiresAt: Int64? = switch expiry {
         case .collectionDefault: timeToLive.map { now + $0 }
@@ -230,8 +244,10 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         case .after(let duration): now + duration
         }
         let header = RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
-        try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database, options: insertOnly ? .noOverwrite : []) { record in
-            payload.withUnsafeBytes { header.write(payload: $0, into: record) }
+        try withPayload(of: model, key: key) { payload in
+            try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database, options: insertOnly ? .noOverwrite : []) { record in
+                header.write(payload: payload, into: record)
+            }
         }
     }
 
@@ -262,21 +278,62 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     /// the coder's `userInfo`: looking `userInfo` up and casting its `Any` cost about 600
     /// instructions per model, and a caller's own `withKeySet` around a store call would take
     /// precedence over `userInfo` (the innermost choice wins this way).
+    ///
+    /// A flat key set is encoded field by field (``PayloadFields``); the bytes are the same as
+    /// through `Encodable`, which the tests check.
     func encodePayload(_ model: Model) throws -> [UInt8] {
-        try withKeySet(.currentLocal) { try encoder.encode(model) }
+        try withKeySet(.currentLocal) {
+            guard let fields = currentFields else { return try encoder.encode(model) }
+            return try encoder.encodeFields(keys: fields.keys) { try model.encode(fields: $0, layout: fields.layout) }
+        }
+    }
+
+    /// Encodes `model`'s payload and hands its bytes to `body` (valid only inside it) without
+    /// making an array of them. An encoding error is thrown as ``HoardError/encoding(collection:key:underlying:)``
+    /// naming `key`; what `body` throws comes out unchanged.
+    func withPayload<R>(of model: Model, key: [UInt8], _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        do {
+            return try withKeySet(.currentLocal) {
+                guard let fields = currentFields else {
+                    let payload = try encoder.encode(model)
+                    return try payload.withUnsafeBytes { raw in
+                        do { return try body(raw) } catch { throw Forwarded(error: error) }
+                    }
+                }
+                return try encoder.encodeFields(keys: fields.keys, { try model.encode(fields: $0, layout: fields.layout) }, reading: { raw in
+                    do { return try body(raw) } catch { throw Forwarded(error: error) }
+                })
+            }
+        } catch let forwarded as Forwarded {
+            throw forwarded.error
+        } catch {
+            throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
+        }
     }
 
     /// Decodes a payload written with local key set `version` (one of `localVersions`).
+    ///
+    /// The key set stays chosen (`withKeySet`) for nested `VariablyCodable` values, which are
+    /// decoded through Codable.
     func decodePayload(_ payload: UnsafeRawBufferPointer, version: Int) throws -> Model {
-        try withKeySet(.local(version)) { try decoder.decode(Model.self, from: payload) }
+        try withKeySet(.local(version)) {
+            guard let fields = version == currentVersion ? currentFields : olderFields[version] else {
+                return try decoder.decode(Model.self, from: payload)
+            }
+            return try decoder.decodeFields(from: payload, keys: fields.keys) { try Model(fields: $0, layout: fields.layout) }
+        }
     }
 
     func keyBytes(_ id: Model.ID) throws -> [UInt8] {
         let key = id.keyBytes
-        guard key.count <= store.environment.maxKeySize else {
-            throw HoardError.invalidID(collection: name, reason: "its key has \(key.count) bytes, more than the \(store.environment.maxKeySize) LMDB allows")
-        }
+        try checkKeySize(key.count)
         return key
+    }
+
+    func checkKeySize(_ count: Int) throws {
+        guard count <= store.environment.maxKeySize else {
+            throw HoardError.invalidID(collection: name, reason: "its key has \(count) bytes, more than the \(store.environment.maxKeySize) LMDB allows")
+        }
     }
 }
 

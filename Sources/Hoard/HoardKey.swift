@@ -12,6 +12,9 @@ public import Foundation
 public protocol HoardKey: Hashable, Sendable {
     /// The key bytes (1 to 511 of them).
     var keyBytes: [UInt8] { get }
+    /// Calls `body` with the key bytes (``keyBytes``); the fixed-size keys lend them from the
+    /// stack, so that a get by ID allocates nothing. Implement it only to save that allocation.
+    func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
     /// The identity encoded by `keyBytes`, or `nil` when they are not one.
     init?(keyBytes: some Swift.Collection<UInt8>)
     /// How the keys are encoded, recorded in the registry so that tools can read and type IDs.
@@ -19,6 +22,10 @@ public protocol HoardKey: Hashable, Sendable {
 }
 
 extension HoardKey {
+    public func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try keyBytes.withUnsafeBytes(body)
+    }
+
     /// A key type of your own: tools show its keys as hex.
     public static var keyKind: KeyKind { .custom }
 }
@@ -80,8 +87,10 @@ extension Int64: HoardKey {
     public static var keyKind: KeyKind { .int }
 
     /// 8 bytes big-endian with the sign bit flipped, so that negative numbers sort first.
-    public var keyBytes: [UInt8] {
-        withUnsafeBytes(of: (UInt64(bitPattern: self) ^ (1 << 63)).bigEndian) { Array($0) }
+    public var keyBytes: [UInt8] { withKeyBytes { Array($0) } }
+
+    public func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeBytes(of: (UInt64(bitPattern: self) ^ (1 << 63)).bigEndian, body)
     }
 
     public init?(keyBytes: some Swift.Collection<UInt8>) {
@@ -97,6 +106,10 @@ extension Int: HoardKey {
     /// The key of the same value as `Int64`.
     public var keyBytes: [UInt8] { Int64(self).keyBytes }
 
+    public func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try Int64(self).withKeyBytes(body)
+    }
+
     public init?(keyBytes: some Swift.Collection<UInt8>) {
         guard let value = Int64(keyBytes: keyBytes), let exact = Int(exactly: value) else { return nil }
         self = exact
@@ -107,7 +120,11 @@ extension UInt64: HoardKey {
     public static var keyKind: KeyKind { .uint }
 
     /// 8 bytes big-endian.
-    public var keyBytes: [UInt8] { withUnsafeBytes(of: bigEndian) { Array($0) } }
+    public var keyBytes: [UInt8] { withKeyBytes { Array($0) } }
+
+    public func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeBytes(of: bigEndian, body)
+    }
 
     public init?(keyBytes: some Swift.Collection<UInt8>) {
         guard keyBytes.count == 8 else { return nil }
@@ -132,7 +149,11 @@ extension UUID: HoardKey {
     public static var keyKind: KeyKind { .uuid }
 
     /// The 16 bytes of the UUID.
-    public var keyBytes: [UInt8] { withUnsafeBytes(of: uuid) { Array($0) } }
+    public var keyBytes: [UInt8] { withKeyBytes { Array($0) } }
+
+    public func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeBytes(of: uuid, body)
+    }
 
     public init?(keyBytes: some Swift.Collection<UInt8>) {
         guard keyBytes.count == 16 else { return nil }
@@ -140,6 +161,9 @@ extension UUID: HoardKey {
         self = bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
     }
 }
+
+/// A key for messages: printable text as it is, anything else as hex.
+func describeKey(_ bytes: UnsafeRawBufferPointer) -> String { describeKey(Array(bytes)) }
 
 /// A key for messages: printable text as it is, anything else as hex.
 func describeKey(_ bytes: [UInt8]) -> String {

@@ -131,8 +131,11 @@ struct CRC32 {
     private(set) var state: UInt32 = 0xFFFF_FFFF
 
     /// Table k maps a byte to its CRC contribution k bytes further on; table 0 is the classic one.
-    static let tables: [UInt32] = {
-        var tables = [UInt32](repeating: 0, count: 8 * 256)
+    /// (Raw memory, made once and kept for the process: an array would be retained and
+    /// bounds-checked around every record's checksum.)
+    nonisolated(unsafe) static let tables: UnsafePointer<UInt32> = {
+        let tables = UnsafeMutablePointer<UInt32>.allocate(capacity: 8 * 256)
+        tables.initialize(repeating: 0, count: 8 * 256)
         for n in 0..<256 {
             var c = UInt32(n)
             for _ in 0..<8 { c = c & 1 == 1 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
@@ -144,29 +147,28 @@ struct CRC32 {
                 tables[k * 256 + n] = (previous >> 8) ^ tables[Int(previous & 0xFF)]
             }
         }
-        return tables
+        return UnsafePointer(tables)
     }()
 
     mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard var pointer = bytes.baseAddress else { return }
         var remaining = bytes.count
         var c = state
-        Self.tables.withUnsafeBufferPointer { t in
-            while remaining >= 8 {
-                let low = UInt32(littleEndian: pointer.loadUnaligned(as: UInt32.self)) ^ c
-                let high = UInt32(littleEndian: pointer.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
-                c = t[7 * 256 + Int(low & 0xFF)] ^ t[6 * 256 + Int((low >> 8) & 0xFF)]
-                    ^ t[5 * 256 + Int((low >> 16) & 0xFF)] ^ t[4 * 256 + Int(low >> 24)]
-                    ^ t[3 * 256 + Int(high & 0xFF)] ^ t[2 * 256 + Int((high >> 8) & 0xFF)]
-                    ^ t[1 * 256 + Int((high >> 16) & 0xFF)] ^ t[Int(high >> 24)]
-                pointer += 8
-                remaining -= 8
-            }
-            while remaining > 0 {
-                c = t[Int((c ^ UInt32(pointer.load(as: UInt8.self))) & 0xFF)] ^ (c >> 8)
-                pointer += 1
-                remaining -= 1
-            }
+        let t = Self.tables
+        while remaining >= 8 {
+            let low = UInt32(littleEndian: pointer.loadUnaligned(as: UInt32.self)) ^ c
+            let high = UInt32(littleEndian: pointer.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+            c = t[7 * 256 + Int(low & 0xFF)] ^ t[6 * 256 + Int((low >> 8) & 0xFF)]
+                ^ t[5 * 256 + Int((low >> 16) & 0xFF)] ^ t[4 * 256 + Int(low >> 24)]
+                ^ t[3 * 256 + Int(high & 0xFF)] ^ t[2 * 256 + Int((high >> 8) & 0xFF)]
+                ^ t[1 * 256 + Int((high >> 16) & 0xFF)] ^ t[Int(high >> 24)]
+            pointer += 8
+            remaining -= 8
+        }
+        while remaining > 0 {
+            c = t[Int((c ^ UInt32(pointer.load(as: UInt8.self))) & 0xFF)] ^ (c >> 8)
+            pointer += 1
+            remaining -= 1
         }
         state = c
     }

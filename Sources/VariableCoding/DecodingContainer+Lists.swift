@@ -38,6 +38,34 @@ struct Attempt<Element: Decodable>: Decodable {
     }
 }
 
+/// Every element of a list that arrives as an array or as an object keyed by the elements' ids,
+/// each decoded or failed, in the order ``DecodingContainer/decodeList(_:forProperty:policy:orderedBy:)``
+/// starts from (array order; object keys numerically when they are all integers, else sorted).
+struct ListAttempts<Element: Decodable>: Decodable {
+    var attempts: [(key: String, result: Result<Element, any Error>)] = []
+
+    init(from decoder: any Decoder) throws {
+        if var array = try? decoder.unkeyedContainer() {
+            while !array.isAtEnd {
+                let index = array.currentIndex
+                attempts.append((String(index), try array.decode(Attempt<Element>.self).result))
+            }
+            return
+        }
+        let object = try decoder.container(keyedBy: VariableKey.self)
+        var keys = object.allKeys.map(\.stringValue)
+        let numbered = keys.compactMap { key in Int(key).map { (number: $0, key: key) } }
+        if numbered.count == keys.count {
+            keys = numbered.sorted { $0.number < $1.number }.map(\.key)
+        } else {
+            keys.sort()
+        }
+        for key in keys {
+            attempts.append((key, try object.decode(Attempt<Element>.self, forKey: VariableKey(key)).result))
+        }
+    }
+}
+
 extension DecodingContainer {
     /// Decodes a list that arrives as an array, or as an object keyed by the elements' ids
     /// (`{"17": {…}, "4": {…}}`) — the shape many APIs use where a list is meant.
@@ -56,28 +84,17 @@ extension DecodingContainer {
         policy: ListPolicy = .strict,
         orderedBy areInIncreasingOrder: ((Element, Element) -> Bool)? = nil
     ) throws -> DecodedList<Element> {
-        guard let slot = table.slot(for: keyPath), let container = try object(for: slot),
-              container.contains(slot.key), try !container.decodeNil(forKey: slot.key) else {
-            return DecodedList(elements: [], failures: [])
-        }
-        var attempts: [(key: String, result: Result<Element, any Error>)] = []
-        if var array = try? container.nestedUnkeyedContainer(forKey: slot.key) {
-            while !array.isAtEnd {
-                let index = array.currentIndex
-                attempts.append((String(index), try array.decode(Attempt<Element>.self).result))
-            }
+        let empty = DecodedList<Element>(elements: [], failures: [])
+        guard let slot = table.slot(for: keyPath) else { return empty }
+        let place: any ValuePlace
+        if let fields {
+            place = FieldPlace(fields: fields, field: slot.field)
         } else {
-            let object = try container.nestedContainer(keyedBy: VariableKey.self, forKey: slot.key)
-            var keys = object.allKeys.map(\.stringValue)
-            if keys.allSatisfy({ Int($0) != nil }) {
-                keys.sort { Int($0)! < Int($1)! }
-            } else {
-                keys.sort()
-            }
-            for key in keys {
-                attempts.append((key, try object.decode(Attempt<Element>.self, forKey: VariableKey(key)).result))
-            }
+            guard let container = try object(for: slot) else { return empty }
+            place = KeyedPlace(container: container, key: slot.key)
         }
+        guard place.contains(), try !place.decodeNil() else { return empty }
+        let attempts = try place.decode(ListAttempts<Element>.self).attempts
         var list = DecodedList<Element>(elements: [], failures: [])
         for attempt in attempts {
             switch attempt.result {

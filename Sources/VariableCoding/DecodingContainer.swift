@@ -37,19 +37,32 @@ public enum Presence<Value> {
 /// exactly, a `Float` into a `Double`, a 32-bit integer into a wider one. Errors are
 /// ``VariableCodingError/decoding(type:keySet:property:key:codingPath:reason:underlying:)``.
 public struct DecodingContainer<Model> {
-    @usableFromInline let keyed: KeyedDecodingContainer<VariableKey>
+    /// The model's object, when it is decoded through Codable.
+    @usableFromInline let keyed: KeyedDecodingContainer<VariableKey>?
+    /// The coder's direct field access, when it has one (see ``FieldDecoding``); exclusive with `keyed`.
+    @usableFromInline let fields: (any FieldDecoding)?
     @usableFromInline let table: KeyTable<Model>
     /// Nested objects entered so far, for key names with dots (made only for such key sets).
     @usableFromInline let nestedObjects: NestedObjects?
     /// The coding path of the model (computed when asked: some coders build it on every call).
     @inlinable
-    public var codingPath: [any CodingKey] { keyed.codingPath }
+    public var codingPath: [any CodingKey] { keyed?.codingPath ?? [] }
 
     @inlinable
     init(keyed: KeyedDecodingContainer<VariableKey>, table: KeyTable<Model>) {
         self.keyed = keyed
+        self.fields = nil
         self.table = table
         self.nestedObjects = table.hasNestedKeys ? NestedObjects() : nil
+    }
+
+    /// Over direct field access; `table` is flat (see ``KeySets/fieldLayout(for:)``).
+    @inlinable
+    init(fields: any FieldDecoding, table: KeyTable<Model>) {
+        self.keyed = nil
+        self.fields = fields
+        self.table = table
+        self.nestedObjects = nil
     }
 
     /// The key set being decoded (never `.currentLocal`: the version it stands for).
@@ -62,7 +75,9 @@ public struct DecodingContainer<Model> {
     /// Whether the data holds a key (with any value, `null` included) for the property.
     @inlinable
     public func contains(_ keyPath: PartialKeyPath<Model>) -> Bool {
-        guard let slot = table.slot(for: keyPath), let container = try? object(for: slot) else { return false }
+        guard let slot = table.slot(for: keyPath) else { return false }
+        if let fields { return fields.contains(field: slot.field) }
+        guard let container = try? object(for: slot) else { return false }
         return container.contains(slot.key)
     }
 
@@ -110,56 +125,61 @@ public struct DecodingContainer<Model> {
     /// Whether the property is missing, `null` or has a value; errors only for a value of the wrong type.
     @inlinable
     public func presence<Value: Decodable>(of type: Value.Type, forProperty keyPath: PartialKeyPath<Model>) throws -> Presence<Value> {
-        guard let slot = table.slot(for: keyPath), let container = try object(for: slot) else { return .missing }
-        do {
-            if let transform = slot.transform {
+        guard let slot = table.slot(for: keyPath) else { return .missing }
+        if let fields { return try presence(of: type, at: FieldPlace(fields: fields, field: slot.field), keyPath) }
+        guard let container = try object(for: slot) else { return .missing }
+        if let transform = slot.transform {
+            do {
                 let converted = try transform.decode(container, slot.key)
                 guard let value = converted as? Value else {
                     throw failure(keyPath, reason: "the transform produced \(Swift.type(of: converted)), not \(Value.self)")
                 }
                 return .value(value)
+            } catch let error as VariableCodingError {
+                throw error
+            } catch {
+                if !container.contains(slot.key) { return .missing }
+                if (try? container.decodeNil(forKey: slot.key)) == true { return .null }
+                if let widened = widened(Value.self, at: KeyedPlace(container: container, key: slot.key)) { return .value(widened) }
+                throw failure(keyPath, reason: reason(of: error), underlying: error)
             }
-            return .value(try decodePrimitiveOrValue(Value.self, in: container, forKey: slot.key))
-        } catch let error as VariableCodingError {
-            throw error  // a nested model's own, already precise error
-        } catch {
-            // The fast path above made one lookup; only a failure looks again, to say why.
-            if !container.contains(slot.key) { return .missing }
-            if (try? container.decodeNil(forKey: slot.key)) == true { return .null }
-            if let widened = widened(Value.self, in: container, forKey: slot.key) { return .value(widened) }
-            throw failure(keyPath, reason: reason(of: error), underlying: error)
         }
+        return try presence(of: type, at: KeyedPlace(container: container, key: slot.key), keyPath)
     }
 
     // MARK: Internals
+
+    /// Decodes the value at `place`; only a failure looks again, to say why.
+    @inlinable
+    func presence<Value: Decodable>(of type: Value.Type, at place: some ValuePlace, _ keyPath: PartialKeyPath<Model>) throws -> Presence<Value> {
+        do {
+            return .value(try place.decode(Value.self))
+        } catch let error as VariableCodingError {
+            throw error  // a nested model's own, already precise error
+        } catch {
+            if !place.contains() { return .missing }
+            if (try? place.decodeNil()) == true { return .null }
+            if let widened = widened(Value.self, at: place) { return .value(widened) }
+            throw failure(keyPath, reason: reason(of: error), underlying: error)
+        }
+    }
 
     /// The fast path of the common case, a flat key holding a value of the right type: one
     /// lookup, no classification. `nil` (or an error) sends the caller down the full path.
     @inlinable
     func decodeFlat<Value: Decodable>(_ type: Value.Type, _ keyPath: PartialKeyPath<Model>) throws -> Value? {
-        guard let slot = table.slot(for: keyPath), slot.prefix.isEmpty, slot.transform == nil else { return nil }
-        return try decodePrimitiveOrValue(Value.self, in: keyed, forKey: slot.key)
-    }
-
-    /// Decodes through the container's typed entry points for the standard primitive types, as
-    /// synthesized Codable code does: the generic entry point would go through `init(from:)` and a
-    /// single-value container for each of them, several times slower.
-    @inlinable
-    func decodePrimitiveOrValue<Value: Decodable>(_ type: Value.Type, in container: KeyedDecodingContainer<VariableKey>, forKey key: VariableKey) throws -> Value {
-        if Value.self == String.self { return unsafeBitCast(try container.decode(String.self, forKey: key), to: Value.self) }
-        if Value.self == Int.self { return unsafeBitCast(try container.decode(Int.self, forKey: key), to: Value.self) }
-        if Value.self == Bool.self { return unsafeBitCast(try container.decode(Bool.self, forKey: key), to: Value.self) }
-        if Value.self == Double.self { return unsafeBitCast(try container.decode(Double.self, forKey: key), to: Value.self) }
-        if Value.self == Int64.self { return unsafeBitCast(try container.decode(Int64.self, forKey: key), to: Value.self) }
-        if Value.self == Float.self { return unsafeBitCast(try container.decode(Float.self, forKey: key), to: Value.self) }
-        if Value.self == Int32.self { return unsafeBitCast(try container.decode(Int32.self, forKey: key), to: Value.self) }
-        if Value.self == UInt64.self { return unsafeBitCast(try container.decode(UInt64.self, forKey: key), to: Value.self) }
-        return try container.decode(Value.self, forKey: key)
+        if let fields {
+            guard let field = table.field(for: keyPath) else { return nil }
+            return try FieldPlace(fields: fields, field: field).decode(Value.self)
+        }
+        guard let keyed, let slot = table.slot(for: keyPath), slot.prefix.isEmpty, slot.transform == nil else { return nil }
+        return try KeyedPlace(container: keyed, key: slot.key).decode(Value.self)
     }
 
     /// The object that holds `slot`'s key: this model's, or a nested one for a dotted key name.
     @inlinable
     func object(for slot: Slot) throws -> KeyedDecodingContainer<VariableKey>? {
+        guard let keyed else { return nil }
         guard !slot.prefix.isEmpty, let nestedObjects else { return keyed }
         let path = slot.keyName
         if let known = nestedObjects.containers[path] { return known }
@@ -177,14 +197,14 @@ public struct DecodingContainer<Model> {
 
     /// The closed list of lossless conversions tried after a type mismatch.
     @usableFromInline
-    func widened<Value>(_ type: Value.Type, in container: KeyedDecodingContainer<VariableKey>, forKey key: VariableKey) -> Value? {
+    func widened<Value>(_ type: Value.Type, at place: some ValuePlace) -> Value? {
         if Value.self == Double.self {
-            if let integer = try? container.decode(Int64.self, forKey: key), let exact = Double(exactly: integer) { return exact as? Value }
-            if let float = try? container.decode(Float.self, forKey: key) { return Double(float) as? Value }
+            if let integer = try? place.decode(Int64.self), let exact = Double(exactly: integer) { return exact as? Value }
+            if let float = try? place.decode(Float.self) { return Double(float) as? Value }
         } else if Value.self == Float.self {
-            if let integer = try? container.decode(Int32.self, forKey: key), let exact = Float(exactly: integer) { return exact as? Value }
+            if let integer = try? place.decode(Int32.self), let exact = Float(exactly: integer) { return exact as? Value }
         } else if Value.self == Int64.self || Value.self == Int.self {
-            if let integer = try? container.decode(Int32.self, forKey: key) {
+            if let integer = try? place.decode(Int32.self) {
                 return (Value.self == Int.self ? Int(integer) as Any : Int64(integer) as Any) as? Value
             }
         }
@@ -205,6 +225,76 @@ public struct DecodingContainer<Model> {
             type: typeName(Model.self), keySet: "\(table.id)", property: slot?.property ?? propertyName(keyPath),
             key: slot?.keyName ?? "-", codingPath: path, reason: reason, underlying: underlying
         )
+    }
+}
+
+/// Where one property's value is: under a key of a keyed container, or in a field of a coder's
+/// direct access. The decoding container's rules (missing, `null`, widening) are written once,
+/// over this.
+@usableFromInline
+protocol ValuePlace {
+    func contains() -> Bool
+    func decodeNil() throws -> Bool
+    func decode<Value: Decodable>(_ type: Value.Type) throws -> Value
+}
+
+@usableFromInline
+struct KeyedPlace: ValuePlace {
+    @usableFromInline let container: KeyedDecodingContainer<VariableKey>
+    @usableFromInline let key: VariableKey
+
+    @inlinable
+    init(container: KeyedDecodingContainer<VariableKey>, key: VariableKey) {
+        self.container = container
+        self.key = key
+    }
+
+    @inlinable func contains() -> Bool { container.contains(key) }
+    @inlinable func decodeNil() throws -> Bool { try container.decodeNil(forKey: key) }
+
+    /// Decodes through the container's typed entry points for the standard primitive types, as
+    /// synthesized Codable code does: the generic entry point would go through `init(from:)` and a
+    /// single-value container for each of them, several times slower.
+    @inlinable
+    func decode<Value: Decodable>(_ type: Value.Type) throws -> Value {
+        if Value.self == String.self { return unsafeBitCast(try container.decode(String.self, forKey: key), to: Value.self) }
+        if Value.self == Int.self { return unsafeBitCast(try container.decode(Int.self, forKey: key), to: Value.self) }
+        if Value.self == Bool.self { return unsafeBitCast(try container.decode(Bool.self, forKey: key), to: Value.self) }
+        if Value.self == Double.self { return unsafeBitCast(try container.decode(Double.self, forKey: key), to: Value.self) }
+        if Value.self == Int64.self { return unsafeBitCast(try container.decode(Int64.self, forKey: key), to: Value.self) }
+        if Value.self == Float.self { return unsafeBitCast(try container.decode(Float.self, forKey: key), to: Value.self) }
+        if Value.self == Int32.self { return unsafeBitCast(try container.decode(Int32.self, forKey: key), to: Value.self) }
+        if Value.self == UInt64.self { return unsafeBitCast(try container.decode(UInt64.self, forKey: key), to: Value.self) }
+        return try container.decode(Value.self, forKey: key)
+    }
+}
+
+@usableFromInline
+struct FieldPlace: ValuePlace {
+    @usableFromInline let fields: any FieldDecoding
+    @usableFromInline let field: Int
+
+    @inlinable
+    init(fields: any FieldDecoding, field: Int) {
+        self.fields = fields
+        self.field = field
+    }
+
+    @inlinable func contains() -> Bool { fields.contains(field: field) }
+    @inlinable func decodeNil() throws -> Bool { try fields.decodeNil(field: field) }
+
+    /// The typed entry points for the primitive types, as ``KeyedPlace`` does.
+    @inlinable
+    func decode<Value: Decodable>(_ type: Value.Type) throws -> Value {
+        if Value.self == String.self { return unsafeBitCast(try fields.decode(String.self, field: field), to: Value.self) }
+        if Value.self == Int.self { return unsafeBitCast(try fields.decode(Int.self, field: field), to: Value.self) }
+        if Value.self == Bool.self { return unsafeBitCast(try fields.decode(Bool.self, field: field), to: Value.self) }
+        if Value.self == Double.self { return unsafeBitCast(try fields.decode(Double.self, field: field), to: Value.self) }
+        if Value.self == Int64.self { return unsafeBitCast(try fields.decode(Int64.self, field: field), to: Value.self) }
+        if Value.self == Float.self { return unsafeBitCast(try fields.decode(Float.self, field: field), to: Value.self) }
+        if Value.self == Int32.self { return unsafeBitCast(try fields.decode(Int32.self, field: field), to: Value.self) }
+        if Value.self == UInt64.self { return unsafeBitCast(try fields.decode(UInt64.self, field: field), to: Value.self) }
+        return try fields.decode(Value.self, field: field)
     }
 }
 

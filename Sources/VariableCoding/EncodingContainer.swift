@@ -13,14 +13,28 @@
 /// data, so there it is ``VariableCodingError/propertyWithoutKey(type:keySet:property:)``.
 /// Key names with dots are written as nested objects.
 public struct EncodingContainer<Model> {
-    @usableFromInline var keyed: KeyedEncodingContainer<VariableKey>
+    /// Where the values go: the model's object through Codable, or a coder's direct field access.
+    @usableFromInline var sink: Sink
     @usableFromInline let table: KeyTable<Model>
     /// Values for dotted key names, written as nested objects when the model is done.
     @usableFromInline var nestedValues: [(slot: Slot, value: any Encodable)] = []
 
+    @usableFromInline
+    enum Sink {
+        case keyed(KeyedEncodingContainer<VariableKey>)
+        /// Only for flat key sets (see ``KeySets/fieldLayout(for:)``).
+        case fields(any FieldEncoding)
+    }
+
     @inlinable
     init(keyed: KeyedEncodingContainer<VariableKey>, table: KeyTable<Model>) {
-        self.keyed = keyed
+        self.sink = .keyed(keyed)
+        self.table = table
+    }
+
+    @inlinable
+    init(fields: any FieldEncoding, table: KeyTable<Model>) {
+        self.sink = .fields(fields)
         self.table = table
     }
 
@@ -32,7 +46,10 @@ public struct EncodingContainer<Model> {
     public var localVersion: Int? { table.localVersion }
     /// The coding path of the model.
     @inlinable
-    public var codingPath: [any CodingKey] { keyed.codingPath }
+    public var codingPath: [any CodingKey] {
+        if case .keyed(let keyed) = sink { return keyed.codingPath }
+        return []
+    }
 
     /// Writes the property's value (`nil` as `null`).
     @inlinable
@@ -44,10 +61,20 @@ public struct EncodingContainer<Model> {
     /// key set being encoded.
     @inlinable
     public mutating func encodeValue<Value: Encodable>(_ value: Value, forProperty keyPath: PartialKeyPath<Model>) throws {
+        if case .fields(let fields) = sink {
+            guard let field = table.field(for: keyPath) else {
+                _ = try slot(for: keyPath)  // the error for the current local key set
+                return
+            }
+            return try encodePrimitiveOrValue(value, into: fields, field: field)
+        }
         guard let slot = try slot(for: keyPath) else { return }
-        if slot.prefix.isEmpty {
-            try encodePrimitiveOrValue(value, forKey: slot.key)
-        } else {
+        switch sink {
+        case .fields:
+            break  // handled above
+        case .keyed(var keyed) where slot.prefix.isEmpty:
+            try encodePrimitiveOrValue(value, into: &keyed, forKey: slot.key)
+        case .keyed:
             nestedValues.append((slot, value))
         }
     }
@@ -64,8 +91,9 @@ public struct EncodingContainer<Model> {
 
     /// Encodes through the container's typed entry points for the standard primitive types, as
     /// synthesized Codable code does (see `DecodingContainer.decodePrimitiveOrValue`).
+    /// (A copy of a keyed container writes into the same object: the container is a reference.)
     @inlinable
-    mutating func encodePrimitiveOrValue<Value: Encodable>(_ value: Value, forKey key: VariableKey) throws {
+    func encodePrimitiveOrValue<Value: Encodable>(_ value: Value, into keyed: inout KeyedEncodingContainer<VariableKey>, forKey key: VariableKey) throws {
         if Value.self == String.self { return try keyed.encode(unsafeBitCast(value, to: String.self), forKey: key) }
         if Value.self == Int.self { return try keyed.encode(unsafeBitCast(value, to: Int.self), forKey: key) }
         if Value.self == Bool.self { return try keyed.encode(unsafeBitCast(value, to: Bool.self), forKey: key) }
@@ -75,6 +103,20 @@ public struct EncodingContainer<Model> {
         if Value.self == Int32.self { return try keyed.encode(unsafeBitCast(value, to: Int32.self), forKey: key) }
         if Value.self == UInt64.self { return try keyed.encode(unsafeBitCast(value, to: UInt64.self), forKey: key) }
         try keyed.encode(value, forKey: key)
+    }
+
+    /// The same for a coder's direct field access.
+    @inlinable
+    func encodePrimitiveOrValue<Value: Encodable>(_ value: Value, into fields: any FieldEncoding, field: Int) throws {
+        if Value.self == String.self { return try fields.encode(unsafeBitCast(value, to: String.self), field: field) }
+        if Value.self == Int.self { return try fields.encode(unsafeBitCast(value, to: Int.self), field: field) }
+        if Value.self == Bool.self { return try fields.encode(unsafeBitCast(value, to: Bool.self), field: field) }
+        if Value.self == Double.self { return try fields.encode(unsafeBitCast(value, to: Double.self), field: field) }
+        if Value.self == Int64.self { return try fields.encode(unsafeBitCast(value, to: Int64.self), field: field) }
+        if Value.self == Float.self { return try fields.encode(unsafeBitCast(value, to: Float.self), field: field) }
+        if Value.self == Int32.self { return try fields.encode(unsafeBitCast(value, to: Int32.self), field: field) }
+        if Value.self == UInt64.self { return try fields.encode(unsafeBitCast(value, to: UInt64.self), field: field) }
+        try fields.encode(value, field: field)
     }
 
     @inlinable
@@ -95,6 +137,7 @@ public struct EncodingContainer<Model> {
 
     @usableFromInline
     mutating func writeNested() throws {
+        guard case .keyed(var keyed) = sink else { return }  // direct field access has no dotted keys
         try Self.write(nestedValues.map { ($0.slot.prefix[...], $0.slot.key, $0.value) }, into: &keyed)
     }
 

@@ -181,8 +181,11 @@ final class Slot: @unchecked Sendable {
     @usableFromInline let key: VariableKey
     /// A conversion of the arriving value (remote key sets only).
     @usableFromInline let transform: KeyTransform?
+    /// The property's number in its key set's ``FieldLayout``.
+    @usableFromInline let field: Int
 
-    init(property: String, keyName: String, prefix: [VariableKey], key: VariableKey, transform: KeyTransform?) {
+    init(property: String, keyName: String, prefix: [VariableKey], key: VariableKey, transform: KeyTransform?, field: Int) {
+        self.field = field
         self.property = property
         self.keyName = keyName
         self.prefix = prefix
@@ -200,6 +203,8 @@ final class KeyTable<Model>: @unchecked Sendable {
     @usableFromInline let id: KeySetID
     @usableFromInline let isCurrentLocal: Bool
     @usableFromInline let byIdentity: ContiguousArray<(id: ObjectIdentifier, slot: Slot)>
+    /// The key paths' identities alone, by field number: a field lookup that hands out no object.
+    @usableFromInline let identities: ContiguousArray<ObjectIdentifier>
     @usableFromInline let byKeyPath: [PartialKeyPath<Model>: Slot]
     let properties: [(keyPath: PartialKeyPath<Model>, name: String, keyName: String)]
     @usableFromInline let hasNestedKeys: Bool
@@ -233,7 +238,7 @@ final class KeyTable<Model>: @unchecked Sendable {
             let slot = Slot(
                 property: name, keyName: keyName,
                 prefix: components.dropLast().map(VariableKey.init), key: VariableKey(components.last ?? keyName),
-                transform: transforms[keyPath]
+                transform: transforms[keyPath], field: byIdentity.count
             )
             byIdentity.append((ObjectIdentifier(keyPath), slot))
             byKeyPath[keyPath] = slot
@@ -250,6 +255,7 @@ final class KeyTable<Model>: @unchecked Sendable {
             }
         }
         self.byIdentity = byIdentity
+        self.identities = ContiguousArray(byIdentity.map(\.id))
         self.byKeyPath = byKeyPath
         self.properties = properties.sorted { $0.name < $1.name }
         self.hasNestedKeys = owners.keys.contains { $0.contains(".") }
@@ -268,6 +274,17 @@ final class KeyTable<Model>: @unchecked Sendable {
         let id = ObjectIdentifier(keyPath)
         for entry in byIdentity where entry.id == id { return entry.slot }
         return byKeyPath[keyPath]
+    }
+
+    /// The field number of `keyPath` (see ``FieldLayout``), or `nil` when the key set has no key for it.
+    @inlinable
+    func field(for keyPath: PartialKeyPath<Model>) -> Int? {
+        let id = ObjectIdentifier(keyPath)
+        let found: Int? = identities.withUnsafeBufferPointer { identities in
+            for field in identities.indices where identities[field] == id { return field }
+            return nil
+        }
+        return found ?? byKeyPath[keyPath]?.field
     }
 
     /// The local version of this key set, or `nil` for a remote one.

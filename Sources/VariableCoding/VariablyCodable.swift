@@ -9,6 +9,11 @@ public protocol VariablyDecodable: Decodable {
     static var keySets: KeySets<Self> { get }
     /// Decodes the model from a container of its properties.
     init(from container: DecodingContainer<Self>) throws
+    /// Decodes the model from a coder's direct field access, numbered by `layout`. Do not
+    /// implement it: the default (``init(fields:layout:)-(FieldDecoding,_)``) is declared as a
+    /// requirement only so that each model gets a copy compiled for its own type, which spares
+    /// generic callers (a storage engine) a runtime type-metadata lookup per model.
+    init(fields: any FieldDecoding, layout: FieldLayout<Self>) throws
 }
 
 /// A model that encodes with any of its key sets.
@@ -17,6 +22,10 @@ public protocol VariablyEncodable: Encodable {
     static var keySets: KeySets<Self> { get }
     /// Encodes the model's properties into a container.
     func encode(to container: inout EncodingContainer<Self>) throws
+    /// Encodes the model through a coder's direct field access, numbered by `layout`. Do not
+    /// implement it: like ``VariablyDecodable/init(fields:layout:)-(FieldDecoding,_)``, it is a
+    /// requirement only so that each model gets a copy compiled for its own type.
+    func encode(fields: any FieldEncoding, layout: FieldLayout<Self>) throws
 }
 
 /// A model with several key sets, in both directions.

@@ -97,6 +97,26 @@ struct MapKeyTests {
         let mixed: [UInt8] = [0xA3, 0x61, 0x31, 0x00, 0x01, 0x00, 0x61, 0x31, 0x00]  // {"1": 0, 1: 0, "1": 0}
         #expect(throws: CBORDecodingError(.duplicateKey("1"), at: 0)) { try CBORDecoder().decode([String: Int].self, from: mixed) }
     }
+
+    @Test("one-byte keys (their own duplicate check): any ASCII byte, a repeat refused wherever it is")
+    func oneByteKeys() throws {
+        let seed = SeededGenerator.seedFromEnvironment()
+        var rng = SeededGenerator(seed: seed)
+        for round in 0..<200 {
+            let count = 1 + Int(rng.next() % 100)
+            let keys = Array((0..<128).map { String(UnicodeScalar(UInt8($0))) }.shuffled(using: &rng).prefix(count))
+            func map(_ keys: [String]) throws -> [UInt8] {
+                try keys.reduce(into: [0xB8, UInt8(keys.count)]) { bytes, key in bytes += try encodedKey(key) + [0x01] }
+            }
+            #expect(try CBORDecoder().decode([String: Int].self, from: map(keys)).count == count, "seed \(seed), round \(round)")
+            var twice = keys
+            let repeated = keys[Int(rng.next() % UInt64(count))]
+            twice.insert(repeated, at: Int(rng.next() % UInt64(count + 1)))
+            #expect(throws: CBORDecodingError(.duplicateKey(repeated), at: 0), "seed \(seed), round \(round)") {
+                try CBORDecoder().decode([String: Int].self, from: try map(twice))
+            }
+        }
+    }
 }
 
 private extension CBORValue {

@@ -54,8 +54,11 @@ struct AsyncTests {
             #expect(try holder.readLine() == "open ok")
             #expect(try holder.ask("hold-write") == "holding")
             // If the writes below blocked pool threads, the work after them could only run once
-            // the lock holder dies: the watchdog kills it after 30 s, and the test then fails.
-            let watchdog = Watchdog(seconds: 30, killing: holder.pid)
+            // the lock holder dies: the watchdog kills it, and the test then fails. Its deadline
+            // is generous because the pool is shared with the other tests, whose synchronous
+            // bodies can keep both of this machine's pool threads busy for half a minute
+            // (a 30 s deadline once failed that way); a pool blocked by Hoard never frees up.
+            let watchdog = Watchdog(seconds: 300, killing: holder.pid)
             // More waiting writes than the pool has threads (this machine has 2 cores)…
             let writes = (0..<8).map { i in
                 Task { try await notes.put(Note(id: Int64(i), text: "w", stars: 1, pinned: false)) }

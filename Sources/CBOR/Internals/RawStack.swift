@@ -37,6 +37,11 @@ struct RawStack<Element: BitwiseCopyable>: ~Copyable {
         count += 1
     }
 
+    /// Appends `element` `count` times.
+    mutating func append(_ element: Element, count times: Int) {
+        for _ in 0..<times { append(element) }
+    }
+
     private mutating func grow() {
         let newBase = UnsafeMutablePointer<Element>.allocate(capacity: capacity * 2)
         newBase.initialize(from: base, count: count)

@@ -113,6 +113,22 @@ func hoardGetAll() throws -> UInt64 {
     }
 }
 
+// `--only NAME` runs one workload `rounds` times and nothing else, for instruction counting
+// under callgrind (as codec-bench's): hoard-put, hoard-get, c-put, c-get.
+if let index = CommandLine.arguments.firstIndex(of: "--only"), index + 1 < CommandLine.arguments.count {
+    let workloads: [String: () throws -> UInt64] = ["hoard-put": hoardPutAll, "hoard-get": hoardGetAll, "c-put": rawPutAll, "c-get": rawGetAll]
+    guard let workload = workloads[CommandLine.arguments[index + 1]] else {
+        print("unknown workload; known: \(workloads.keys.sorted().joined(separator: ", "))")
+        exit(2)
+    }
+    if CommandLine.arguments[index + 1].hasSuffix("get") {
+        _ = rawPutAll()
+        _ = try hoardPutAll()
+    }
+    for _ in 0..<rounds { _ = try workload() }
+    exit(0)
+}
+
 print("store-bench: \(count) records of a 6-field model (average record \(records.reduce(0) { $0 + $1.count } / count) bytes), \(rounds) rounds (medians), NOSYNC on both sides")
 print("")
 

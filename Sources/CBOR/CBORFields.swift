@@ -1,0 +1,286 @@
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+// Maps read and written by field number: for a coder that knows a model's key names ahead of
+// time (a storage engine's schema), without Codable's keyed containers. The keys are matched
+// against the table once per map instead of by string on every lookup; values are read and
+// written by the same code, with the same checks, as through `Decoder` and `Encoder`.
+
+/// Text keys fixed in advance, numbered 0..<count (`names[n]` is field `n`).
+///
+/// ```swift
+/// let keys = CBORKeyTable(["ID", "NAME"])
+/// let bytes = try CBOREncoder(deterministic: true).encodeFields(keys: keys) { map in
+///     try map.encode(Int64(7), field: 0)
+///     try map.encode("Ada", field: 1)
+/// }
+/// let name = try CBORDecoder().decodeFields(from: bytes, keys: keys) { map in try map.decode(String.self, field: 1) }
+/// ```
+///
+/// The names should be distinct: of two equal names, decoding finds only the first, and
+/// encoding both is refused as a duplicate key.
+public final class CBORKeyTable: @unchecked Sendable {
+    // @unchecked: immutable after init; `storage` is owned and never written again.
+
+    /// The key names, by field number.
+    public let names: [String]
+    /// Every key encoded (head and UTF-8), back to back.
+    private let storage: UnsafeMutableRawPointer
+    private let spans: UnsafeMutableBufferPointer<KeyBytes>
+    /// Field numbers in the order of their encoded keys, which is where a deterministic map has
+    /// them: the field to try first for a map's n-th entry.
+    private let ordered: UnsafeMutableBufferPointer<Int>
+
+    struct KeyBytes {
+        /// The encoded key (head and UTF-8).
+        var encoded: UnsafeRawBufferPointer
+        /// Its UTF-8 content.
+        var utf8: UnsafeRawBufferPointer
+    }
+
+    /// A table of `names`, field `n` being `names[n]`.
+    public init(_ names: [String]) {
+        self.names = names
+        let writer = Writer()
+        var bounds: [(start: Int, content: Int, end: Int)] = []
+        for name in names {
+            let start = writer.count
+            writer.text(name)
+            bounds.append((start, start + Writer.headLength(UInt64(name.utf8.count)), writer.count))
+        }
+        let storage = UnsafeMutableRawPointer.allocate(byteCount: max(writer.count, 1), alignment: 8)
+        writer.withBytes { if let bytes = $0.baseAddress { storage.copyMemory(from: bytes, byteCount: $0.count) } }
+        self.storage = storage
+        spans = .allocate(capacity: names.count)
+        for (field, bound) in bounds.enumerated() {
+            spans.initializeElement(at: field, to: KeyBytes(
+                encoded: UnsafeRawBufferPointer(start: storage + bound.start, count: bound.end - bound.start),
+                utf8: UnsafeRawBufferPointer(start: storage + bound.content, count: bound.end - bound.content)
+            ))
+        }
+        ordered = .allocate(capacity: names.count)
+        let spans = self.spans
+        let order = names.indices.sorted { a, b in
+            let x = spans[a].encoded, y = spans[b].encoded
+            let common = min(x.count, y.count)
+            let c = common == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, common)  // both non-empty: a head byte at least
+            return c != 0 ? c < 0 : x.count < y.count
+        }
+        _ = ordered.initialize(from: order)
+    }
+
+    deinit {
+        storage.deallocate()
+        spans.deallocate()
+        ordered.deallocate()
+    }
+
+    /// The number of fields.
+    public var count: Int { names.count }
+
+    @inline(__always)
+    func encodedKey(_ field: Int) -> UnsafeRawBufferPointer { spans[field].encoded }
+
+    /// The field whose key has the UTF-8 bytes `key`, trying the one expected at `position` first.
+    @inline(__always)
+    func field(matching key: UnsafeRawBufferPointer, position: Int) -> Int? {
+        if position < ordered.count, Self.same(spans[ordered[position]].utf8, key) { return ordered[position] }
+        for field in 0..<spans.count where Self.same(spans[field].utf8, key) { return field }
+        return nil
+    }
+
+    @inline(__always)
+    private static func same(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard a.count == b.count else { return false }
+        guard let x = a.baseAddress, let y = b.baseAddress else { return true }  // both empty
+        return x.load(as: UInt8.self) == y.load(as: UInt8.self) && (a.count == 1 || memcmp(x + 1, y + 1, a.count - 1) == 0)
+    }
+}
+
+/// The coding key of a field, for coding paths and errors.
+struct FieldKey: CodingKey {
+    let stringValue: String
+    var intValue: Int? { nil }
+    init(_ name: String) { stringValue = name }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
+// MARK: - Reading
+
+extension CBORDecoder {
+    /// Reads the map in `buffer` (exactly one data item) by the field numbers of `keys`.
+    ///
+    /// The whole item is checked first, as ``decode(_:from:)-(_,UnsafeRawBufferPointer)`` checks
+    /// it (structure, depth, duplicate keys, trailing bytes); keys the table does not name are
+    /// ignored, as a keyed container ignores them. `reader` is valid only inside `body`.
+    ///
+    /// - Throws: ``CBORDecodingError`` for malformed bytes, `DecodingError.typeMismatch` when
+    ///   the item is not a map, and whatever `body` throws.
+    public func decodeFields<R>(from buffer: UnsafeRawBufferPointer, keys: CBORKeyTable, _ body: (CBORFieldReader) throws -> R) throws -> R {
+        let state = DecoderState.take(reader: Reader(buffer, maxDepth: maxDepth), userInfo: userInfoBox)
+        defer { DecoderState.recycle(state) }
+        let head = try state.reader.head(at: 0)
+        guard head.major == 5 else { throw state.mismatch([String: Int].self, at: 0, expected: "a map") }
+        let map = try state.indexMap(head, at: 0)
+        let end = state.topLevelEnd ?? buffer.count  // indexMap sets it for the item at offset 0
+        guard end == buffer.count else {
+            throw CBORDecodingError(.trailingBytes(count: buffer.count - end), at: end)
+        }
+        state.fieldValues.append(-1, count: keys.count)
+        for position in 0..<map.count {
+            let entry = state.entries[map.base + position]
+            let field: Int?
+            if entry.keyLength >= 0 && entry.keyOffset >= 0 {
+                field = keys.field(matching: state.reader.bytes(from: entry.keyOffset, count: entry.keyLength), position: position)
+            } else if entry.keyLength == 0, var name = state.chunkedKeys[map.base + position] {
+                field = name.withUTF8 { keys.field(matching: UnsafeRawBufferPointer($0), position: position) }
+            } else {
+                field = nil  // an integer key: no field has one
+            }
+            // The map has no duplicate keys (indexMap refused them), so no field is set twice.
+            if let field { state.fieldValues[field] = entry.valueOffset }
+        }
+        return try body(CBORFieldReader(state: state, generation: state.generation, keys: keys))
+    }
+
+    /// ``decodeFields(from:keys:_:)-(UnsafeRawBufferPointer,_,_)`` over an array of bytes.
+    public func decodeFields<R>(from bytes: [UInt8], keys: CBORKeyTable, _ body: (CBORFieldReader) throws -> R) throws -> R {
+        try bytes.withUnsafeBytes { try decodeFields(from: $0, keys: keys, body) }
+    }
+}
+
+/// The fields of one map being decoded, by the field numbers of a ``CBORKeyTable``; made by
+/// ``CBORDecoder/decodeFields(from:keys:_:)-(UnsafeRawBufferPointer,_,_)`` and valid only inside its call.
+///
+/// Each method behaves as the same method of a keyed decoding container: a field the map does
+/// not hold throws `DecodingError.keyNotFound`; values are checked and converted the same way.
+public final class CBORFieldReader {
+    let state: DecoderState
+    let generation: Int
+    let keys: CBORKeyTable
+
+    init(state: DecoderState, generation: Int, keys: CBORKeyTable) {
+        self.state = state
+        self.generation = generation
+        self.keys = keys
+    }
+
+    /// The key names, by field number.
+    public var names: [String] { keys.names }
+
+    /// Whether the map holds the field (with any value, `null` included).
+    public func contains(field: Int) -> Bool {
+        generation == state.generation && field >= 0 && field < keys.count && state.fieldValues[field] >= 0
+    }
+
+    @inline(__always)
+    private func valueOffset(_ field: Int) throws -> Int {
+        guard generation == state.generation else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "a field reader was used after its decode call had ended"))
+        }
+        guard field >= 0, field < keys.count else {
+            throw DecodingError.keyNotFound(FieldKey("#\(field)"), .init(codingPath: [], debugDescription: "field \(field) is not one of the key table's \(keys.count) fields"))
+        }
+        let offset = state.fieldValues[field]
+        guard offset >= 0 else {
+            throw DecodingError.keyNotFound(FieldKey(keys.names[field]), .init(codingPath: [], debugDescription: "no value for key '\(keys.names[field])' in the map"))
+        }
+        return offset
+    }
+
+    /// Runs a primitive decode; only when it fails is the field's key added to the error's path.
+    @inline(__always)
+    private func primitive<T>(_ field: Int, _ body: (Int) throws -> T) throws -> T {
+        let offset = try valueOffset(field)
+        do {
+            return try body(offset)
+        } catch {
+            throw state.adding(FieldKey(keys.names[field]), to: error)
+        }
+    }
+
+    public func decodeNil(field: Int) throws -> Bool { try state.isNil(at: try valueOffset(field)) }
+    public func decode(_ type: Bool.Type, field: Int) throws -> Bool { try primitive(field) { try state.decodeBool(at: $0) } }
+    public func decode(_ type: String.Type, field: Int) throws -> String { try primitive(field) { try state.decodeString(at: $0) } }
+    public func decode(_ type: Double.Type, field: Int) throws -> Double { try primitive(field) { try state.decodeDouble(at: $0) } }
+    public func decode(_ type: Float.Type, field: Int) throws -> Float { try primitive(field) { try state.decodeFloat(at: $0) } }
+    public func decode(_ type: Int.Type, field: Int) throws -> Int { try primitive(field) { try state.decodeInteger(type, at: $0) } }
+    public func decode(_ type: Int32.Type, field: Int) throws -> Int32 { try primitive(field) { try state.decodeInteger(type, at: $0) } }
+    public func decode(_ type: Int64.Type, field: Int) throws -> Int64 { try primitive(field) { try state.decodeInteger(type, at: $0) } }
+    public func decode(_ type: UInt64.Type, field: Int) throws -> UInt64 { try primitive(field) { try state.decodeInteger(type, at: $0) } }
+
+    /// Any other value, through the decoder's `Decoder` (its coding path starts at the field).
+    public func decode<T: Decodable>(_ type: T.Type, field: Int) throws -> T {
+        let offset = try valueOffset(field)
+        return try state.decodeNested(type, at: offset, key: FieldKey(keys.names[field]))
+    }
+}
+
+// MARK: - Writing
+
+extension CBOREncoder {
+    /// Encodes one map whose entries `fields` writes by the field numbers of `keys`, and hands
+    /// its bytes to `body` without copying them into an array (they are valid only inside `body`).
+    ///
+    /// Keys are ordered (``deterministic``) and checked for duplicates as for any map.
+    /// `writer` is valid only inside `fields`.
+    public func encodeFields<R>(
+        keys: CBORKeyTable, _ fields: (CBORFieldWriter) throws -> Void, reading body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
+        try withState(prefix: nil) { state in
+            let id = state.openContainer(isMap: true, reuse: false)
+            try fields(CBORFieldWriter(state: state, id: id, keys: keys))
+            while state.stack.count > 0 { try state.close() }
+            if state.failed, let failure = state.failure { throw failure }
+            return try state.writer.withBytes(body)
+        }
+    }
+
+    /// Encodes one map whose entries `fields` writes by the field numbers of `keys`.
+    public func encodeFields(keys: CBORKeyTable, _ fields: (CBORFieldWriter) throws -> Void) throws -> [UInt8] {
+        try encodeFields(keys: keys, fields, reading: { Array($0) })
+    }
+}
+
+/// The map being encoded, written by the field numbers of a ``CBORKeyTable``; made by
+/// ``CBOREncoder/encodeFields(keys:_:)`` and valid only inside its call. Each method writes the
+/// field's key and the value, as a keyed encoding container's method of the same name does.
+public final class CBORFieldWriter {
+    let state: EncoderState
+    let id: Int
+    let keys: CBORKeyTable
+
+    init(state: EncoderState, id: Int, keys: CBORKeyTable) {
+        self.state = state
+        self.id = id
+        self.keys = keys
+    }
+
+    @inline(__always)
+    private func begin(_ field: Int) throws {
+        guard field >= 0, field < keys.count else {
+            throw EncodingError.invalidValue(field, .init(codingPath: state.path, debugDescription: "CBOR: field \(field) is not one of the key table's \(keys.count) fields"))
+        }
+        try state.beginEntry(id, encodedKey: keys.encodedKey(field))
+    }
+
+    public func encodeNil(field: Int) throws { try begin(field); state.writer.append(0xF6) }
+    public func encode(_ value: Bool, field: Int) throws { try begin(field); state.writer.append(value ? 0xF5 : 0xF4) }
+    public func encode(_ value: String, field: Int) throws { try begin(field); state.writer.text(value) }
+    public func encode(_ value: Double, field: Int) throws { try begin(field); state.writer.double(value) }
+    public func encode(_ value: Float, field: Int) throws { try begin(field); state.writer.double(Double(value)) }
+    public func encode(_ value: Int, field: Int) throws { try begin(field); state.writer.int(Int64(value)) }
+    public func encode(_ value: Int32, field: Int) throws { try begin(field); state.writer.int(Int64(value)) }
+    public func encode(_ value: Int64, field: Int) throws { try begin(field); state.writer.int(value) }
+    public func encode(_ value: UInt64, field: Int) throws { try begin(field); state.writer.head(0, value) }
+
+    /// Any other value, through the encoder's `Encoder` (its coding path starts at the field).
+    public func encode<T: Encodable>(_ value: T, field: Int) throws {
+        try begin(field)
+        try state.encodeNested(value, key: FieldKey(keys.names[field]))
+    }
+}
