@@ -115,6 +115,11 @@ final class EncoderState: Encoder, @unchecked Sendable {
     /// Where a deterministic map's entries are put in order before they are copied back.
     let scratch = Writer()
     @exclusivity(unchecked) var nextID = 0
+    /// For `encodeFields`: each field's value in `writer`, the fields in the order written, and
+    /// the call they belong to (0 outside one).
+    @exclusivity(unchecked) var fieldRanges = RawStack<FieldRange>()
+    @exclusivity(unchecked) var fieldOrder = RawStack<Int>()
+    @exclusivity(unchecked) var fieldsToken = 0
     @exclusivity(unchecked) var path: [any CodingKey] = []
     /// The container made by the value now being encoded, so that asking twice gives the same one.
     @exclusivity(unchecked) var valueContainer: Int?
@@ -345,16 +350,6 @@ final class EncoderState: Encoder, @unchecked Sendable {
         let start = writer.count
         writer.text(key.stringValue)
         keys.append(KeySpan(start: start, length: writer.count - start))
-    }
-
-    /// Starts an entry of map `id` whose key is already encoded (`CBORFieldWriter`).
-    @inline(__always)
-    func beginEntry(_ id: Int, encodedKey: UnsafeRawBufferPointer) throws {
-        try enter(id)
-        stack.base[stack.count - 1].count += 1  // enter made `id` the last frame
-        let start = writer.count
-        writer.append(encodedKey)
-        keys.append(KeySpan(start: start, length: encodedKey.count))
     }
 
     /// Starts an item of array `id`.

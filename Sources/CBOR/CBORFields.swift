@@ -32,7 +32,9 @@ public final class CBORKeyTable: @unchecked Sendable {
     private let spans: UnsafeMutableBufferPointer<KeyBytes>
     /// Field numbers in the order of their encoded keys, which is where a deterministic map has
     /// them: the field to try first for a map's n-th entry.
-    private let ordered: UnsafeMutableBufferPointer<Int>
+    let ordered: UnsafeMutableBufferPointer<Int>
+    /// Whether two fields have the same name (then writing both is refused).
+    private let hasEqualNames: Bool
 
     struct KeyBytes {
         /// The encoded key (head and UTF-8).
@@ -70,6 +72,16 @@ public final class CBORKeyTable: @unchecked Sendable {
             return c != 0 ? c < 0 : x.count < y.count
         }
         _ = ordered.initialize(from: order)
+        hasEqualNames = Set(names).count < names.count
+    }
+
+    /// Refuses a map in which two written fields have the same name.
+    func checkDistinct(_ ranges: borrowing RawStack<FieldRange>, path: [any CodingKey]) throws {
+        guard hasEqualNames else { return }
+        var written = Set<String>()
+        for field in 0..<names.count where ranges[field].start >= 0 && !written.insert(names[field]).inserted {
+            throw EncodingError.invalidValue(names[field], .init(codingPath: path, debugDescription: "CBOR: the map would hold the key '\(names[field])' twice"))
+        }
     }
 
     deinit {
@@ -226,17 +238,40 @@ extension CBOREncoder {
     /// Encodes one map whose entries `fields` writes by the field numbers of `keys`, and hands
     /// its bytes to `body` without copying them into an array (they are valid only inside `body`).
     ///
-    /// Keys are ordered (``deterministic``) and checked for duplicates as for any map.
-    /// `writer` is valid only inside `fields`.
+    /// The bytes are those of the same map written through `Encoder`: entries in the order they
+    /// were written, or (``deterministic``) in the order of their encoded keys; a field written
+    /// twice is refused. `writer` is valid only inside `fields`.
     public func encodeFields<R>(
         keys: CBORKeyTable, _ fields: (CBORFieldWriter) throws -> Void, reading body: (UnsafeRawBufferPointer) throws -> R
     ) throws -> R {
         try withState(prefix: nil) { state in
-            let id = state.openContainer(isMap: true, reuse: false)
-            try fields(CBORFieldWriter(state: state, id: id, keys: keys))
-            while state.stack.count > 0 { try state.close() }
+            // Values are written one after another as they come, and their ranges noted by field;
+            // the map is then put together once, in the right order, with the keys the table has
+            // ready: no key comparisons and no reordering of written entries.
+            state.nextID += 1
+            let token = state.nextID
+            state.fieldsToken = token
+            defer { state.fieldsToken = 0 }
+            state.fieldRanges.removeAll(keepingUpTo: 1024)
+            state.fieldRanges.append(FieldRange(start: -1, end: -1), count: keys.count)
+            state.fieldOrder.removeAll(keepingUpTo: 1024)
+            try fields(CBORFieldWriter(state: state, token: token, keys: keys))
             if state.failed, let failure = state.failure { throw failure }
-            return try state.writer.withBytes(body)
+            try keys.checkDistinct(state.fieldRanges, path: state.path)
+            let map = state.scratch
+            map.reset()
+            map.head(5, UInt64(state.fieldOrder.count))
+            func append(_ field: Int) {
+                let range = state.fieldRanges[field]
+                map.append(keys.encodedKey(field))
+                map.append(UnsafeRawBufferPointer(start: state.writer.base + range.start, count: range.end - range.start))
+            }
+            if deterministic {
+                for field in keys.ordered where state.fieldRanges[field].start >= 0 { append(field) }
+            } else {
+                for position in 0..<state.fieldOrder.count { append(state.fieldOrder[position]) }
+            }
+            return try map.withBytes(body)
         }
     }
 
@@ -246,41 +281,63 @@ extension CBOREncoder {
     }
 }
 
+/// Where one field's value lies in the encoder's buffer (`start == -1`: not written).
+struct FieldRange {
+    var start: Int
+    var end: Int
+}
+
 /// The map being encoded, written by the field numbers of a ``CBORKeyTable``; made by
 /// ``CBOREncoder/encodeFields(keys:_:)`` and valid only inside its call. Each method writes the
-/// field's key and the value, as a keyed encoding container's method of the same name does.
+/// field's value, as a keyed encoding container's method of the same name does.
 public final class CBORFieldWriter {
     let state: EncoderState
-    let id: Int
+    /// Which `encodeFields` call this writer belongs to.
+    let token: Int
     let keys: CBORKeyTable
 
-    init(state: EncoderState, id: Int, keys: CBORKeyTable) {
+    init(state: EncoderState, token: Int, keys: CBORKeyTable) {
         self.state = state
-        self.id = id
+        self.token = token
         self.keys = keys
     }
 
+    /// Checks the field and notes where its value starts.
     @inline(__always)
     private func begin(_ field: Int) throws {
+        guard state.fieldsToken == token else {
+            throw EncodingError.invalidValue(field, .init(codingPath: [], debugDescription: "CBOR: a field writer was used after its encode call had ended"))
+        }
         guard field >= 0, field < keys.count else {
             throw EncodingError.invalidValue(field, .init(codingPath: state.path, debugDescription: "CBOR: field \(field) is not one of the key table's \(keys.count) fields"))
         }
-        try state.beginEntry(id, encodedKey: keys.encodedKey(field))
+        guard state.fieldRanges[field].start < 0 else {
+            throw EncodingError.invalidValue(keys.names[field], .init(codingPath: state.path, debugDescription: "CBOR: the map would hold the key '\(keys.names[field])' twice"))
+        }
+        state.fieldRanges[field].start = state.writer.count
+        state.fieldOrder.append(field)
     }
 
-    public func encodeNil(field: Int) throws { try begin(field); state.writer.append(0xF6) }
-    public func encode(_ value: Bool, field: Int) throws { try begin(field); state.writer.append(value ? 0xF5 : 0xF4) }
-    public func encode(_ value: String, field: Int) throws { try begin(field); state.writer.text(value) }
-    public func encode(_ value: Double, field: Int) throws { try begin(field); state.writer.double(value) }
-    public func encode(_ value: Float, field: Int) throws { try begin(field); state.writer.double(Double(value)) }
-    public func encode(_ value: Int, field: Int) throws { try begin(field); state.writer.int(Int64(value)) }
-    public func encode(_ value: Int32, field: Int) throws { try begin(field); state.writer.int(Int64(value)) }
-    public func encode(_ value: Int64, field: Int) throws { try begin(field); state.writer.int(value) }
-    public func encode(_ value: UInt64, field: Int) throws { try begin(field); state.writer.head(0, value) }
+    /// Notes where the field's value ends.
+    @inline(__always)
+    private func end(_ field: Int) {
+        state.fieldRanges[field].end = state.writer.count
+    }
+
+    public func encodeNil(field: Int) throws { try begin(field); state.writer.append(0xF6); end(field) }
+    public func encode(_ value: Bool, field: Int) throws { try begin(field); state.writer.append(value ? 0xF5 : 0xF4); end(field) }
+    public func encode(_ value: String, field: Int) throws { try begin(field); state.writer.text(value); end(field) }
+    public func encode(_ value: Double, field: Int) throws { try begin(field); state.writer.double(value); end(field) }
+    public func encode(_ value: Float, field: Int) throws { try begin(field); state.writer.double(Double(value)); end(field) }
+    public func encode(_ value: Int, field: Int) throws { try begin(field); state.writer.int(Int64(value)); end(field) }
+    public func encode(_ value: Int32, field: Int) throws { try begin(field); state.writer.int(Int64(value)); end(field) }
+    public func encode(_ value: Int64, field: Int) throws { try begin(field); state.writer.int(value); end(field) }
+    public func encode(_ value: UInt64, field: Int) throws { try begin(field); state.writer.head(0, value); end(field) }
 
     /// Any other value, through the encoder's `Encoder` (its coding path starts at the field).
     public func encode<T: Encodable>(_ value: T, field: Int) throws {
         try begin(field)
         try state.encodeNested(value, key: FieldKey(keys.names[field]))
+        end(field)
     }
 }

@@ -235,7 +235,6 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
 
     /// Stores `model` in `txn`. With `insertOnly`, an existing record is an error (`LMDBError` keyExists).
     public func put(_ model: Model, expiry: Expiry = .collectionDefault, insertOnly: Bool = false, in txn: borrowing WriteTransaction) throws {
-        let key = try keyBytes(model.id)
         let now = store.options.clock()
         let expiresAt: Int64? = switch expiry {
         case .collectionDefault: timeToLive.map { now + $0 }
@@ -244,9 +243,12 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         case .after(let duration): now + duration
         }
         let header = RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
-        try withPayload(of: model, key: key) { payload in
-            try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database, options: insertOnly ? .noOverwrite : []) { record in
-                header.write(payload: payload, into: record)
+        try model.id.withKeyBytes { key in
+            try checkKeySize(key.count)
+            try withPayload(of: model, key: key) { payload in
+                try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database, options: insertOnly ? .noOverwrite : []) { record in
+                    header.write(payload: payload, into: record)
+                }
             }
         }
     }
@@ -291,7 +293,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     /// Encodes `model`'s payload and hands its bytes to `body` (valid only inside it) without
     /// making an array of them. An encoding error is thrown as ``HoardError/encoding(collection:key:underlying:)``
     /// naming `key`; what `body` throws comes out unchanged.
-    func withPayload<R>(of model: Model, key: [UInt8], _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+    func withPayload<R>(of model: Model, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         do {
             return try withKeySet(.currentLocal) {
                 guard let fields = currentFields else {

@@ -13,28 +13,27 @@
 /// data, so there it is ``VariableCodingError/propertyWithoutKey(type:keySet:property:)``.
 /// Key names with dots are written as nested objects.
 public struct EncodingContainer<Model> {
-    /// Where the values go: the model's object through Codable, or a coder's direct field access.
-    @usableFromInline var sink: Sink
+    /// Where the values go: the model's object through Codable, or (exclusively) a coder's
+    /// direct field access, for flat key sets only (see ``KeySets/fieldLayout(for:)``). Two
+    /// optionals rather than an enum: an enum with an existential payload is inspected through
+    /// runtime calls on every value.
+    @usableFromInline var keyed: KeyedEncodingContainer<VariableKey>?
+    @usableFromInline let fields: (any FieldEncoding)?
     @usableFromInline let table: KeyTable<Model>
     /// Values for dotted key names, written as nested objects when the model is done.
     @usableFromInline var nestedValues: [(slot: Slot, value: any Encodable)] = []
 
-    @usableFromInline
-    enum Sink {
-        case keyed(KeyedEncodingContainer<VariableKey>)
-        /// Only for flat key sets (see ``KeySets/fieldLayout(for:)``).
-        case fields(any FieldEncoding)
-    }
-
     @inlinable
     init(keyed: KeyedEncodingContainer<VariableKey>, table: KeyTable<Model>) {
-        self.sink = .keyed(keyed)
+        self.keyed = keyed
+        self.fields = nil
         self.table = table
     }
 
     @inlinable
     init(fields: any FieldEncoding, table: KeyTable<Model>) {
-        self.sink = .fields(fields)
+        self.keyed = nil
+        self.fields = fields
         self.table = table
     }
 
@@ -47,8 +46,7 @@ public struct EncodingContainer<Model> {
     /// The coding path of the model.
     @inlinable
     public var codingPath: [any CodingKey] {
-        if case .keyed(let keyed) = sink { return keyed.codingPath }
-        return []
+        keyed?.codingPath ?? []
     }
 
     /// Writes the property's value (`nil` as `null`).
@@ -61,20 +59,17 @@ public struct EncodingContainer<Model> {
     /// key set being encoded.
     @inlinable
     public mutating func encodeValue<Value: Encodable>(_ value: Value, forProperty keyPath: PartialKeyPath<Model>) throws {
-        if case .fields(let fields) = sink {
+        if let fields {
             guard let field = table.field(for: keyPath) else {
                 _ = try slot(for: keyPath)  // the error for the current local key set
                 return
             }
             return try encodePrimitiveOrValue(value, into: fields, field: field)
         }
-        guard let slot = try slot(for: keyPath) else { return }
-        switch sink {
-        case .fields:
-            break  // handled above
-        case .keyed(var keyed) where slot.prefix.isEmpty:
+        guard let slot = try slot(for: keyPath), var keyed else { return }
+        if slot.prefix.isEmpty {
             try encodePrimitiveOrValue(value, into: &keyed, forKey: slot.key)
-        case .keyed:
+        } else {
             nestedValues.append((slot, value))
         }
     }
@@ -137,7 +132,7 @@ public struct EncodingContainer<Model> {
 
     @usableFromInline
     mutating func writeNested() throws {
-        guard case .keyed(var keyed) = sink else { return }  // direct field access has no dotted keys
+        guard var keyed else { return }  // direct field access has no dotted keys
         try Self.write(nestedValues.map { ($0.slot.prefix[...], $0.slot.key, $0.value) }, into: &keyed)
     }
 

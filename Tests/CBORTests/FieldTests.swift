@@ -69,6 +69,16 @@ struct FieldTests {
             try CBOREncoder().encodeFields(keys: keys) { try $0.encode(1, field: 1); try $0.encode(2, field: 1) }
         }
         #expect(throws: EncodingError.self) { try CBOREncoder().encodeFields(keys: keys) { try $0.encode(1, field: 4) } }
+        // Two fields of one name: either alone is fine, both are a duplicate key.
+        let twins = CBORKeyTable(["a", "b", "a"])
+        #expect(try CBOREncoder().encodeFields(keys: twins) { try $0.encode(1, field: 2) } == [0xA1, 0x61, 0x61, 0x01])
+        #expect(throws: EncodingError.self) {
+            try CBOREncoder(deterministic: true).encodeFields(keys: twins) { try $0.encode(1, field: 0); try $0.encode(2, field: 2) }
+        }
+        // A writer kept past its call refuses to write.
+        nonisolated(unsafe) var kept: CBORFieldWriter?
+        _ = try CBOREncoder().encodeFields(keys: keys) { kept = $0 }
+        #expect(throws: EncodingError.self) { try kept?.encode(1, field: 1) }
         let bytes = try CBOREncoder(deterministic: true).encodeFields(keys: keys) { map in
             try map.encode("z", field: 3)
             try map.encode(Data([1, 2]), field: 0)  // through the Encoder: a byte string
