@@ -137,24 +137,32 @@ extension CBORDecoder {
         defer { DecoderState.recycle(state) }
         let head = try state.reader.head(at: 0)
         guard head.major == 5 else { throw state.mismatch([String: Int].self, at: 0, expected: "a map") }
-        let map = try state.indexMap(head, at: 0)
-        let end = state.topLevelEnd ?? buffer.count  // indexMap sets it for the item at offset 0
+        state.fieldValues.append(-1, count: keys.count)
+        let end: Int
+        if let quick = try state.matchFields(head, keys: keys) {
+            end = quick
+        } else {
+            // A key the table does not name, or one written unusually: index the map as a keyed
+            // container would (every check included) and match what can be matched.
+            for field in 0..<keys.count { state.fieldValues[field] = -1 }
+            let map = try state.indexMap(head, at: 0)
+            end = state.topLevelEnd ?? buffer.count  // indexMap sets it for the item at offset 0
+            for position in 0..<map.count {
+                let entry = state.entries[map.base + position]
+                let field: Int?
+                if entry.keyLength >= 0 && entry.keyOffset >= 0 {
+                    field = keys.field(matching: state.reader.bytes(from: entry.keyOffset, count: entry.keyLength), position: position)
+                } else if entry.keyLength == 0, var name = state.chunkedKeys[map.base + position] {
+                    field = name.withUTF8 { keys.field(matching: UnsafeRawBufferPointer($0), position: position) }
+                } else {
+                    field = nil  // an integer key: no field has one
+                }
+                // The map has no duplicate keys (indexMap refused them), so no field is set twice.
+                if let field { state.fieldValues[field] = entry.valueOffset }
+            }
+        }
         guard end == buffer.count else {
             throw CBORDecodingError(.trailingBytes(count: buffer.count - end), at: end)
-        }
-        state.fieldValues.append(-1, count: keys.count)
-        for position in 0..<map.count {
-            let entry = state.entries[map.base + position]
-            let field: Int?
-            if entry.keyLength >= 0 && entry.keyOffset >= 0 {
-                field = keys.field(matching: state.reader.bytes(from: entry.keyOffset, count: entry.keyLength), position: position)
-            } else if entry.keyLength == 0, var name = state.chunkedKeys[map.base + position] {
-                field = name.withUTF8 { keys.field(matching: UnsafeRawBufferPointer($0), position: position) }
-            } else {
-                field = nil  // an integer key: no field has one
-            }
-            // The map has no duplicate keys (indexMap refused them), so no field is set twice.
-            if let field { state.fieldValues[field] = entry.valueOffset }
         }
         return try body(CBORFieldReader(state: state, generation: state.generation, keys: keys))
     }
@@ -162,6 +170,32 @@ extension CBORDecoder {
     /// ``decodeFields(from:keys:_:)-(UnsafeRawBufferPointer,_,_)`` over an array of bytes.
     public func decodeFields<R>(from bytes: [UInt8], keys: CBORKeyTable, _ body: (CBORFieldReader) throws -> R) throws -> R {
         try bytes.withUnsafeBytes { try decodeFields(from: $0, keys: keys, body) }
+    }
+}
+
+extension DecoderState {
+    /// The common case in one pass: a definite map whose keys are all short definite text keys
+    /// the table names. Notes each field's value offset and returns where the map ends, or `nil`
+    /// (with some fields noted) as soon as an entry is not of that kind. It reads and checks what
+    /// `indexMap` would, in the same order, so a malformed map gets the same error either way.
+    func matchFields(_ head: Head, keys: CBORKeyTable) throws -> Int? {
+        guard !head.isIndefinite else { return nil }
+        let count = try reader.checkLength(head.argument, units: 2, from: head.contentOffset)
+        var position = head.contentOffset
+        for index in 0..<count {
+            let initial = try reader.byte(at: position)
+            guard initial >= 0x60 && initial <= 0x77 else { return nil }
+            let keyOffset = position + 1
+            let keyLength = try reader.checkLength(UInt64(initial & 0x1F), from: keyOffset)
+            guard let field = keys.field(matching: reader.bytes(from: keyOffset, count: keyLength), position: index) else { return nil }
+            // Two keys that name one field are the same key.
+            guard fieldValues[field] < 0 else { throw CBORDecodingError(.duplicateKey(keys.names[field]), at: 0) }
+            let valueOffset = keyOffset + keyLength
+            fieldValues[field] = valueOffset
+            // Keys and values sit one level below the map.
+            position = try reader.endOfFlatItem(at: valueOffset) ?? reader.skipQuickly(at: valueOffset, depth: 1)
+        }
+        return position
     }
 }
 

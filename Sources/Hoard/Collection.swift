@@ -43,6 +43,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         for version in keySets.localVersions {
             if let layout = try keySets.fieldLayout(for: .local(version)) { fields[version] = PayloadFields(layout: layout) }
         }
+        currentVersion = keySets.currentVersion
         currentFields = fields.removeValue(forKey: keySets.currentVersion)
         olderFields = fields
         do {
@@ -57,7 +58,8 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         }
     }
 
-    var currentVersion: Int { Model.keySets.currentVersion }
+    /// The model's current local version (kept: reading `Model.keySets` is a call per record).
+    let currentVersion: Int
 
     // MARK: Reading
 
@@ -195,7 +197,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         guard header.version <= currentVersion else {
             throw HoardError.newerRecord(collection: name, key: describeKey(key()), version: header.version, current: currentVersion)
         }
-        guard localVersions.contains(header.version) else {
+        guard header.version == currentVersion || localVersions.contains(header.version) else {
             throw HoardError.corruptRecord(collection: name, key: describeKey(key()), reason: "key-set version \(header.version) is not one of \(Model.self)'s local versions")
         }
         do {
