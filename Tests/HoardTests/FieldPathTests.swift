@@ -6,6 +6,16 @@ import TestSupport
 import Testing
 import VariableCoding
 
+/// A nested model with key sets of its own: inside a field-coded model it is coded through
+/// Codable, with the key set of the version being coded.
+struct ProbeOwner: VariablyCodable, Equatable, Sendable {
+    var handle: String
+    static let keySets = KeySets<ProbeOwner>(local: [1: [\.handle: "H"]])
+    init(handle: String) { self.handle = handle }
+    init(from container: DecodingContainer<ProbeOwner>) throws { handle = try container.decodeValue(for: \.handle) }
+    func encode(to container: inout EncodingContainer<ProbeOwner>) throws { try container.encodeValue(handle, for: \.handle) }
+}
+
 /// A model with a property of every kind the decoding container treats differently: primitives
 /// of each typed entry point, widening targets, an optional, a default, a list, nested values.
 struct Probe: VariablyCodable, Identifiable, Equatable, Sendable {
@@ -26,18 +36,19 @@ struct Probe: VariablyCodable, Identifiable, Equatable, Sendable {
     var tags: [String]
     var size: Size
     var seen: Date?
+    var owner: ProbeOwner
 
     static let keySets = KeySets<Probe>(
         local: [1: [
             \.id: "i", \.name: "n", \.score: "s", \.ratio: "r", \.count: "c", \.small: "m", \.big: "b",
-            \.flag: "f", \.nickname: "nick", \.level: "lvl", \.tags: "tags", \.size: "size", \.seen: "seen",
+            \.flag: "f", \.nickname: "nick", \.level: "lvl", \.tags: "tags", \.size: "size", \.seen: "seen", \.owner: "o",
         ]]
     )
 
     init(id: Int64, name: String, score: Double, ratio: Float, count: Int, small: Int32, big: UInt64, flag: Bool,
-         nickname: String?, level: Int, tags: [String], size: Size, seen: Date?) {
+         nickname: String?, level: Int, tags: [String], size: Size, seen: Date?, owner: ProbeOwner) {
         (self.id, self.name, self.score, self.ratio, self.count, self.small, self.big, self.flag) = (id, name, score, ratio, count, small, big, flag)
-        (self.nickname, self.level, self.tags, self.size, self.seen) = (nickname, level, tags, size, seen)
+        (self.nickname, self.level, self.tags, self.size, self.seen, self.owner) = (nickname, level, tags, size, seen, owner)
     }
 
     init(from container: DecodingContainer<Probe>) throws {
@@ -54,6 +65,7 @@ struct Probe: VariablyCodable, Identifiable, Equatable, Sendable {
         tags = try container.decodeList(String.self, forProperty: \.tags).elements
         size = try container.decodeValue(for: \.size)
         seen = try container.decodeValueIfPresent(for: \.seen)
+        owner = try container.decodeValue(for: \.owner)
     }
 
     func encode(to container: inout EncodingContainer<Probe>) throws {
@@ -70,6 +82,7 @@ struct Probe: VariablyCodable, Identifiable, Equatable, Sendable {
         try container.encodeValue(tags, for: \.tags)
         try container.encodeValue(size, for: \.size)
         try container.encodeValueIfPresent(seen, for: \.seen)
+        try container.encodeValue(owner, for: \.owner)
     }
 
     static func random(id: Int64, using rng: inout SeededGenerator) -> Probe {
@@ -80,7 +93,8 @@ struct Probe: VariablyCodable, Identifiable, Equatable, Sendable {
             flag: rng.next() % 2 == 0, nickname: rng.next() % 2 == 0 ? nil : "nick\(rng.next() % 100)",
             level: Int(rng.next() % 10), tags: (0..<Int(rng.next() % 4)).map { "t\($0)" },
             size: Size(width: Int(rng.next() % 1000), height: Int(rng.next() % 1000)),
-            seen: rng.next() % 2 == 0 ? nil : Date(timeIntervalSince1970: Double(rng.next() % 2_000_000_000))
+            seen: rng.next() % 2 == 0 ? nil : Date(timeIntervalSince1970: Double(rng.next() % 2_000_000_000)),
+            owner: ProbeOwner(handle: "@\(rng.next() % 1000)")
         )
     }
 }
