@@ -37,8 +37,10 @@ public enum Presence<Value> {
 /// exactly, a `Float` into a `Double`, a 32-bit integer into a wider one. Errors are
 /// ``VariableCodingError/decoding(type:keySet:property:key:codingPath:reason:underlying:)``.
 public struct DecodingContainer<Model> {
-    /// The model's object, when it is decoded through Codable.
-    @usableFromInline let keyed: KeyedDecodingContainer<VariableKey>?
+    /// The model's object when it is decoded through Codable; ``detachedKeyedDecoding`` when
+    /// `fields` is set. (Not an optional: copying an optional of the standard library's container
+    /// goes through runtime calls, which cost the Codable path about 1,500 instructions a model.)
+    @usableFromInline let keyed: KeyedDecodingContainer<VariableKey>
     /// The coder's direct field access, when it has one (see ``FieldDecoding``); exclusive with `keyed`.
     @usableFromInline let fields: (any FieldDecoding)?
     @usableFromInline let table: KeyTable<Model>
@@ -46,7 +48,7 @@ public struct DecodingContainer<Model> {
     @usableFromInline let nestedObjects: NestedObjects?
     /// The coding path of the model (computed when asked: some coders build it on every call).
     @inlinable
-    public var codingPath: [any CodingKey] { keyed?.codingPath ?? [] }
+    public var codingPath: [any CodingKey] { fields == nil ? keyed.codingPath : [] }
 
     @inlinable
     init(keyed: KeyedDecodingContainer<VariableKey>, table: KeyTable<Model>) {
@@ -59,7 +61,7 @@ public struct DecodingContainer<Model> {
     /// Over direct field access; `table` is flat (see ``KeySets/fieldLayout(for:)``).
     @inlinable
     init(fields: any FieldDecoding, table: KeyTable<Model>) {
-        self.keyed = nil
+        self.keyed = detachedKeyedDecoding
         self.fields = fields
         self.table = table
         self.nestedObjects = nil
@@ -170,16 +172,16 @@ public struct DecodingContainer<Model> {
     func decodeFlat<Value: Decodable>(_ type: Value.Type, _ keyPath: PartialKeyPath<Model>) throws -> Value? {
         if let fields {
             guard let field = table.field(for: keyPath) else { return nil }
-            return try FieldPlace(fields: fields, field: field).decode(Value.self)
+            return try FieldPlace.decode(Value.self, from: fields, field: field)
         }
-        guard let keyed, let slot = table.slot(for: keyPath), slot.prefix.isEmpty, slot.transform == nil else { return nil }
-        return try KeyedPlace(container: keyed, key: slot.key).decode(Value.self)
+        guard let slot = table.slot(for: keyPath), slot.prefix.isEmpty, slot.transform == nil else { return nil }
+        return try KeyedPlace.decode(Value.self, from: keyed, key: slot.key)
     }
 
     /// The object that holds `slot`'s key: this model's, or a nested one for a dotted key name.
     @inlinable
     func object(for slot: Slot) throws -> KeyedDecodingContainer<VariableKey>? {
-        guard let keyed else { return nil }
+        guard fields == nil else { return nil }
         guard !slot.prefix.isEmpty, let nestedObjects else { return keyed }
         let path = slot.keyName
         if let known = nestedObjects.containers[path] { return known }
@@ -252,11 +254,17 @@ struct KeyedPlace: ValuePlace {
     @inlinable func contains() -> Bool { container.contains(key) }
     @inlinable func decodeNil() throws -> Bool { try container.decodeNil(forKey: key) }
 
-    /// Decodes through the container's typed entry points for the standard primitive types, as
-    /// synthesized Codable code does: the generic entry point would go through `init(from:)` and a
-    /// single-value container for each of them, several times slower.
     @inlinable
     func decode<Value: Decodable>(_ type: Value.Type) throws -> Value {
+        try Self.decode(type, from: container, key: key)
+    }
+
+    /// Decodes through the container's typed entry points for the standard primitive types, as
+    /// synthesized Codable code does: the generic entry point would go through `init(from:)` and a
+    /// single-value container for each of them, several times slower. (Static, as
+    /// ``FieldPlace/decode(_:from:field:)`` is.)
+    @inlinable
+    static func decode<Value: Decodable>(_ type: Value.Type, from container: KeyedDecodingContainer<VariableKey>, key: VariableKey) throws -> Value {
         if Value.self == String.self { return unsafeBitCast(try container.decode(String.self, forKey: key), to: Value.self) }
         if Value.self == Int.self { return unsafeBitCast(try container.decode(Int.self, forKey: key), to: Value.self) }
         if Value.self == Bool.self { return unsafeBitCast(try container.decode(Bool.self, forKey: key), to: Value.self) }
@@ -283,9 +291,15 @@ struct FieldPlace: ValuePlace {
     @inlinable func contains() -> Bool { fields.contains(field: field) }
     @inlinable func decodeNil() throws -> Bool { try fields.decodeNil(field: field) }
 
-    /// The typed entry points for the primitive types, as ``KeyedPlace`` does.
     @inlinable
     func decode<Value: Decodable>(_ type: Value.Type) throws -> Value {
+        try Self.decode(type, from: fields, field: field)
+    }
+
+    /// The typed entry points for the primitive types, as ``KeyedPlace`` does. (Static, so that
+    /// the fast path calls it without copying `fields` into a place: a retain and a release.)
+    @inlinable
+    static func decode<Value: Decodable>(_ type: Value.Type, from fields: any FieldDecoding, field: Int) throws -> Value {
         if Value.self == String.self { return unsafeBitCast(try fields.decode(String.self, field: field), to: Value.self) }
         if Value.self == Int.self { return unsafeBitCast(try fields.decode(Int.self, field: field), to: Value.self) }
         if Value.self == Bool.self { return unsafeBitCast(try fields.decode(Bool.self, field: field), to: Value.self) }

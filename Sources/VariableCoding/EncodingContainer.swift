@@ -14,10 +14,10 @@
 /// Key names with dots are written as nested objects.
 public struct EncodingContainer<Model> {
     /// Where the values go: the model's object through Codable, or (exclusively) a coder's
-    /// direct field access, for flat key sets only (see ``KeySets/fieldLayout(for:)``). Two
-    /// optionals rather than an enum: an enum with an existential payload is inspected through
-    /// runtime calls on every value.
-    @usableFromInline var keyed: KeyedEncodingContainer<VariableKey>?
+    /// direct field access, for flat key sets only (see ``KeySets/fieldLayout(for:)``), with
+    /// ``detachedKeyedEncoding`` in `keyed`. Neither an enum nor an optional container: both are
+    /// inspected and copied through runtime calls on every value.
+    @usableFromInline var keyed: KeyedEncodingContainer<VariableKey>
     @usableFromInline let fields: (any FieldEncoding)?
     @usableFromInline let table: KeyTable<Model>
     /// Values for dotted key names, written as nested objects when the model is done.
@@ -32,7 +32,7 @@ public struct EncodingContainer<Model> {
 
     @inlinable
     init(fields: any FieldEncoding, table: KeyTable<Model>) {
-        self.keyed = nil
+        self.keyed = detachedKeyedEncoding
         self.fields = fields
         self.table = table
     }
@@ -46,7 +46,7 @@ public struct EncodingContainer<Model> {
     /// The coding path of the model.
     @inlinable
     public var codingPath: [any CodingKey] {
-        keyed?.codingPath ?? []
+        fields == nil ? keyed.codingPath : []
     }
 
     /// Writes the property's value (`nil` as `null`).
@@ -66,7 +66,7 @@ public struct EncodingContainer<Model> {
             }
             return try encodePrimitiveOrValue(value, into: fields, field: field)
         }
-        guard let slot = try slot(for: keyPath), var keyed else { return }
+        guard let slot = try slot(for: keyPath) else { return }
         if slot.prefix.isEmpty {
             try encodePrimitiveOrValue(value, into: &keyed, forKey: slot.key)
         } else {
@@ -132,7 +132,7 @@ public struct EncodingContainer<Model> {
 
     @usableFromInline
     mutating func writeNested() throws {
-        guard var keyed else { return }  // direct field access has no dotted keys
+        guard fields == nil else { return }  // direct field access has no dotted keys
         try Self.write(nestedValues.map { ($0.slot.prefix[...], $0.slot.key, $0.value) }, into: &keyed)
     }
 

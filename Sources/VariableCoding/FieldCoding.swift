@@ -102,3 +102,78 @@ extension VariablyEncodable {
         try encode(to: &container)
     }
 }
+
+// MARK: - Placeholders
+
+/// What a container over direct field access holds where a Codable one holds the model's keyed
+/// container: it is never used (every access checks `fields` first), and if it were, it would
+/// hold nothing and refuse to write.
+@usableFromInline
+nonisolated(unsafe) let detachedKeyedDecoding = KeyedDecodingContainer(DetachedKeyedDecoding())
+// nonisolated(unsafe): immutable, and the container it wraps has no state.
+
+@usableFromInline
+nonisolated(unsafe) let detachedKeyedEncoding = KeyedEncodingContainer(DetachedKeyedEncoding<VariableKey>())
+// nonisolated(unsafe): the container it wraps has no state; every write throws.
+
+struct DetachedKeyedDecoding: KeyedDecodingContainerProtocol {
+    var codingPath: [any CodingKey] { [] }
+    var allKeys: [VariableKey] { [] }
+    func contains(_ key: VariableKey) -> Bool { false }
+    func decodeNil(forKey key: VariableKey) throws -> Bool { throw missing(key) }
+    func decode<T: Decodable>(_ type: T.Type, forKey key: VariableKey) throws -> T { throw missing(key) }
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: VariableKey) throws -> KeyedDecodingContainer<NestedKey> {
+        throw missing(key)
+    }
+    func nestedUnkeyedContainer(forKey key: VariableKey) throws -> any UnkeyedDecodingContainer { throw missing(key) }
+    func superDecoder() throws -> any Decoder { throw missing(VariableKey("super")) }
+    func superDecoder(forKey key: VariableKey) throws -> any Decoder { throw missing(key) }
+
+    private func missing(_ key: VariableKey) -> DecodingError {
+        .keyNotFound(key, .init(codingPath: [], debugDescription: "a container over direct field access has no keyed container"))
+    }
+}
+
+/// The encoding side: every write throws, and what the protocol makes it hand out (nested
+/// containers, encoders) is detached too.
+struct DetachedKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    var codingPath: [any CodingKey] { [] }
+    mutating func encodeNil(forKey key: Key) throws { throw detachedEncodingError }
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { throw detachedEncodingError }
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        KeyedEncodingContainer(DetachedKeyedEncoding<NestedKey>())
+    }
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer { DetachedUnkeyedEncoding() }
+    mutating func superEncoder() -> any Encoder { DetachedEncoder() }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { DetachedEncoder() }
+}
+
+struct DetachedUnkeyedEncoding: UnkeyedEncodingContainer {
+    var codingPath: [any CodingKey] { [] }
+    var count: Int { 0 }
+    mutating func encodeNil() throws { throw detachedEncodingError }
+    mutating func encode<T: Encodable>(_ value: T) throws { throw detachedEncodingError }
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        KeyedEncodingContainer(DetachedKeyedEncoding<NestedKey>())
+    }
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer { self }
+    mutating func superEncoder() -> any Encoder { DetachedEncoder() }
+}
+
+struct DetachedEncoder: Encoder {
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> { KeyedEncodingContainer(DetachedKeyedEncoding<Key>()) }
+    func unkeyedContainer() -> any UnkeyedEncodingContainer { DetachedUnkeyedEncoding() }
+    func singleValueContainer() -> any SingleValueEncodingContainer { DetachedSingleValueEncoding() }
+}
+
+struct DetachedSingleValueEncoding: SingleValueEncodingContainer {
+    var codingPath: [any CodingKey] { [] }
+    mutating func encodeNil() throws { throw detachedEncodingError }
+    mutating func encode<T: Encodable>(_ value: T) throws { throw detachedEncodingError }
+}
+
+let detachedEncodingError = EncodingError.invalidValue(
+    "(detached)", .init(codingPath: [], debugDescription: "a container over direct field access has no keyed container")
+)
