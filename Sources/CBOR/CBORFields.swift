@@ -46,6 +46,7 @@ public final class CBORKeyTable: @unchecked Sendable {
     /// A table of `names`, field `n` being `names[n]`.
     public init(_ names: [String]) {
         self.names = names
+        self.count = names.count
         let writer = Writer()
         var bounds: [(start: Int, content: Int, end: Int)] = []
         for name in names {
@@ -91,7 +92,7 @@ public final class CBORKeyTable: @unchecked Sendable {
     }
 
     /// The number of fields.
-    public var count: Int { names.count }
+    public let count: Int
 
     @inline(__always)
     func encodedKey(_ field: Int) -> UnsafeRawBufferPointer { spans[field].encoded }
@@ -181,6 +182,7 @@ extension DecoderState {
     func matchFields(_ head: Head, keys: CBORKeyTable) throws -> Int? {
         guard !head.isIndefinite else { return nil }
         let count = try reader.checkLength(head.argument, units: 2, from: head.contentOffset)
+        let values = fieldValues.buffer(0..<keys.count)  // one bounds check for the loop
         var position = head.contentOffset
         for index in 0..<count {
             let initial = try reader.byte(at: position)
@@ -188,10 +190,11 @@ extension DecoderState {
             let keyOffset = position + 1
             let keyLength = try reader.checkLength(UInt64(initial & 0x1F), from: keyOffset)
             guard let field = keys.field(matching: reader.bytes(from: keyOffset, count: keyLength), position: index) else { return nil }
-            // Two keys that name one field are the same key.
-            guard fieldValues[field] < 0 else { throw CBORDecodingError(.duplicateKey(keys.names[field]), at: 0) }
+            // Two keys that name one field are the same key. (`field` is below `keys.count`,
+            // which is how many values the caller made room for.)
+            guard values[field] < 0 else { throw CBORDecodingError(.duplicateKey(keys.names[field]), at: 0) }
             let valueOffset = keyOffset + keyLength
-            fieldValues[field] = valueOffset
+            values[field] = valueOffset
             // Keys and values sit one level below the map.
             position = try reader.endOfFlatItem(at: valueOffset) ?? reader.skipQuickly(at: valueOffset, depth: 1)
         }
