@@ -26,8 +26,20 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     }
     _ = try? CBORDecoder().decode(Sample.self, from: input)
     _ = try? CBORDecoder().decode([String: [Int]].self, from: input)
+    // The by-field-number reader (the store's path): its one-pass match and its fallback.
+    _ = try? CBORDecoder().decodeFields(from: input, keys: fieldKeys) { map in
+        _ = try? map.decode(Int.self, field: 0)
+        _ = try? map.decode(String.self, field: 1)
+        _ = try? map.decode(Double.self, field: 2)
+        _ = try? map.decode(Bool.self, field: 3)
+        _ = try? map.decode([String].self, field: 4)
+        _ = try? map.decode(Sample.self, field: 5)
+        _ = try? map.decodeNil(field: 6)
+    }
     return 0
 }
+
+let fieldKeys = CBORKeyTable(["id", "name", "a", "b", "tags", "nested", "a longer key of more than 23 bytes"])
 
 /// Equality that treats every NaN as equal (NaN payloads are canonicalized on encoding).
 func sameValue(_ a: CBORValue, _ b: CBORValue) -> Bool {
