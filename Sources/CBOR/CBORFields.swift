@@ -27,6 +27,8 @@ public final class CBORKeyTable: @unchecked Sendable {
 
     /// The key names, by field number.
     public let names: [String]
+    /// The number of fields.
+    public let count: Int
     /// Every key encoded (head and UTF-8), back to back.
     private let storage: UnsafeMutableRawPointer
     private let spans: UnsafeMutableBufferPointer<KeyBytes>
@@ -66,11 +68,11 @@ public final class CBORKeyTable: @unchecked Sendable {
         }
         ordered = .allocate(capacity: names.count)
         let spans = self.spans
+        // Bytewise over the encoded keys, a key before its extensions: RFC 8949's deterministic order.
         let order = names.indices.sorted { a, b in
             let x = spans[a].encoded, y = spans[b].encoded
-            let common = min(x.count, y.count)
-            let c = common == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, common)  // both non-empty: a head byte at least
-            return c != 0 ? c < 0 : x.count < y.count
+            for i in 0..<min(x.count, y.count) where x[i] != y[i] { return x[i] < y[i] }
+            return x.count < y.count
         }
         _ = ordered.initialize(from: order)
         hasEqualNames = Set(names).count < names.count
@@ -91,9 +93,6 @@ public final class CBORKeyTable: @unchecked Sendable {
         ordered.deallocate()
     }
 
-    /// The number of fields.
-    public let count: Int
-
     @inline(__always)
     func encodedKey(_ field: Int) -> UnsafeRawBufferPointer { spans[field].encoded }
 
@@ -107,8 +106,9 @@ public final class CBORKeyTable: @unchecked Sendable {
 
     @inline(__always)
     private static func same(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
-        guard a.count == b.count else { return false }
-        guard let x = a.baseAddress, let y = b.baseAddress else { return true }  // both empty
+        // Empty keys compare equal without a read: their pointers may point just past the bytes.
+        guard a.count == b.count, a.count > 0 else { return a.count == b.count }
+        guard let x = a.baseAddress, let y = b.baseAddress else { return false }
         return x.load(as: UInt8.self) == y.load(as: UInt8.self) && (a.count == 1 || memcmp(x + 1, y + 1, a.count - 1) == 0)
     }
 }

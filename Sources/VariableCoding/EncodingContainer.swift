@@ -45,9 +45,7 @@ public struct EncodingContainer<Model> {
     public var localVersion: Int? { table.localVersion }
     /// The coding path of the model.
     @inlinable
-    public var codingPath: [any CodingKey] {
-        fields == nil ? keyed.codingPath : []
-    }
+    public var codingPath: [any CodingKey] { fields == nil ? keyed.codingPath : [] }
 
     /// Writes the property's value (`nil` as `null`).
     @inlinable
@@ -85,8 +83,7 @@ public struct EncodingContainer<Model> {
     }
 
     /// Encodes through the container's typed entry points for the standard primitive types, as
-    /// synthesized Codable code does (see `DecodingContainer.decodePrimitiveOrValue`).
-    /// (A copy of a keyed container writes into the same object: the container is a reference.)
+    /// synthesized Codable code does (see `KeyedPlace.decode`).
     @inlinable
     func encodePrimitiveOrValue<Value: Encodable>(_ value: Value, into keyed: inout KeyedEncodingContainer<VariableKey>, forKey key: VariableKey) throws {
         if Value.self == String.self { return try keyed.encode(unsafeBitCast(value, to: String.self), forKey: key) }

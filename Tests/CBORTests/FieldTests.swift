@@ -75,6 +75,11 @@ struct FieldTests {
         #expect(throws: EncodingError.self) {
             try CBOREncoder(deterministic: true).encodeFields(keys: twins) { try $0.encode(1, field: 0); try $0.encode(2, field: 2) }
         }
+        // The empty key is a key like any other.
+        let withEmpty = CBORKeyTable(["a", ""])
+        let map = try CBOREncoder(deterministic: true).encodeFields(keys: withEmpty) { try $0.encode(1, field: 0); try $0.encode(2, field: 1) }
+        #expect(map == [0xA2, 0x60, 0x02, 0x61, 0x61, 0x01])
+        #expect(try CBORDecoder().decodeFields(from: map, keys: withEmpty) { [try $0.decode(Int.self, field: 0), try $0.decode(Int.self, field: 1)] } == [1, 2])
         // A writer kept past its call refuses to write.
         nonisolated(unsafe) var kept: CBORFieldWriter?
         _ = try CBOREncoder().encodeFields(keys: keys) { kept = $0 }
