@@ -278,15 +278,18 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
 
     /// The record payload of `model`: deterministic CBOR with the current local key set.
     ///
-    /// The key set is chosen for the call (`withKeySet`, a thread-local slot) rather than through
-    /// the coder's `userInfo`: looking `userInfo` up and casting its `Any` cost about 600
+    /// The key set is chosen for the call (`withStorageKeySet`, a thread-local slot) rather than
+    /// through the coder's `userInfo`: looking `userInfo` up and casting its `Any` cost about 600
     /// instructions per model, and a caller's own `withKeySet` around a store call would take
-    /// precedence over `userInfo` (the innermost choice wins this way).
+    /// precedence over `userInfo` (the innermost choice wins this way). It is `.local(current)`,
+    /// not `.currentLocal`: a nested VariablyCodable value is then written with the key set
+    /// reading will use (the record stamps only the outer version), even when the nested type
+    /// has a newer version of its own.
     ///
     /// A flat key set is encoded field by field (``PayloadFields``); the bytes are the same as
     /// through `Encodable`, which the tests check.
     func encodePayload(_ model: Model) throws -> [UInt8] {
-        try withKeySet(.currentLocal) {
+        try withStorageKeySet(version: currentVersion) {
             guard let fields = currentFields else { return try encoder.encode(model) }
             return try encoder.encodeFields(keys: fields.keys) { try model.encode(fields: $0, layout: fields.layout) }
         }
@@ -297,7 +300,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     /// naming `key`; what `body` throws comes out unchanged.
     func withPayload<R>(of model: Model, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         do {
-            return try withKeySet(.currentLocal) {
+            return try withStorageKeySet(version: currentVersion) {
                 guard let fields = currentFields else {
                     let payload = try encoder.encode(model)
                     return try payload.withUnsafeBytes { raw in

@@ -9,8 +9,9 @@
 /// ```
 ///
 /// A property the key set has no key for is left out (a remote API that does not know a local
-/// field, an old local version), except in the current local key set: storage must not lose
-/// data, so there it is ``VariableCodingError/propertyWithoutKey(type:keySet:property:)``.
+/// field, an old local version), except in the current local key set and in any local key set
+/// while a store encodes a record: storage must not lose data, so there it is
+/// ``VariableCodingError/propertyWithoutKey(type:keySet:property:)``.
 /// Key names with dots are written as nested objects.
 public struct EncodingContainer<Model> {
     /// Where the values go: the model's object through Codable, or (exclusively) a coder's
@@ -114,7 +115,7 @@ public struct EncodingContainer<Model> {
     @inlinable
     func slot(for keyPath: PartialKeyPath<Model>) throws -> Slot? {
         if let slot = table.slot(for: keyPath) { return slot }
-        if table.isCurrentLocal {
+        if table.isCurrentLocal || (table.localVersion != nil && KeySetContext.isStorage) {
             throw VariableCodingError.propertyWithoutKey(type: typeName(Model.self), keySet: "\(table.id)", property: propertyName(keyPath))
         }
         return nil

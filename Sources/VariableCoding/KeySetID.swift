@@ -54,6 +54,19 @@ enum KeySetContext {
     static var current: KeySetID? {
         pthread_getspecific(slot).map { $0.assumingMemoryBound(to: KeySetID.self).pointee }
     }
+
+    /// Set (to any non-nil value) while a store encodes a record (`withStorageKeySet`).
+    @usableFromInline
+    static let storageSlot: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// Whether a store's record is being encoded: then a local key set without a key for a
+    /// property is an error, as the current one is, rather than leaving the property out.
+    @inlinable
+    static var isStorage: Bool { pthread_getspecific(storageSlot) != nil }
 }
 
 /// The key set a coding asks for: the call's choice (`withKeySet`, the convenience methods), then
@@ -76,6 +89,18 @@ func requestedKeySet(_ userInfo: @autoclosure () -> [CodingUserInfoKey: Any]) ->
         }
     }
     return .currentLocal
+}
+
+/// Runs `body` as a store's encoding of a record of local version `version`: every
+/// VariablyCodable value inside it uses `.local(version)` (nested types: the highest of their
+/// versions not above it, which is what reading the record back will use), and a property such a
+/// key set has no key for is an error instead of being left out, so that storage never drops data
+/// silently. For the Hoard module of this package.
+package func withStorageKeySet<R>(version: Int, _ body: () throws -> R) rethrows -> R {
+    let outer = pthread_getspecific(KeySetContext.storageSlot)
+    defer { pthread_setspecific(KeySetContext.storageSlot, outer) }
+    pthread_setspecific(KeySetContext.storageSlot, UnsafeRawPointer(bitPattern: 1))
+    return try withKeySet(.local(version), body)
 }
 
 /// Runs `body` with `keySet` as the choice of every VariablyCodable value coded inside it, ahead
