@@ -50,23 +50,42 @@ enum KeySetContext {
         return key
     }()
 
-    @inlinable
-    static var current: KeySetID? {
-        pthread_getspecific(slot).map { $0.assumingMemoryBound(to: KeySetID.self).pointee }
+    /// What the slot points to while a choice is made.
+    @usableFromInline
+    struct Choice {
+        @usableFromInline let keySet: KeySetID
+        /// Whether a store is encoding a record (`withStorageKeySet`): then a local key set
+        /// without a key for a property is an error, as the current one is, rather than
+        /// leaving the property out.
+        @usableFromInline let storage: Bool
+
+        @inlinable
+        init(keySet: KeySetID, storage: Bool) {
+            self.keySet = keySet
+            self.storage = storage
+        }
     }
 
-    /// Set (to any non-nil value) while a store encodes a record (`withStorageKeySet`).
-    @usableFromInline
-    static let storageSlot: pthread_key_t = {
-        var key = pthread_key_t()
-        pthread_key_create(&key, nil)
-        return key
-    }()
-
-    /// Whether a store's record is being encoded: then a local key set without a key for a
-    /// property is an error, as the current one is, rather than leaving the property out.
     @inlinable
-    static var isStorage: Bool { pthread_getspecific(storageSlot) != nil }
+    static var current: KeySetID? {
+        pthread_getspecific(slot).map { $0.assumingMemoryBound(to: Choice.self).pointee.keySet }
+    }
+
+    @inlinable
+    static var isStorage: Bool {
+        pthread_getspecific(slot).map { $0.assumingMemoryBound(to: Choice.self).pointee.storage } ?? false
+    }
+
+    /// Runs `body` with `choice` in the slot, then puts back what was there.
+    @inlinable
+    static func with<R>(_ choice: Choice, _ body: () throws -> R) rethrows -> R {
+        let outer = pthread_getspecific(slot)
+        defer { pthread_setspecific(slot, outer) }
+        return try withUnsafePointer(to: choice) { chosen in
+            pthread_setspecific(slot, chosen)
+            return try body()
+        }
+    }
 }
 
 /// The key set a coding asks for: the call's choice (`withKeySet`, the convenience methods), then
@@ -97,20 +116,12 @@ func requestedKeySet(_ userInfo: @autoclosure () -> [CodingUserInfoKey: Any]) ->
 /// key set has no key for is an error instead of being left out, so that storage never drops data
 /// silently. For the Hoard module of this package.
 package func withStorageKeySet<R>(version: Int, _ body: () throws -> R) rethrows -> R {
-    let outer = pthread_getspecific(KeySetContext.storageSlot)
-    defer { pthread_setspecific(KeySetContext.storageSlot, outer) }
-    pthread_setspecific(KeySetContext.storageSlot, UnsafeRawPointer(bitPattern: 1))
-    return try withKeySet(.local(version), body)
+    try KeySetContext.with(.init(keySet: .local(version), storage: true), body)
 }
 
 /// Runs `body` with `keySet` as the choice of every VariablyCodable value coded inside it, ahead
 /// of what a coder's `userInfo` says. This is how the convenience methods pass a key set to a
 /// coder without touching its (shared, mutable) `userInfo`.
 public func withKeySet<R>(_ keySet: KeySetID, _ body: () throws -> R) rethrows -> R {
-    let outer = pthread_getspecific(KeySetContext.slot)
-    defer { pthread_setspecific(KeySetContext.slot, outer) }
-    return try withUnsafePointer(to: keySet) { chosen in
-        pthread_setspecific(KeySetContext.slot, chosen)
-        return try body()
-    }
+    try KeySetContext.with(.init(keySet: keySet, storage: false), body)
 }
