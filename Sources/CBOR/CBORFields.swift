@@ -106,10 +106,13 @@ public final class CBORKeyTable: @unchecked Sendable {
 
     @inline(__always)
     private static func same(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        let count = a.count
+        guard count == b.count else { return false }
         // Empty keys compare equal without a read: their pointers may point just past the bytes.
-        guard a.count == b.count, a.count > 0 else { return a.count == b.count }
-        guard let x = a.baseAddress, let y = b.baseAddress else { return false }
-        return x.load(as: UInt8.self) == y.load(as: UInt8.self) && (a.count == 1 || memcmp(x + 1, y + 1, a.count - 1) == 0)
+        // A non-empty buffer has a base address.
+        if count == 0 { return true }
+        let x = a.baseAddress.unsafelyUnwrapped, y = b.baseAddress.unsafelyUnwrapped
+        return x.load(as: UInt8.self) == y.load(as: UInt8.self) && (count == 1 || memcmp(x + 1, y + 1, count - 1) == 0)
     }
 }
 
