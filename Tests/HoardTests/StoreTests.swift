@@ -109,7 +109,11 @@ struct StoreTests {
         func check<T: HoardKey>(_ values: [T], _ less: (T, T) -> Bool) {
             let byBytes = values.sorted { $0.keyBytes.lexicographicallyPrecedes($1.keyBytes) }
             #expect(byBytes == values.sorted(by: less), "\(T.self)")
-            for value in values { #expect(T(keyBytes: value.keyBytes) == value, "\(T.self) \(value)") }
+            for value in values {
+                #expect(T(keyBytes: value.keyBytes) == value, "\(T.self) \(value)")
+                // The bytes a get lends from the stack are the same bytes.
+                #expect(value.withKeyBytes { Array($0) } == value.keyBytes, "\(T.self) \(value)")
+            }
         }
         check([Int64.min, -1, 0, 1, .max] + (0..<500).map { _ in Int64.random(in: .min ... .max, using: &rng) }, <)
         check([Int.min, -2, 0, 7, .max] + (0..<500).map { _ in Int.random(in: .min ... .max, using: &rng) }, <)
