@@ -289,10 +289,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     /// A flat key set is encoded field by field (``PayloadFields``); the bytes are the same as
     /// through `Encodable`, which the tests check.
     func encodePayload(_ model: Model) throws -> [UInt8] {
-        try withStorageKeySet(version: currentVersion) {
-            guard let fields = currentFields else { return try encoder.encode(model) }
-            return try encoder.encodeFields(keys: fields.keys) { try model.encode(fields: $0, layout: fields.layout) }
-        }
+        try encode(model) { Array($0) }
     }
 
     /// Encodes `model`'s payload and hands its bytes to `body` (valid only inside it) without
@@ -300,21 +297,21 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     /// naming `key`; what `body` throws comes out unchanged.
     func withPayload<R>(of model: Model, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         do {
-            return try withStorageKeySet(version: currentVersion) {
-                guard let fields = currentFields else {
-                    let payload = try encoder.encode(model)
-                    return try payload.withUnsafeBytes { raw in
-                        do { return try body(raw) } catch { throw Forwarded(error: error) }
-                    }
-                }
-                return try encoder.encodeFields(keys: fields.keys, { try model.encode(fields: $0, layout: fields.layout) }, reading: { raw in
-                    do { return try body(raw) } catch { throw Forwarded(error: error) }
-                })
+            return try encode(model) { raw in
+                do { return try body(raw) } catch { throw Forwarded(error: error) }
             }
         } catch let forwarded as Forwarded {
             throw forwarded.error
         } catch {
             throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
+        }
+    }
+
+    /// The one place that encodes payloads: field by field for a flat key set, else through `Encodable`.
+    private func encode<R>(_ model: Model, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        try withStorageKeySet(version: currentVersion) {
+            guard let fields = currentFields else { return try encoder.encode(model).withUnsafeBytes(body) }
+            return try encoder.encodeFields(keys: fields.keys, { try model.encode(fields: $0, layout: fields.layout) }, reading: body)
         }
     }
 

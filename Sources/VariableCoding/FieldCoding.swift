@@ -26,7 +26,7 @@ public struct FieldLayout<Model>: Sendable {
     /// The key set the layout stands for (never `.currentLocal`: the version it resolved to).
     public var keySet: KeySetID { table.id }
     /// The key name of every field, by field number.
-    public var keyNames: [String] { table.byIdentity.map(\.slot.keyName) }
+    public var keyNames: [String] { table.slots.map(\.keyName) }
 }
 
 extension KeySets {
@@ -36,7 +36,7 @@ extension KeySets {
     /// - Throws: what coding with `keySet` would throw (an invalid declaration, an unknown key set).
     public func fieldLayout(for keySet: KeySetID) throws -> FieldLayout<Model>? {
         let table = try table(for: keySet)
-        guard !table.hasNestedKeys, table.wrapper.isEmpty, !table.byIdentity.contains(where: { $0.slot.transform != nil }) else {
+        guard !table.hasNestedKeys, table.wrapper.isEmpty, !table.slots.contains(where: { $0.transform != nil }) else {
             return nil
         }
         return FieldLayout(table: table)

@@ -202,8 +202,9 @@ final class KeyTable<Model>: @unchecked Sendable {
     // @unchecked: immutable after init.
     @usableFromInline let id: KeySetID
     @usableFromInline let isCurrentLocal: Bool
-    @usableFromInline let byIdentity: ContiguousArray<(id: ObjectIdentifier, slot: Slot)>
-    /// The key paths' identities alone, by field number: a field lookup that hands out no object.
+    /// The slots by field number (sorted by key name), and their key paths' identities: a field
+    /// is found by scanning words, and only then is its slot handed out.
+    @usableFromInline let slots: ContiguousArray<Slot>
     @usableFromInline let identities: ContiguousArray<ObjectIdentifier>
     @usableFromInline let byKeyPath: [PartialKeyPath<Model>: Slot]
     let properties: [(keyPath: PartialKeyPath<Model>, name: String, keyName: String)]
@@ -220,7 +221,8 @@ final class KeyTable<Model>: @unchecked Sendable {
     ) {
         self.id = id
         self.isCurrentLocal = isCurrentLocal
-        var byIdentity: ContiguousArray<(id: ObjectIdentifier, slot: Slot)> = []
+        var slots: ContiguousArray<Slot> = []
+        var identities: ContiguousArray<ObjectIdentifier> = []
         var byKeyPath: [PartialKeyPath<Model>: Slot] = [:]
         var properties: [(keyPath: PartialKeyPath<Model>, name: String, keyName: String)] = []
         var problem: String?
@@ -238,9 +240,10 @@ final class KeyTable<Model>: @unchecked Sendable {
             let slot = Slot(
                 property: name, keyName: keyName,
                 prefix: components.dropLast().map(VariableKey.init), key: VariableKey(components.last ?? keyName),
-                transform: transforms[keyPath], field: byIdentity.count
+                transform: transforms[keyPath], field: slots.count
             )
-            byIdentity.append((ObjectIdentifier(keyPath), slot))
+            slots.append(slot)
+            identities.append(ObjectIdentifier(keyPath))
             byKeyPath[keyPath] = slot
             properties.append((keyPath, name, keyName))
         }
@@ -254,8 +257,8 @@ final class KeyTable<Model>: @unchecked Sendable {
                 }
             }
         }
-        self.byIdentity = byIdentity
-        self.identities = ContiguousArray(byIdentity.map(\.id))
+        self.slots = slots
+        self.identities = identities
         self.byKeyPath = byKeyPath
         self.properties = properties.sorted { $0.name < $1.name }
         self.hasNestedKeys = owners.keys.contains { $0.contains(".") }
@@ -271,9 +274,7 @@ final class KeyTable<Model>: @unchecked Sendable {
 
     @inlinable
     func slot(for keyPath: PartialKeyPath<Model>) -> Slot? {
-        let id = ObjectIdentifier(keyPath)
-        for entry in byIdentity where entry.id == id { return entry.slot }
-        return byKeyPath[keyPath]
+        field(for: keyPath).map { slots[$0] }
     }
 
     /// The field number of `keyPath` (see ``FieldLayout``), or `nil` when the key set has no key for it.
