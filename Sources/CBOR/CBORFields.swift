@@ -332,12 +332,16 @@ struct FieldRange {
 /// field's value, as a keyed encoding container's method of the same name does.
 public final class CBORFieldWriter {
     let state: EncoderState
+    /// `state.writer`, held here so that writing a value borrows it from this object instead of
+    /// retaining it around every call (one atomic increment and decrement per field otherwise).
+    let writer: Writer
     /// Which `encodeFields` call this writer belongs to.
     let token: Int
     let keys: CBORKeyTable
 
     init(state: EncoderState, token: Int, keys: CBORKeyTable) {
         self.state = state
+        self.writer = state.writer
         self.token = token
         self.keys = keys
     }
@@ -354,25 +358,25 @@ public final class CBORFieldWriter {
         guard state.fieldRanges[field].start < 0 else {
             throw EncodingError.invalidValue(keys.names[field], .init(codingPath: state.path, debugDescription: "CBOR: the map would hold the key '\(keys.names[field])' twice"))
         }
-        state.fieldRanges[field].start = state.writer.count
+        state.fieldRanges[field].start = writer.count
         state.fieldOrder.append(field)
     }
 
     /// Notes where the field's value ends.
     @inline(__always)
     private func end(_ field: Int) {
-        state.fieldRanges[field].end = state.writer.count
+        state.fieldRanges[field].end = writer.count
     }
 
-    public func encodeNil(field: Int) throws { try begin(field); state.writer.append(0xF6); end(field) }
-    public func encode(_ value: Bool, field: Int) throws { try begin(field); state.writer.append(value ? 0xF5 : 0xF4); end(field) }
-    public func encode(_ value: String, field: Int) throws { try begin(field); state.writer.text(value); end(field) }
-    public func encode(_ value: Double, field: Int) throws { try begin(field); state.writer.double(value); end(field) }
-    public func encode(_ value: Float, field: Int) throws { try begin(field); state.writer.double(Double(value)); end(field) }
-    public func encode(_ value: Int, field: Int) throws { try begin(field); state.writer.int(Int64(value)); end(field) }
-    public func encode(_ value: Int32, field: Int) throws { try begin(field); state.writer.int(Int64(value)); end(field) }
-    public func encode(_ value: Int64, field: Int) throws { try begin(field); state.writer.int(value); end(field) }
-    public func encode(_ value: UInt64, field: Int) throws { try begin(field); state.writer.head(0, value); end(field) }
+    public func encodeNil(field: Int) throws { try begin(field); writer.append(0xF6); end(field) }
+    public func encode(_ value: Bool, field: Int) throws { try begin(field); writer.append(value ? 0xF5 : 0xF4); end(field) }
+    public func encode(_ value: String, field: Int) throws { try begin(field); writer.text(value); end(field) }
+    public func encode(_ value: Double, field: Int) throws { try begin(field); writer.double(value); end(field) }
+    public func encode(_ value: Float, field: Int) throws { try begin(field); writer.double(Double(value)); end(field) }
+    public func encode(_ value: Int, field: Int) throws { try begin(field); writer.int(Int64(value)); end(field) }
+    public func encode(_ value: Int32, field: Int) throws { try begin(field); writer.int(Int64(value)); end(field) }
+    public func encode(_ value: Int64, field: Int) throws { try begin(field); writer.int(value); end(field) }
+    public func encode(_ value: UInt64, field: Int) throws { try begin(field); writer.head(0, value); end(field) }
 
     /// Any other value, through the encoder's `Encoder` (its coding path starts at the field).
     public func encode<T: Encodable>(_ value: T, field: Int) throws {
