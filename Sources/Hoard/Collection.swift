@@ -46,15 +46,11 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         currentVersion = keySets.currentVersion
         currentFields = fields.removeValue(forKey: keySets.currentVersion)
         olderFields = fields
-        do {
-            try Registry.check(Model.self, collection: name, keyKind: Model.ID.keyKind, in: store)
-            if store.options.readOnly {
-                database = try store.environment.openDatabase(databaseName)
-            } else {
-                database = try store.environment.openDatabase(databaseName, create: true)
-            }
-        } catch let error as LMDBError {
-            throw HoardError.storage(error)
+        try Registry.check(Model.self, collection: name, keyKind: Model.ID.keyKind, in: store)
+        if store.options.readOnly {
+            database = try store.environment.openDatabase(databaseName)
+        } else {
+            database = try store.environment.openDatabase(databaseName, create: true)
         }
     }
 

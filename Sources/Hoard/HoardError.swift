@@ -1,6 +1,9 @@
-public import LMDB
-
 /// What went wrong in a Hoard store, naming the collection, key and versions involved.
+///
+/// What LMDB itself reports (a full map or disk, no reader slot, a file that cannot be opened) is
+/// not wrapped: every call throws it as the `LMDBError` it is, with its `kind` to match and the
+/// path, database and key involved. So a caller catches the two types, and each failure has
+/// exactly one of them.
 public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     // @unchecked: `underlying` keeps the coder's error, which Swift's Error does not require to be Sendable.
 
@@ -24,8 +27,6 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     case encoding(collection: String, key: String, underlying: any Error)
     /// The ID is not valid as a key (too long).
     case invalidID(collection: String, reason: String)
-    /// LMDB reported an error.
-    case storage(LMDBError)
 
     public var description: String {
         switch self {
@@ -49,8 +50,6 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
             return "\(collection)[\(key)] does not encode: \(underlying)"
         case .invalidID(let collection, let reason):
             return "\(collection): invalid ID: \(reason)"
-        case .storage(let error):
-            return "\(error)"
         }
     }
 }

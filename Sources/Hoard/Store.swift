@@ -83,17 +83,13 @@ public final class Store: Sendable {
     ///
     /// - Throws: ``HoardError/notAHoardStore(path:found:)`` for an LMDB environment that holds
     ///   other data, ``HoardError/newerFormat(path:found:supported:)`` for a store of a newer
-    ///   format, ``HoardError/storage(_:)`` when LMDB cannot open it. None of them changes the files.
+    ///   format, `LMDBError` when LMDB cannot open it. None of them changes the files.
     public init(path: String, options: Options = Options()) throws {
         self.options = options
-        do {
-            environment = try Environment(path: path, options: .init(
-                maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 1,  // + the meta database
-                maxReaders: options.maxReaders, readOnly: options.readOnly, durability: options.durability
-            ))
-        } catch {
-            throw HoardError.storage(error)
-        }
+        environment = try Environment(path: path, options: .init(
+            maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 1,  // + the meta database
+            maxReaders: options.maxReaders, readOnly: options.readOnly, durability: options.durability
+        ))
         let names = try Self.databaseNames(environment)
         if try Self.hasMeta(environment) {
             let meta = try environment.openDatabase(Self.metaName)

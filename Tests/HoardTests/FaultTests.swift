@@ -88,8 +88,7 @@ struct FaultTests {
                     }
                 }
                 let error = try #require(failure, "no error within 100,000 items under a 1 MiB cap")
-                let lmdb: LMDBError? = if case .storage(let inner)? = error as? HoardError { inner } else { error as? LMDBError }
-                #expect(lmdb?.kind == .mapFull, "\(error)")
+                #expect((error as? LMDBError)?.kind == .mapFull, "\(error)")
                 #expect("\(error)".contains("cap of 1048576 bytes"), "\(error)")
                 #expect(try items.count() == stored)
                 #expect(try items.get(Int64(stored - 1))?.value == stored - 1)

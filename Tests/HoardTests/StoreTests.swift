@@ -317,6 +317,43 @@ struct StoreTests {
             expectHoardError(["format 2", "reads format 1"]) { _ = try Store(path: path) }
         }
     }
+
+    @Test("what LMDB reports reaches the caller as LMDBError, from opening as from reads and writes")
+    func storageErrorsAreLMDBErrors() throws {
+        try withTemporaryDirectory { dir in
+            let file = dir + "/a-file"
+            #expect(FileManager.default.createFile(atPath: file, contents: Data([1, 2, 3])))
+            #expect(throws: LMDBError.self) { _ = try Store(path: file) }
+            do {
+                _ = try Store(path: file)
+            } catch {
+                #expect((error as? LMDBError)?.kind == .notADirectory, "\(error)")
+                #expect("\(error)".contains(file), "\(error)")
+            }
+
+            let path = dir + "/store"
+            do {
+                let store = try Store(path: path, options: testOptions)
+                try store.collection(Note.self).put(Note(id: 1, text: "one", stars: 1, pinned: false))
+            }
+            let readOnly = try Store(path: path, options: .init(readOnly: true))
+            let notes = try readOnly.collection(Note.self)
+            #expect(try notes.get(1)?.text == "one")
+            do {
+                try notes.put(Note(id: 2, text: "two", stars: 2, pinned: false))
+                Issue.record("a put into a read-only store succeeded")
+            } catch {
+                #expect((error as? LMDBError)?.kind == .permissionDenied, "\(error)")
+            }
+            // A collection the read-only store has never held: LMDB has no such database.
+            do {
+                _ = try readOnly.collection(Tag.self)
+                Issue.record("a read-only store opened a collection it does not hold")
+            } catch {
+                #expect((error as? LMDBError)?.kind == .notFound, "\(error)")
+            }
+        }
+    }
 }
 
 /// Note as the previous app version declared it: only versions 1 and 2.

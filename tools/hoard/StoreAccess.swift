@@ -73,7 +73,6 @@ func openStore(_ path: String, writable: Bool = false, create: Bool = false) thr
         }
         return store
     } catch let error as HoardError {
-        if case .storage(let lmdb) = error { throw CLIError.cannotOpen("\(path): \(describe(lmdb))") }
         throw CLIError.cannotOpen("\(error)")
     } catch let error as LMDBError {
         throw CLIError.cannotOpen("\(path): \(describe(error))")
