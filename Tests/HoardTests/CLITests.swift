@@ -408,7 +408,7 @@ struct CLITests {
         }
     }
 
-    @Test("a damaged registry entry is a clear error, for the library and the CLI")
+    @Test("a damaged registry entry is a clear error, for the library and the CLI; whole-store commands serve the other collections")
     func damagedRegistry() throws {
         try withSampleStore { dir, path in
             do {
@@ -423,6 +423,26 @@ struct CLITests {
             #expect(schema.status == 1)
             #expect(schema.stderr.contains("the registry entry of collection Tag is damaged"), "\(schema.stderr)")
             #expect(try hoard("get", path, "Note", "3").status == 0, "other collections still read")
+
+            // Over the whole store, the damaged collection is named and skipped, the others are
+            // served, and the status says something was skipped.
+            let stat = try hoard("stat", path, "--json")
+            #expect(stat.status == 1)
+            #expect(stat.stderr.contains("skipped collection Tag: the registry entry of collection Tag is damaged"), "\(stat.stderr)")
+            let shown = try #require(try jsonObject(stat.stdout)["collections"] as? [[String: Any]])
+            #expect(shown.map { $0["name"] as? String } == ["Note"])
+            #expect(shown.first?["records"] as? Int == 5)
+            let schemas = try hoard("schema", path)
+            #expect(schemas.status == 1 && schemas.stdout.contains("Note (type"), "\(schemas.stdout)")
+            let verify = try hoard("verify", path)
+            #expect(verify.status == 1)
+            #expect(verify.stdout.contains("Tag[-]") && verify.stdout.contains("registry entry of collection Tag is damaged"), "\(verify.stdout)")
+            #expect(verify.stdout.contains("verified 5 records in 2 collections"), "\(verify.stdout)")
+            // A dump is a backup: it refuses rather than leave a collection out, and says what can be done.
+            let dump = try hoard("dump", path)
+            #expect(dump.status == 1 && dump.stdout.isEmpty, "\(dump.stdout)")
+            #expect(dump.stderr.contains("nothing was dumped") && dump.stderr.contains("by name"), "\(dump.stderr)")
+            #expect(try hoard("dump", path, "Note").status == 0)
         }
     }
 

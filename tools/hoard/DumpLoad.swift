@@ -22,7 +22,14 @@ struct Dump: ParsableCommand {
 
     func run() throws {
         let opened = try openStore(store.path)
-        let handles = try openCollections(collection, in: opened)
+        // A dump is a backup: one that silently lacks a collection would be restored as if whole.
+        let handles: [CollectionHandle]
+        do {
+            handles = try openCollections(collection, in: opened, skippingDamaged: false)
+        } catch let error as HoardError {
+            guard case .corruptRegistry(let name, _) = error else { throw error }
+            throw CLIError.problem("\(error); nothing was dumped. The other collections can be dumped by name (hoard dump \(store.path) COLLECTION); \(name)'s records only as raw bytes, e.g. with mdb_dump -s c:\(name)")
+        }
         say(DumpLine.header.text)
         try opened.read { txn in
             for handle in handles {

@@ -52,7 +52,7 @@ struct HoardCommand: ParsableCommand {
             var command = try parseAsRoot(arguments)
             try command.run()
             Output.standard.flush()
-            terminate(0)
+            terminate(Skipped.any ? 1 : 0)
         } catch let error as CLIError {
             printError("hoard: \(error.message)")
             terminate(error.status)

@@ -133,9 +133,30 @@ struct CollectionHandle {
 }
 
 /// The collection `name`, or every collection when `name` is `nil` (commands with an optional COLLECTION).
-func openCollections(_ name: String? = nil, in store: Store) throws -> [CollectionHandle] {
+///
+/// Over the whole store, a collection whose registry entry is damaged is skipped, not fatal: it is
+/// named on standard error, the other collections are served, and the command then ends with exit
+/// status 1 (`Skipped`). Commands whose output must be complete (dump) pass `skippingDamaged: false`.
+func openCollections(_ name: String? = nil, in store: Store, skippingDamaged: Bool = true) throws -> [CollectionHandle] {
     if let name { return [try openCollection(name, in: store)] }
-    return try store.collectionNames().map { try openCollection($0, in: store) }
+    return try store.collectionNames().compactMap { name in
+        do {
+            return try openCollection(name, in: store)
+        } catch let error as HoardError {
+            guard skippingDamaged, case .corruptRegistry = error else { throw error }
+            Output.standard.flush()
+            printError("hoard: skipped collection \(name): \(error)")
+            Skipped.note()
+            return nil
+        }
+    }
+}
+
+/// Whether a command skipped part of the store; it then exits with status 1 after its output.
+enum Skipped {
+    private static let count = Atomic<Int>(0)
+    static func note() { count.add(1, ordering: .relaxed) }
+    static var any: Bool { count.load(ordering: .relaxed) > 0 }
 }
 
 /// The collection `name`; an unknown name is a usage error listing the ones there are.

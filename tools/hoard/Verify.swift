@@ -39,7 +39,15 @@ struct Verify: ParsableCommand {
         // Databases are opened before the snapshot: LMDB handles opened later are not valid in it.
         var found: [(name: String, schema: CollectionSchema, database: Database)] = []
         for name in names {
-            guard let schema = try opened.schema(of: name), let database = try opened.recordDatabase(of: name) else {
+            let recorded: CollectionSchema?
+            do {
+                recorded = try opened.schema(of: name)
+            } catch let error as HoardError {
+                guard case .corruptRegistry = error else { throw error }
+                problems.append(Problem(collection: name, id: "-", key: [], reason: "\(error): its records cannot be checked"))
+                continue
+            }
+            guard let schema = recorded, let database = try opened.recordDatabase(of: name) else {
                 problems.append(Problem(collection: name, id: "-", key: [], reason: "the collection has no registry entry: its records cannot be named"))
                 continue
             }
