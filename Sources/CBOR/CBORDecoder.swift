@@ -415,7 +415,10 @@ extension DecoderState {
         // One-byte keys (short local key sets use them) are all one length: they get a bit per
         // byte value instead, so that they too are checked with one bit test.
         var oneByteKeysSeen: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-        var needsFullCheck = false
+        // The per-key checks below scan earlier keys of the same length: fine for a model's map,
+        // quadratic for a large one (an untrusted payload of 100,000 distinct two-byte keys would
+        // take billions of comparisons). Larger maps get the general check, which hashes.
+        var needsFullCheck = count > Self.mapsCheckedPairwise
         for _ in 0..<count {
             let initial = try reader.byte(at: position)
             let keyOffset: Int, keyLength: Int
@@ -501,12 +504,16 @@ extension DecoderState {
         return String(decoding: reader.bytes(from: entry.keyOffset, count: entry.keyLength), as: UTF8.self)
     }
 
-    /// The general duplicate check, for maps with integer, chunked or long keys.
+    /// The largest map whose duplicate keys are checked pairwise (while it is indexed, or here);
+    /// larger ones go through a hash set, so that the check stays linear in the map's size.
+    static let mapsCheckedPairwise = 24
+
+    /// The general duplicate check, for maps with integer, chunked or long keys, and large maps.
     private func checkDuplicates(_ map: MapReference, mapOffset: Int) throws {
         guard map.count > 1 else { return }
         let range = map.base..<map.base + map.count
         var duplicate: Int?
-        if map.count <= 24 {
+        if map.count <= Self.mapsCheckedPairwise {
             do {
                 let entries = self.entries.base  // indices below are within `range`
                 outer: for i in range.dropFirst() {

@@ -98,6 +98,35 @@ struct MapKeyTests {
         #expect(throws: CBORDecodingError(.duplicateKey("1"), at: 0)) { try CBORDecoder().decode([String: Int].self, from: mixed) }
     }
 
+    @Test("a large map of keys of one length: all distinct decodes, a repeat anywhere is refused")
+    func largeMaps() throws {
+        // 50,000 three-byte keys. Checked key by key against every earlier key of the same length,
+        // as maps of up to 24 entries are, this was 1.25 billion comparisons (an untrusted payload
+        // could stall a reader for minutes); large maps are now checked through a hash set.
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        let count = 50_000
+        func key(_ i: Int) -> [UInt8] { [alphabet[i % 64], alphabet[(i / 64) % 64], alphabet[i / 4096]] }
+        func map(_ order: [Int]) -> [UInt8] {
+            var bytes: [UInt8] = [0xBA] + withUnsafeBytes(of: UInt32(order.count).bigEndian, Array.init)
+            for i in order { bytes += [0x63] + key(i) + [0x01] }
+            return bytes
+        }
+        let seed = SeededGenerator.seedFromEnvironment()
+        var rng = SeededGenerator(seed: seed)
+        let order = Array(0..<count).shuffled(using: &rng)
+        let decoded = try CBORDecoder().decode([String: Int].self, from: map(order))
+        #expect(decoded.count == count)
+        #expect(decoded[String(decoding: key(order[0]), as: UTF8.self)] == 1)
+        for _ in 0..<3 {
+            let repeated = order[Int(rng.next() % UInt64(count))]
+            var twice = order
+            twice.insert(repeated, at: Int(rng.next() % UInt64(count + 1)))
+            #expect(throws: CBORDecodingError(.duplicateKey(String(decoding: key(repeated), as: UTF8.self)), at: 0), "seed \(seed)") {
+                try CBORDecoder().decode([String: Int].self, from: map(twice))
+            }
+        }
+    }
+
     @Test("one-byte keys (their own duplicate check): any ASCII byte, a repeat refused wherever it is")
     func oneByteKeys() throws {
         let seed = SeededGenerator.seedFromEnvironment()
