@@ -66,8 +66,8 @@ extension HoardCollection {
                 throw HoardError.invalidID(collection: name, reason: "\(model.id) is outside the scope of the synchronize")
             }
             do {
-                // Encoded on its own, then appended: encode(_:appendingTo:) copies what the buffer holds.
-                unsorted.append(key: key, payload: try encodePayload(model))
+                // The encoder's bytes are copied straight into the flat buffer, with no array per model.
+                try encode(model) { unsorted.append(key: key, payload: $0) }
             } catch {
                 throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
             }
@@ -212,7 +212,7 @@ struct FreshBytes {
     /// How many entries `reserve` was told to expect.
     var expected = 0
 
-    mutating func append(key: [UInt8], payload: [UInt8]) {
+    mutating func append(key: [UInt8], payload: UnsafeRawBufferPointer) {
         if keyBytes.isEmpty && expected > 1 {
             // Sized from the first entry, with room to spare: reserved pages that stay untouched
             // cost no memory, while growing step by step copies everything written so far.

@@ -304,7 +304,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     }
 
     /// The one place that encodes payloads: field by field for a flat key set, else through `Encodable`.
-    private func encode<R>(_ model: Model, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+    func encode<R>(_ model: Model, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         try withStorageKeySet(version: currentVersion) {
             guard let fields = currentFields else { return try encoder.encode(model).withUnsafeBytes(body) }
             return try encoder.encodeFields(keys: fields.keys, { try model.encode(fields: $0, layout: fields.layout) }, reading: body)
