@@ -223,3 +223,8 @@ public func offPool<R: Sendable>(_ body: @escaping @Sendable () throws -> R) asy
         thread.start()
     }
 }
+
+/// ``offPool(_:)`` around ``withTemporaryDirectory(_:)``: how the process-spawning tests begin.
+public func offPoolInTemporaryDirectory<R: Sendable>(_ body: @escaping @Sendable (String) throws -> R) async throws -> R {
+    try await offPool { try withTemporaryDirectory(body) }
+}
