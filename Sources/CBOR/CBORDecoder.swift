@@ -416,7 +416,7 @@ extension DecoderState {
         // byte value instead, so that they too are checked with one bit test.
         var oneByteKeysSeen: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
         // The per-key checks below scan earlier keys of the same length: fine for a model's map,
-        // quadratic for a large one (an untrusted payload of 100,000 distinct two-byte keys would
+        // quadratic for a large one (an untrusted payload of 100,000 distinct three-byte keys would
         // take billions of comparisons). Larger maps get the general check, which hashes.
         var needsFullCheck = count > Self.mapsCheckedPairwise
         for _ in 0..<count {
