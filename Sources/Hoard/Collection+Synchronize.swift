@@ -65,11 +65,9 @@ extension HoardCollection {
             guard inScope else {
                 throw HoardError.invalidID(collection: name, reason: "\(model.id) is outside the scope of the synchronize")
             }
-            do {
-                // The encoder's bytes are copied straight into the flat buffer, with no array per model.
-                try encode(model) { unsorted.append(key: key, payload: $0) }
-            } catch {
-                throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
+            // The encoder's bytes are copied straight into the flat buffer, with no array per model.
+            try key.withUnsafeBytes { rawKey in
+                try withPayload(of: model, key: rawKey) { unsorted.append(key: key, payload: $0) }
             }
         }
         let incoming = unsorted.sorted()
@@ -120,8 +118,8 @@ extension HoardCollection {
             },
             sameContent: { version, payload, index in
                 // An older version: the same content re-encodes to the fresh bytes.
-                guard localVersions.contains(version), let old = try? encodePayload(try decodePayload(payload, version: version)) else { return false }
-                return old[...] == incoming.payload(index)
+                guard localVersions.contains(version), let old = try? decodePayload(payload, version: version) else { return false }
+                return (try? encode(old) { $0.elementsEqual(incoming.payload(index)) }) ?? false
             }
         )
     }

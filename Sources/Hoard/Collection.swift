@@ -272,22 +272,6 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         try store.environment.write { txn in try txn.clear(database) }
     }
 
-    /// The record payload of `model`: deterministic CBOR with the current local key set.
-    ///
-    /// The key set is chosen for the call (`withStorageKeySet`, a thread-local slot) rather than
-    /// through the coder's `userInfo`: looking `userInfo` up and casting its `Any` cost about 600
-    /// instructions per model, and a caller's own `withKeySet` around a store call would take
-    /// precedence over `userInfo` (the innermost choice wins this way). It is `.local(current)`,
-    /// not `.currentLocal`: a nested VariablyCodable value is then written with the key set
-    /// reading will use (the record stamps only the outer version), even when the nested type
-    /// has a newer version of its own.
-    ///
-    /// A flat key set is encoded field by field (``PayloadFields``); the bytes are the same as
-    /// through `Encodable`, which the tests check.
-    func encodePayload(_ model: Model) throws -> [UInt8] {
-        try encode(model) { Array($0) }
-    }
-
     /// Encodes `model`'s payload and hands its bytes to `body` (valid only inside it) without
     /// making an array of them. An encoding error is thrown as ``HoardError/encoding(collection:key:underlying:)``
     /// naming `key`; what `body` throws comes out unchanged.
@@ -303,7 +287,18 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         }
     }
 
-    /// The one place that encodes payloads: field by field for a flat key set, else through `Encodable`.
+    /// The one place that encodes payloads: deterministic CBOR with the current local key set.
+    ///
+    /// The key set is chosen for the call (`withStorageKeySet`, a thread-local slot) rather than
+    /// through the coder's `userInfo`: looking `userInfo` up and casting its `Any` cost about 600
+    /// instructions per model, and a caller's own `withKeySet` around a store call would take
+    /// precedence over `userInfo` (the innermost choice wins this way). It is `.local(current)`,
+    /// not `.currentLocal`: a nested VariablyCodable value is then written with the key set
+    /// reading will use (the record stamps only the outer version), even when the nested type
+    /// has a newer version of its own.
+    ///
+    /// A flat key set is encoded field by field (``PayloadFields``); the bytes are the same as
+    /// through `Encodable`, which the tests check.
     func encode<R>(_ model: Model, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         try withStorageKeySet(version: currentVersion) {
             guard let fields = currentFields else { return try encoder.encode(model).withUnsafeBytes(body) }
@@ -425,15 +420,13 @@ extension HoardCollection {
         case .upToDate(let newer): return newer ? .failed : .current
         case .old(let h, let m): (header, model) = (h, m)
         }
-        let payload: [UInt8]
-        do {
-            payload = try encodePayload(model)
-        } catch {
-            throw HoardError.encoding(collection: name, key: describeKey(key), underlying: error)
-        }
         let rewritten = RecordHeader(version: currentVersion, writtenAt: header.writtenAt, expiresAt: header.expiresAt)
-        try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database) { record in
-            payload.withUnsafeBytes { rewritten.write(payload: $0, into: record) }
+        try key.withUnsafeBytes { rawKey in
+            try withPayload(of: model, key: rawKey) { payload in
+                try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database) { record in
+                    rewritten.write(payload: payload, into: record)
+                }
+            }
         }
         return .migrated
     }

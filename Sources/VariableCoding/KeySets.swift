@@ -206,7 +206,8 @@ final class KeyTable<Model>: @unchecked Sendable {
     /// is found by scanning words, and only then is its slot handed out.
     @usableFromInline let slots: ContiguousArray<Slot>
     @usableFromInline let identities: ContiguousArray<ObjectIdentifier>
-    @usableFromInline let byKeyPath: [PartialKeyPath<Model>: Slot]
+    /// Field numbers by key path, for an equal key path that is not the same object as the declared one.
+    @usableFromInline let byKeyPath: [PartialKeyPath<Model>: Int]
     let properties: [(keyPath: PartialKeyPath<Model>, name: String, keyName: String)]
     @usableFromInline let hasNestedKeys: Bool
     /// The first thing wrong with the declaration, if anything.
@@ -223,7 +224,7 @@ final class KeyTable<Model>: @unchecked Sendable {
         self.isCurrentLocal = isCurrentLocal
         var slots: ContiguousArray<Slot> = []
         var identities: ContiguousArray<ObjectIdentifier> = []
-        var byKeyPath: [PartialKeyPath<Model>: Slot] = [:]
+        var byKeyPath: [PartialKeyPath<Model>: Int] = [:]
         var properties: [(keyPath: PartialKeyPath<Model>, name: String, keyName: String)] = []
         var problem: String?
         var owners: [String: String] = [:]  // key name -> property
@@ -244,7 +245,7 @@ final class KeyTable<Model>: @unchecked Sendable {
             )
             slots.append(slot)
             identities.append(ObjectIdentifier(keyPath))
-            byKeyPath[keyPath] = slot
+            byKeyPath[keyPath] = slot.field
             properties.append((keyPath, name, keyName))
         }
         // "meta" cannot be a value and an object at once.
@@ -285,7 +286,7 @@ final class KeyTable<Model>: @unchecked Sendable {
             for field in identities.indices where identities[field] == id { return field }
             return nil
         }
-        return found ?? byKeyPath[keyPath]?.field
+        return found ?? byKeyPath[keyPath]
     }
 
     /// The local version of this key set, or `nil` for a remote one.
