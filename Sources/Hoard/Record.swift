@@ -58,8 +58,11 @@ public struct RecordHeader: Sendable, Hashable {
         return Int64(bitPattern: loadBigEndian(UInt64.self, at: 16, in: record))
     }
 
-    /// Writes the header followed by `payload` into `record` (which must be `size + payload.count` long).
-    func write(payload: UnsafeRawBufferPointer, into record: UnsafeMutableRawBufferPointer) {
+    /// Writes the header followed by `payload` into `record`, which must be exactly
+    /// `size + payload.count` bytes long (for writing a record in place, e.g. into LMDB's
+    /// reserved space).
+    public func write(payload: UnsafeRawBufferPointer, into record: UnsafeMutableRawBufferPointer) {
+        precondition(record.count == Self.size + payload.count, "a record buffer of \(record.count) bytes for a \(payload.count)-byte payload")
         record[0] = Self.magic.0
         record[1] = Self.magic.1
         record[2] = Self.format

@@ -113,10 +113,52 @@ func hoardGetAll() throws -> UInt64 {
     }
 }
 
+// The reference: a hand-written codec for this one model and version over the same record
+// format and wrapper (HandWritten.swift), to show what the format and LMDB leave to the model layer.
+let database = try store.environment.openDatabase("c:Member")
+
+func handWrittenPutAll() throws -> UInt64 {
+    try collection.deleteAll()
+    var payload: [UInt8] = []
+    payload.reserveCapacity(256)
+    return try time {
+        try store.write { txn in
+            for member in members {
+                handWrittenEncode(member, into: &payload)
+                try member.id.withKeyBytes { key in
+                    try payload.withUnsafeBytes { payload in
+                        try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database) { record in
+                            RecordHeader(version: 3, writtenAt: 0, expiresAt: nil).write(payload: payload, into: record)
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+func handWrittenGetAll() throws -> UInt64 {
+    try time {
+        try store.read { txn in
+            for i in getOrder {
+                let member = try members[i].id.withKeyBytes { key in
+                    try txn.withValue(forKey: key, in: database) { record -> Member in
+                        let (header, payload) = try RecordHeader.parse(record)
+                        guard header.version == 3 else { throw HandWrittenError() }
+                        return try handWrittenDecode(payload)
+                    }
+                }
+                sink &+= member?.age ?? 0
+            }
+        }
+    }
+}
+
 // `--only NAME` runs one workload `rounds` times and nothing else, for instruction counting
-// under callgrind (as codec-bench's): hoard-put, hoard-get, c-put, c-get.
+// under callgrind (as codec-bench's): hoard-put, hoard-get, c-put, c-get, hand-put, hand-get.
 if let index = CommandLine.arguments.firstIndex(of: "--only"), index + 1 < CommandLine.arguments.count {
-    let workloads: [String: () throws -> UInt64] = ["hoard-put": hoardPutAll, "hoard-get": hoardGetAll, "c-put": rawPutAll, "c-get": rawGetAll]
+    let workloads: [String: () throws -> UInt64] = ["hoard-put": hoardPutAll, "hoard-get": hoardGetAll, "c-put": rawPutAll, "c-get": rawGetAll,
+                                                         "hand-put": handWrittenPutAll, "hand-get": handWrittenGetAll]
     guard let workload = workloads[CommandLine.arguments[index + 1]] else {
         print("unknown workload; known: \(workloads.keys.sorted().joined(separator: ", "))")
         exit(2)
@@ -160,5 +202,13 @@ let migrated = try compare("get of a record written 2 versions ago", baseline: "
     })
 
 let ok = report("Hoard store vs the C API (ratio = Hoard time / baseline time)", [put, get, migrated])
+
+// No budget: how far the budgets above are from what hand-written code achieves.
+let handPut = try compare("bulk put, hand-written codec", baseline: "C mdb_put, same bytes", operations: count, rounds: rounds,
+    baselineRound: rawPutAll, candidateRound: handWrittenPutAll)
+_ = rawPutAll()
+let handGet = try compare("typed get, hand-written codec", baseline: "C mdb_get, same key", operations: count, rounds: rounds,
+    baselineRound: rawGetAll, candidateRound: handWrittenGetAll)
+report("Reference: a hand-written codec for this one model and version (not an API of Hoard's)", [handPut, handGet])
 if sink == 42 { print("") }
 exit(ok ? 0 : 1)
