@@ -1,4 +1,5 @@
 public import LMDB
+public import VariableCoding
 internal import CBOR
 
 /// A collection as the store's registry describes it: enough for a tool without the app's Swift
@@ -14,6 +15,10 @@ public struct CollectionSchema: Sendable, Hashable {
     public var keyKind: KeyKind?
     /// Per local version: key name by property.
     public var versions: [Int: [String: String]]
+    /// The `VariablyCodable` models nested in the model's properties and the key sets their
+    /// maps are written with, sorted by path; empty when there are none or the entry was written
+    /// before Hoard recorded them.
+    public var nested: [NestedKeySets]
 
     /// Every property of any version, sorted.
     public var properties: [String] { Set(versions.values.flatMap(\.keys)).sorted() }
@@ -21,12 +26,13 @@ public struct CollectionSchema: Sendable, Hashable {
     /// The key name `property` has in `version`, or `nil` when that version does not have it.
     public func keyName(of property: String, in version: Int) -> String? { versions[version]?[property] }
 
-    public init(name: String, type: String, currentVersion: Int, keyKind: KeyKind?, versions: [Int: [String: String]]) {
+    public init(name: String, type: String, currentVersion: Int, keyKind: KeyKind?, versions: [Int: [String: String]], nested: [NestedKeySets] = []) {
         self.name = name
         self.type = type
         self.currentVersion = currentVersion
         self.keyKind = keyKind
         self.versions = versions
+        self.nested = nested.sorted { $0.path < $1.path }
     }
 
     init(name: String, entry: RegistryEntry) {
@@ -35,12 +41,26 @@ public struct CollectionSchema: Sendable, Hashable {
         currentVersion = entry.current
         keyKind = entry.key.flatMap(KeyKind.init(rawValue:))
         versions = Dictionary(uniqueKeysWithValues: entry.versions.compactMap { version, names in Int(version).map { ($0, names) } })
+        nested = (entry.nested ?? [:]).map { path, nested in
+            NestedKeySets(
+                path: path, type: nested.type,
+                versionUsed: Dictionary(uniqueKeysWithValues: nested.used.compactMap { outer, version in Int(outer).map { ($0, version) } }),
+                keyNames: Dictionary(uniqueKeysWithValues: nested.versions.compactMap { version, names in Int(version).map { ($0, names) } })
+            )
+        }.sorted { $0.path < $1.path }
     }
 
     var entry: RegistryEntry {
         RegistryEntry(
             type: type, current: currentVersion,
-            versions: Dictionary(uniqueKeysWithValues: versions.map { (String($0.key), $0.value) }), key: keyKind?.rawValue
+            versions: Dictionary(uniqueKeysWithValues: versions.map { (String($0.key), $0.value) }), key: keyKind?.rawValue,
+            nested: nested.isEmpty ? nil : Dictionary(nested.map { nested in
+                (nested.path, RegistryEntry.NestedEntry(
+                    type: nested.type,
+                    versions: Dictionary(uniqueKeysWithValues: nested.keyNames.map { (String($0.key), $0.value) }),
+                    used: Dictionary(uniqueKeysWithValues: nested.versionUsed.map { (String($0.key), $0.value) })
+                ))
+            }, uniquingKeysWith: { first, _ in first })
         )
     }
 }
@@ -82,7 +102,7 @@ extension Store {
     /// Records `schema` in the registry (for restoring a dump), in `txn`.
     ///
     /// - Throws: ``HoardError/keySetChanged(type:collection:version:differences:)`` when a version
-    ///   the store already records has other key names, ``HoardError/keyKindChanged(type:collection:recorded:now:)``
+    ///   the store already records (of the model or of a nested one) has other key names, ``HoardError/keyKindChanged(type:collection:recorded:now:)``
     ///   when the ID kinds differ.
     public func record(_ schema: CollectionSchema, in txn: borrowing WriteTransaction) throws {
         guard let meta else { return }
@@ -102,6 +122,7 @@ extension Store {
             }
             entry.current = max(entry.current, recorded.current)
             entry.key = entry.key ?? recorded.key
+            entry.nested = try Registry.merge(nested: schema.nested, recorded: recorded.nested ?? [:], type: schema.type, collection: schema.name)
         }
         try txn.put(try CBOREncoder(deterministic: true).encode(entry), forKey: key, in: meta)
     }

@@ -14,6 +14,19 @@ struct RegistryEntry: Codable, Equatable {
     var versions: [String: [String: String]]
     /// How IDs are encoded (a ``KeyKind`` raw value); absent in entries written before it was recorded.
     var key: String?
+    /// The `VariablyCodable` models nested in the model's properties, by path ("frame",
+    /// "box.corner"); absent when there are none, and in entries written before they were recorded.
+    var nested: [String: NestedEntry]?
+
+    /// What a record's version means for one nested model.
+    struct NestedEntry: Codable, Equatable {
+        /// The nested model's Swift type name.
+        var type: String
+        /// Per local version of the nested type (as text): key name by property.
+        var versions: [String: [String: String]]
+        /// Per local version of the outer model (as text): the nested type's version coded with it.
+        var used: [String: Int]
+    }
 }
 
 enum Registry {
@@ -51,6 +64,9 @@ enum Registry {
         for (version, names) in declared where entry.versions[version] == nil {
             entry.versions[version] = names
         }
+        entry.nested = try merge(
+            nested: try keySets.nestedKeySets(), recorded: recorded?.nested ?? [:], type: String(describing: Model.self), collection: collection
+        )
         entry.current = max(entry.current, keySets.currentVersion)
         entry.type = String(describing: Model.self)
         guard entry != recorded, !store.options.readOnly else { return }
@@ -60,6 +76,48 @@ enum Registry {
         ])
         let bytes = try CBOREncoder(deterministic: true).encode(entry)
         try store.environment.write { txn in try txn.put(bytes, forKey: key(collection), in: meta) }
+    }
+
+    /// Checks the nested models' key sets (`now`, from the code or a dump) against the recorded
+    /// ones, as ``check(_:collection:keyKind:in:)`` does the model's own; returns what to record
+    /// (`nil` when there is nothing).
+    ///
+    /// Two changes are refused: other key names for a recorded version of a nested type, and an
+    /// outer version that would now be read with another version of a nested type than the one
+    /// its records were written with (a nested type's new version numbered at or below an outer
+    /// version already in use). A path recorded but no longer nested is kept and not checked:
+    /// the model's own ledger covers its properties.
+    static func merge(
+        nested now: [NestedKeySets], recorded: [String: RegistryEntry.NestedEntry], type: String, collection: String
+    ) throws -> [String: RegistryEntry.NestedEntry]? {
+        var result = recorded
+        for nested in now {
+            let place = "\(nested.type) at '\(nested.path)' in \(type)"
+            var entry = recorded[nested.path] ?? RegistryEntry.NestedEntry(type: nested.type, versions: [:], used: [:])
+            for (outer, version) in entry.used.sorted(by: { $0.key < $1.key }) {
+                guard let number = Int(outer), let today = nested.versionUsed[number], today != version else { continue }
+                throw HoardError.keySetChanged(type: place, collection: collection, version: version, differences: [
+                    "records of \(type)'s version \(outer) hold its version \(version), the code would read them with its version \(today); "
+                        + "number a nested type's new version above every version of the outer model in use",
+                ])
+            }
+            for (version, names) in entry.versions.sorted(by: { $0.key < $1.key }) {
+                guard let number = Int(version), let today = nested.keyNames[number] else { continue }
+                let differences = describeDifferences(recorded: names, now: today)
+                if !differences.isEmpty {
+                    throw HoardError.keySetChanged(type: place, collection: collection, version: number, differences: differences)
+                }
+            }
+            for (outer, version) in nested.versionUsed where entry.used[String(outer)] == nil {
+                entry.used[String(outer)] = version
+            }
+            for (version, names) in nested.keyNames where entry.versions[String(version)] == nil {
+                entry.versions[String(version)] = names
+            }
+            entry.type = nested.type
+            result[nested.path] = entry
+        }
+        return result.isEmpty ? nil : result
     }
 
     /// The recorded entry of `collection`, or `nil`.

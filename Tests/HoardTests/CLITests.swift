@@ -370,6 +370,44 @@ struct CLITests {
         }
     }
 
+    @Test("migrate leaves a record whose nested model has other keys in the current version; schema, dump and load carry nested key sets")
+    func migrateNested() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            let store = try Store(path: path, options: .init(durability: .riskStoreOnOSCrash))
+            let framed = try store.collection(FramedTwice.self)
+            // Version 1 nests Frame's version 1 (key W), version 2 Frame's version 2 (key WIDTH):
+            // renaming the outer keys alone would leave W inside a record stamped version 2.
+            let database = try store.environment.openDatabase("c:FramedTwice")
+            let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)]).encode(FramedTwice(id: 1, frame: Frame(width: 3)))
+            try store.environment.write { txn in
+                try txn.put(RecordHeader(version: 1, writtenAt: 5, expiresAt: nil).record(with: payload), forKey: Int64(1).keyBytes, in: database)
+            }
+            try framed.put(FramedTwice(id: 2, frame: Frame(width: 4)))
+
+            let run = try hoard("migrate", path)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.contains("rewrote 0 records"), "\(run.stdout)")
+            #expect(run.stdout.contains("FramedTwice[1]: nested Frame at 'frame' has version 1 of its keys here and version 2 in current records"), "\(run.stdout)")
+            #expect(try framed.header(of: 1)?.version == 1)
+            #expect(try framed.get(1) == FramedTwice(id: 1, frame: Frame(width: 3)))
+
+            let schema = try hoard("schema", path, "--json")
+            let nested = try #require(((try JSONSerialization.jsonObject(with: Data(schema.stdout.utf8)) as? [[String: Any]])?.first?["nested"] as? [[String: Any]])?.first)
+            #expect(nested["path"] as? String == "frame" && nested["type"] as? String == "Frame")
+            #expect(nested["used"] as? [String: Int] == ["1": 1, "2": 2])
+            #expect(nested["versions"] as? [String: [String: String]] == ["1": ["width": "W"], "2": ["width": "WIDTH"]])
+            #expect(try hoard("schema", path).stdout.contains("nested Frame at frame (v1 → v1, v2 → v2)"))
+
+            let dump = try hoard("dump", path)
+            #expect(dump.status == 0, "\(dump.stderr)")
+            let load = try hoard("load", dir + "/restored", input: Array(dump.stdout.utf8))
+            #expect(load.status == 0, "\(load.stderr)")
+            let restored = try Store(path: dir + "/restored", options: .init(readOnly: true))
+            #expect(try restored.schema(of: "FramedTwice") == store.schema(of: "FramedTwice"))
+        }
+    }
+
     @Test("purge-expired and rm")
     func maintenance() throws {
         try withSampleStore { dir, path in

@@ -82,6 +82,71 @@ struct BoxedV2: VariablyCodable, Identifiable, Equatable, Sendable {
     }
 }
 
+// The registry's ledger of nested key sets: `Framed` (outer version 1) nests `Frame`.
+
+/// `Frame` as if its shipped version 1 had been edited in place.
+struct TamperedFrame: VariablyCodable, Equatable, Sendable {
+    var width: Int
+    static let keySets = KeySets<TamperedFrame>(local: [1: [\.width: "WD"], 2: [\.width: "WIDTH"]])
+    init(from container: DecodingContainer<TamperedFrame>) throws { width = try container.decodeValue(for: \.width) }
+    func encode(to container: inout EncodingContainer<TamperedFrame>) throws { try container.encodeValue(width, for: \.width) }
+}
+
+struct TamperedFramed: VariablyCodable, Identifiable, Equatable, Sendable {
+    var id: Int64
+    var frame: TamperedFrame
+    static let keySets = KeySets<TamperedFramed>(local: [1: [\.id: "I", \.frame: "F"]])
+    init(from container: DecodingContainer<TamperedFramed>) throws {
+        id = try container.decodeValue(for: \.id)
+        frame = try container.decodeValue(for: \.frame)
+    }
+    func encode(to container: inout EncodingContainer<TamperedFramed>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(frame, for: \.frame)
+    }
+}
+
+/// `Frame` with only its version 1: an outer version 2 codes it with version 1.
+struct OldFrame: VariablyCodable, Equatable, Sendable {
+    var width: Int
+    static let keySets = KeySets<OldFrame>(local: [1: [\.width: "W"]])
+    init(width: Int) { self.width = width }
+    init(from container: DecodingContainer<OldFrame>) throws { width = try container.decodeValue(for: \.width) }
+    func encode(to container: inout EncodingContainer<OldFrame>) throws { try container.encodeValue(width, for: \.width) }
+}
+
+/// An outer model in versions 1 and 2 over `OldFrame`, then (`FramedTwice`) over `Frame`,
+/// whose version 2 would change how the outer version 2's records read.
+struct FramedTwiceOld: VariablyCodable, Identifiable, Equatable, Sendable {
+    var id: Int64
+    var frame: OldFrame
+    static let keySets = KeySets<FramedTwiceOld>(local: [1: [\.id: "I", \.frame: "F"], 2: [\.id: "I", \.frame: "F"]])
+    init(id: Int64, frame: OldFrame) { (self.id, self.frame) = (id, frame) }
+    init(from container: DecodingContainer<FramedTwiceOld>) throws {
+        id = try container.decodeValue(for: \.id)
+        frame = try container.decodeValue(for: \.frame)
+    }
+    func encode(to container: inout EncodingContainer<FramedTwiceOld>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(frame, for: \.frame)
+    }
+}
+
+struct FramedTwice: VariablyCodable, Identifiable, Equatable, Sendable {
+    var id: Int64
+    var frame: Frame
+    static let keySets = KeySets<FramedTwice>(local: [1: [\.id: "I", \.frame: "F"], 2: [\.id: "I", \.frame: "F"]])
+    init(id: Int64, frame: Frame) { (self.id, self.frame) = (id, frame) }
+    init(from container: DecodingContainer<FramedTwice>) throws {
+        id = try container.decodeValue(for: \.id)
+        frame = try container.decodeValue(for: \.frame)
+    }
+    func encode(to container: inout EncodingContainer<FramedTwice>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(frame, for: \.frame)
+    }
+}
+
 @Suite("Nested models whose versions run ahead of the outer model's")
 struct NestedVersionTests {
     /// The payload of the record stored under `id` in collection `name`.
@@ -130,6 +195,62 @@ struct NestedVersionTests {
                 .init(.text("B"), .map([.init(.text("H"), .unsigned(3)), .init(.text("W"), .unsigned(2))])),
                 .init(.text("I"), .unsigned(1)),
             ]))
+        }
+    }
+
+    @Test("the registry records the nested key sets each version is written with")
+    func recorded() throws {
+        try withStore { store, _ in
+            _ = try store.collection(Framed.self)
+            let nested = try #require(try store.schema(of: "Framed")).nested
+            #expect(nested == [NestedKeySets(path: "frame", type: "Frame", versionUsed: [1: 1], keyNames: [1: ["width": "W"]])])
+            _ = try store.collection(Boxed.self)
+            #expect(try store.schema(of: "Boxed")?.nested.map(\.path) == ["box"])
+            // A flat model records none.
+            _ = try store.collection(Note.self)
+            #expect(try store.schema(of: "Note")?.nested == [])
+        }
+    }
+
+    @Test("a recorded key set of a nested type that changed is refused when the collection opens")
+    func frozenNested() throws {
+        try withStore { store, _ in
+            _ = try store.collection(Framed.self)
+            expectHoardError(["TamperedFrame at 'frame' in TamperedFramed", "collection Framed", "local key set 1", "'width': key 'W' recorded, 'WD' now"]) {
+                _ = try store.collection(TamperedFramed.self, named: "Framed")
+            }
+            _ = try store.collection(Framed.self)
+        }
+    }
+
+    @Test("a nested type's new version that would change how an outer version in use reads is refused")
+    func nestedVersionBelowOuter() throws {
+        try withStore { store, _ in
+            let old = try store.collection(FramedTwiceOld.self, named: "boxes")
+            try old.put(FramedTwiceOld(id: 1, frame: OldFrame(width: 7)))
+            #expect(try store.schema(of: "boxes")?.nested.first?.versionUsed == [1: 1, 2: 1])
+            // Frame's version 2 (key WIDTH) would read the outer version 2's record, written with key W.
+            expectHoardError(["Frame at 'frame' in FramedTwice", "version 2 hold its version 1", "read them with its version 2"]) {
+                _ = try store.collection(FramedTwice.self, named: "boxes")
+            }
+            #expect(try old.get(1)?.frame.width == 7)
+        }
+    }
+
+    @Test("an entry recorded before nested key sets were gains them when the collection opens")
+    func upgradedEntry() throws {
+        try withStore { store, _ in
+            _ = try store.collection(Framed.self)
+            var schema = try #require(try store.schema(of: "Framed"))
+            let nested = schema.nested
+            // Rewrite the entry as earlier code wrote it: without `nested`.
+            let meta = try store.environment.openDatabase("hoard.meta")
+            _ = try store.environment.write { txn in try txn.delete(Array("collection:Framed".utf8), in: meta) }
+            schema.nested = []
+            try store.write { txn in try store.record(schema, in: txn) }
+            #expect(try store.schema(of: "Framed")?.nested == [])
+            _ = try store.collection(Framed.self)
+            #expect(try store.schema(of: "Framed")?.nested == nested)
         }
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hoard
 import LMDB
+import VariableCoding
 
 /// `hoard dump`: the store as JSON Lines, record bytes included, for `hoard load`.
 struct Dump: ParsableCommand {
@@ -203,11 +204,29 @@ struct Load: ParsableCommand {
               let versions = object["versions"] as? [String: [String: String]] else {
             throw CLIError.problem("stdin line \(line): a collection line needs collection, type, currentVersion, keyKind and versions")
         }
-        var parsed: [Int: [String: String]] = [:]
-        for (version, names) in versions {
-            guard let number = Int(version), number >= 0 else { throw CLIError.problem("stdin line \(line): '\(version)' is not a version number") }
-            parsed[number] = names
+        var nested: [NestedKeySets] = []
+        for item in object["nested"] as? [Any] ?? [] {
+            guard let item = item as? [String: Any], let path = item["path"] as? String, let type = item["type"] as? String,
+                  let used = item["used"] as? [String: Int], let versions = item["versions"] as? [String: [String: String]] else {
+                throw CLIError.problem("stdin line \(line): a nested entry needs path, type, used and versions")
+            }
+            nested.append(NestedKeySets(
+                path: path, type: type,
+                versionUsed: Dictionary(uniqueKeysWithValues: try used.map { (try versionNumber($0.key, line: line), $0.value) }),
+                keyNames: try parseVersions(versions, line: line)
+            ))
         }
-        return CollectionSchema(name: name, type: type, currentVersion: current, keyKind: kind, versions: parsed)
+        return CollectionSchema(
+            name: name, type: type, currentVersion: current, keyKind: kind, versions: try parseVersions(versions, line: line), nested: nested
+        )
+    }
+
+    private func parseVersions(_ versions: [String: [String: String]], line: Int) throws -> [Int: [String: String]] {
+        Dictionary(uniqueKeysWithValues: try versions.map { (try versionNumber($0.key, line: line), $0.value) })
+    }
+
+    private func versionNumber(_ text: String, line: Int) throws -> Int {
+        guard let number = Int(text), number >= 0 else { throw CLIError.problem("stdin line \(line): '\(text)' is not a version number") }
+        return number
     }
 }

@@ -13,7 +13,8 @@ struct Migrate: ParsableCommand {
             and listed with the reason, when the current version has a property the record's \
             version lacks (its value must come from the app), or when a value's CBOR type differs \
             from what current-version records hold for that property (a type change: the app's \
-            init(from:) converts it). Write and expiry times are kept. Batches of 10,000 records \
+            init(from:) converts it), or when a nested model's key names differ between the two \
+            versions. Write and expiry times are kept. Batches of 10,000 records \
             per transaction; a live writer is not blocked for longer than one batch.
             """
     )
@@ -83,7 +84,8 @@ struct Migrate: ParsableCommand {
                         outcome.left.append((id, "version \(header.version) is unknown to the registry or its payload is damaged"))
                         return .next
                     }
-                    if let reason = blocker(value, old: old, current: current, version: header.version, types: types) {
+                    if let reason = blocker(value, old: old, current: current, version: header.version, types: types)
+                        ?? nestedBlocker(schema, version: header.version) {
                         outcome.left.append((id, reason))
                         return .next
                     }
@@ -123,6 +125,19 @@ struct Migrate: ParsableCommand {
             if !seen.contains(majorType(found)) {
                 return "property '\(property)' holds \(typeName(majorType(found))) here but \(seen.sorted().map(typeName).joined(separator: "/")) in current records: a type change for the app's code"
             }
+        }
+        return nil
+    }
+
+    /// Why nested models stop a record from being migrated, or `nil`: their maps are written in
+    /// another version of the nested type than current records' (the record's header stamps only
+    /// the outer version) and the key names differ. Only the app's code renames inside them.
+    private func nestedBlocker(_ schema: CollectionSchema, version: Int) -> String? {
+        for nested in schema.nested {
+            let from = nested.versionUsed[version], to = nested.versionUsed[schema.currentVersion]
+            guard from != to, from.flatMap({ nested.keyNames[$0] }) != to.flatMap({ nested.keyNames[$0] }) else { continue }
+            let name: (Int?) -> String = { $0.map { "version \($0)" } ?? "no version" }
+            return "nested \(nested.type) at '\(nested.path)' has \(name(from)) of its keys here and \(name(to)) in current records: its maps need the app's code"
         }
         return nil
     }

@@ -35,6 +35,17 @@ struct Schema: ParsableCommand {
                 table.add([property] + names.map { $0 ?? "-" } + [changes(names, versions)])
             }
             table.print()
+            for nested in schema.nested {
+                let versions = nested.keyNames.keys.sorted()
+                let uses = nested.versionUsed.sorted { $0.key < $1.key }.map { "v\($0.key) → v\($0.value)" }.joined(separator: ", ")
+                say("nested \(nested.type) at \(nested.path) (\(uses))")
+                var table = Table(header: ["property"] + versions.map { "v\($0)" } + ["changes"])
+                for property in Set(nested.keyNames.values.flatMap(\.keys)).sorted() {
+                    let names = versions.map { nested.keyNames[$0]?[property] }
+                    table.add([property] + names.map { $0 ?? "-" } + [changes(names, versions)])
+                }
+                table.print()
+            }
         }
     }
 
@@ -58,15 +69,32 @@ extension Table {
 }
 
 extension CollectionShape {
+    /// The registry entry as JSON; `nested` only when there are nested models, so that entries
+    /// without them read as before (and old dumps still load).
     var schemaJSON: JSON {
-        .object([
+        var members: [(String, JSON)] = [
             ("collection", .string(name)),
             ("type", .string(schema.type)),
             ("currentVersion", .int(Int64(schema.currentVersion))),
             ("keyKind", .string(keyKind.rawValue)),
-            ("versions", .object(schema.versions.sorted { $0.key < $1.key }.map { version, names in
-                (String(version), .object(names.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
-            })),
-        ])
+            ("versions", versionsJSON(schema.versions)),
+        ]
+        if !schema.nested.isEmpty {
+            members.append(("nested", .array(schema.nested.map { nested in
+                .object([
+                    ("path", .string(nested.path)),
+                    ("type", .string(nested.type)),
+                    ("used", .object(nested.versionUsed.sorted { $0.key < $1.key }.map { (String($0.key), .int(Int64($0.value))) })),
+                    ("versions", versionsJSON(nested.keyNames)),
+                ])
+            })))
+        }
+        return .object(members)
+    }
+
+    private func versionsJSON(_ versions: [Int: [String: String]]) -> JSON {
+        .object(versions.sorted { $0.key < $1.key }.map { version, names in
+            (String(version), .object(names.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
+        })
     }
 }
