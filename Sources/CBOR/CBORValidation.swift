@@ -1,7 +1,8 @@
 extension CBORValue {
     /// Checks that `buffer` holds exactly one well-formed data item — every length within the
-    /// input, nesting within `maxDepth`, text strings valid UTF-8, no trailing bytes — without
-    /// building it, so that a tool can check millions of payloads quickly.
+    /// input, nesting within `maxDepth`, text strings valid UTF-8, no map with two equal keys, no
+    /// trailing bytes — without building it, so that a tool can check millions of payloads
+    /// quickly. It accepts exactly what ``init(decoding:maxDepth:)-(UnsafeRawBufferPointer,_)`` accepts.
     ///
     /// When the item is a definite-length map, `topLevelKey` is called with each of its keys in order: the UTF-8
     /// bytes of a definite text key, or `nil` for any other key.
@@ -20,7 +21,10 @@ extension CBORValue {
         if head.major == 5 && !head.isIndefinite {
             var position = head.contentOffset
             let entries = try reader.checkLength(head.argument, units: 2, from: position)
+            var keys: [Int] = []
+            keys.reserveCapacity(entries)
             for _ in 0..<entries {
+                keys.append(position)
                 let key = try reader.head(at: position)
                 if key.major == 3 && !key.isIndefinite {
                     let length = try reader.checkLength(key.argument, from: key.contentOffset)
@@ -34,6 +38,7 @@ extension CBORValue {
                 }
                 position = try reader.skip(at: position, depth: 1, validatingText: true)
             }
+            try reader.checkDistinctKeys(keys, ofMapAt: 0)
             end = position
         } else {
             end = try reader.skip(at: 0, validatingText: true)

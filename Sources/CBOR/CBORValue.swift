@@ -43,7 +43,8 @@ public indirect enum CBORValue: Sendable, Hashable {
 
     /// Decodes one complete data item; trailing bytes are an error.
     ///
-    /// Indefinite-length items are accepted and come back as definite ones.
+    /// Indefinite-length items are accepted and come back as definite ones. A map with two equal
+    /// keys is refused.
     ///
     /// - Throws: ``CBORDecodingError`` with the offset of the first problem.
     public init(decoding buffer: UnsafeRawBufferPointer, maxDepth: Int = CBORDecoder.defaultMaxDepth) throws(CBORDecodingError) {
@@ -101,8 +102,10 @@ public indirect enum CBORValue: Sendable, Hashable {
             return (.array(items), position)
         case 5:
             var entries: [Entry] = []
+            var keys: [Int] = []
             var position = head.contentOffset
             func entry() throws {
+                keys.append(position)
                 let (key, keyEnd) = try parse(reader, at: position)
                 let (value, valueEnd) = try parse(reader, at: keyEnd)
                 entries.append(Entry(key, value))
@@ -110,11 +113,14 @@ public indirect enum CBORValue: Sendable, Hashable {
             }
             if head.isIndefinite {
                 while try !reader.isBreak(at: position) { try entry() }
+                try reader.checkDistinctKeys(keys, ofMapAt: offset)
                 return (.map(entries), position + 1)
             }
             let count = try reader.checkLength(head.argument, units: 2, from: position)
             entries.reserveCapacity(count)
+            keys.reserveCapacity(count)
             for _ in 0..<count { try entry() }
+            try reader.checkDistinctKeys(keys, ofMapAt: offset)
             return (.map(entries), position)
         case 6:
             let (inner, end) = try parse(reader, at: head.contentOffset)

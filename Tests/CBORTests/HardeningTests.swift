@@ -71,6 +71,19 @@ struct HardeningTests {
         #expect(throws: CBORDecodingError(.duplicateKey("k0"), at: 0)) { try CBORDecoder().decode([String: Int].self, from: big) }
     }
 
+    @Test("CBORValue refuses duplicate keys too, at any depth, compared as values")
+    func valueDuplicateKeys() throws {
+        // [{"a": 1, "a": 2}]: the inner map starts at offset 1.
+        expectCBORError([0x81, 0xA2, 0x61, 0x61, 0x01, 0x61, 0x61, 0x02], .duplicateKey("a"), at: 1)
+        // {1: 0, 1: 0} with the second key in a longer head: the same value.
+        expectCBORError([0xA2, 0x01, 0x00, 0x18, 0x01, 0x00], .duplicateKey("unsigned(1)"), at: 0)
+        // An indefinite map with a repeated key.
+        expectCBORError([0xBF, 0x61, 0x62, 0x01, 0x61, 0x62, 0x02, 0xFF], .duplicateKey("b"), at: 0)
+        // 0.0 and -0.0 are two values; "a" and "A" two keys.
+        #expect(try CBORValue(decoding: [0xA2, 0xF9, 0x00, 0x00, 0x01, 0xF9, 0x80, 0x00, 0x02]).mapEntries?.count == 2)
+        #expect(try CBORValue(decoding: [0xA2, 0x61, 0x61, 0x01, 0x61, 0x41, 0x02]).mapEntries?.count == 2)
+    }
+
     @Test("wrong types and missing keys are DecodingErrors with the path and offset")
     func wrongShapes() throws {
         let input = try CBOREncoder().encode(["name": CBORTestValue.text("Ada"), "age": .text("old")])

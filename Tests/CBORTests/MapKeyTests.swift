@@ -148,7 +148,7 @@ struct MapKeyTests {
     }
 }
 
-private extension CBORValue {
+extension CBORValue {
     var mapEntries: [Entry]? {
         if case .map(let entries) = self { return entries }
         return nil

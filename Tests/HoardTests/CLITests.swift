@@ -252,6 +252,9 @@ struct CLITests {
                     let unknown = CBORValue.map([.init(.text("ID"), .unsigned(42)), .init(.text("COLOUR"), .text("red"))]).encoded()
                     try txn.put(RecordHeader(version: 3, writtenAt: 1, expiresAt: nil).record(with: unknown), forKey: Int64(42).keyBytes, in: database)
                     try txn.put(RecordHeader(version: 9, writtenAt: 1, expiresAt: nil).record(with: unknown), forKey: Int64(43).keyBytes, in: database)
+                    // {"ID": 44, "TEXT": {"a": 1, "a": 2}}: a duplicate key below the top level.
+                    let nestedTwice: [UInt8] = [0xA2, 0x62, 0x49, 0x44, 0x18, 44, 0x64] + Array("TEXT".utf8) + [0xA2, 0x61, 0x61, 0x01, 0x61, 0x61, 0x02]
+                    try txn.put(RecordHeader(version: 3, writtenAt: 1, expiresAt: nil).record(with: nestedTwice), forKey: Int64(44).keyBytes, in: database)
                 }
             }
             let damaged = try hoard("verify", copy)
@@ -261,10 +264,11 @@ struct CLITests {
             #expect(damaged.stdout.contains("Note[41]: the payload is not valid CBOR"), "\(damaged.stdout)")
             #expect(damaged.stdout.contains("Note[42]: the payload has key 'COLOUR'"), "\(damaged.stdout)")
             #expect(damaged.stdout.contains("Note[43]: written with key-set version 9, newer"), "\(damaged.stdout)")
-            #expect(damaged.stdout.contains("verified 43 records in 1 collection: 5 problems"))
+            #expect(damaged.stdout.contains("Note[44]: the payload is not valid CBOR: CBOR: duplicate map key a at byte offset 11"), "\(damaged.stdout)")
+            #expect(damaged.stdout.contains("verified 44 records in 1 collection: 6 problems"))
             let json = try jsonObject(try hoard("verify", copy, "--json").stdout)
             let problems = try #require(json["problems"] as? [[String: Any]])
-            #expect(problems.compactMap { $0["id"] as? String } == ["7", "13", "41", "42", "43"])
+            #expect(problems.compactMap { $0["id"] as? String } == ["7", "13", "41", "42", "43", "44"])
             // Everything else still reads, and the original is untouched.
             #expect(try hoard("get", copy, "Note", "8").status == 0)
             #expect(try hoard("get", copy, "Note", "7").status == 1)

@@ -141,25 +141,68 @@ struct Reader {
         case 4, 5:
             let perEntry = head.major == 5 ? 2 : 1
             var position = head.contentOffset
+            // Validating (what CBORValue accepts) also refuses a map with two equal keys.
+            var keys: [Int] = []
             if head.isIndefinite {
                 while try !isBreak(at: position) {
-                    for _ in 0..<perEntry {
+                    for item in 0..<perEntry {
                         if try isBreak(at: position) { throw CBORDecodingError(.unexpectedBreak, at: position) }
+                        if validatingText && perEntry == 2 && item == 0 { keys.append(position) }
                         position = try skip(at: position, depth: depth + 1, validatingText: validatingText)
                     }
                 }
+                if !keys.isEmpty { try checkDistinctKeys(keys, ofMapAt: offset) }
                 return position + 1
             }
             let items = try checkLength(head.argument, units: UInt64(perEntry), from: position) * perEntry
-            for _ in 0..<items {
+            for item in 0..<items {
+                if validatingText && perEntry == 2 && item % 2 == 0 { keys.append(position) }
                 position = try skip(at: position, depth: depth + 1, validatingText: validatingText)
             }
+            if !keys.isEmpty { try checkDistinctKeys(keys, ofMapAt: offset) }
             return position
         case 6:
             return try skip(at: head.contentOffset, depth: depth + 1, validatingText: validatingText)
         default:  // 7: simple values, floats, break
             if head.isIndefinite { throw CBORDecodingError(.unexpectedBreak, at: offset) }
             return head.contentOffset
+        }
+    }
+
+    /// Refuses two equal keys among the (well-formed) keys at `offsets`, compared as values, as
+    /// ``CBORValue`` does. Definite text keys, the usual kind, are compared by their bytes
+    /// (pairwise for a small map); any other key by its canonical encoding.
+    func checkDistinctKeys(_ offsets: [Int], ofMapAt offset: Int) throws(CBORDecodingError) {
+        var texts: [UnsafeRawBufferPointer] = []
+        texts.reserveCapacity(offsets.count)
+        for key in offsets {
+            let head = try head(at: key)
+            guard head.major == 3, !head.isIndefinite else { break }
+            texts.append(bytes(from: head.contentOffset, count: Int(head.argument)))
+        }
+        func duplicate(_ name: String) -> CBORDecodingError { CBORDecodingError(.duplicateKey(name), at: offset) }
+        if texts.count == offsets.count && texts.count <= 24 {
+            for i in texts.indices.dropFirst() {
+                for j in 0..<i where texts[i].count == texts[j].count && texts[i].elementsEqual(texts[j]) {
+                    throw duplicate(String(decoding: texts[i], as: UTF8.self))
+                }
+            }
+            return
+        }
+        var seen = Set<[UInt8]>(minimumCapacity: offsets.count)
+        for key in offsets {
+            let value: CBORValue
+            do {
+                value = try CBORValue.parse(self, at: key).value
+            } catch let error as CBORDecodingError {
+                throw error
+            } catch {
+                throw CBORDecodingError(.truncated, at: key)  // unreachable: parse throws CBORDecodingError only
+            }
+            if !seen.insert(value.encoded()).inserted {
+                let name = if case .text(let text) = value { text } else { "\(value)" }
+                throw duplicate(name)
+            }
         }
     }
 
