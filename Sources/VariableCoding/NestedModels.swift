@@ -32,8 +32,8 @@ public struct NestedKeySets: Sendable, Hashable {
 
 extension KeySets {
     /// Every `VariablyCodable` type nested in the properties of the local key sets, at any depth,
-    /// with the key sets storage codes each with; sorted by path. A type nested in itself (a
-    /// tree) is listed once, at its shallowest path.
+    /// with the key sets storage codes each with; sorted by path. A type inside itself (a tree)
+    /// is not listed again below its first place; the outermost model is not listed at all.
     ///
     /// - Throws: an invalid declaration of a nested type (``VariableCodingError/invalidKeySets(type:keySet:problem:)``).
     public func nestedKeySets() throws -> [NestedKeySets] {

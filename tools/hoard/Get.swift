@@ -9,7 +9,8 @@ struct Get: ParsableCommand {
         discussion: """
             The ID is written as the collection's IDs are (a number, a string or a UUID); 0x… \
             gives raw key bytes; put -- before a negative number (hoard get PATH Note -- -5). The payload is shown with the key names of the version it was \
-            written in, or with --as-current in the current version's names. Exit status 1 when \
+            written in, or with --as-current in the current version's names (the model's own \
+            keys; a nested model's map is shown as stored). Exit status 1 when \
             there is no such record or it is damaged. Read-only.
             """
     )
