@@ -19,6 +19,9 @@ public struct CollectionSchema: Sendable, Hashable {
     /// maps are written with, sorted by path; empty when there are none or the entry was written
     /// before Hoard recorded them.
     public var nested: [NestedKeySets]
+    /// The `VariableEnum`s in the model and its nested models and the raw values each version
+    /// writes for aliased cases, sorted by path; empty when there are none or the entry predates them.
+    public var enums: [StoredEnumAliases]
 
     /// Every property of any version, sorted.
     public var properties: [String] { Set(versions.values.flatMap(\.keys)).sorted() }
@@ -26,13 +29,17 @@ public struct CollectionSchema: Sendable, Hashable {
     /// The key name `property` has in `version`, or `nil` when that version does not have it.
     public func keyName(of property: String, in version: Int) -> String? { versions[version]?[property] }
 
-    public init(name: String, type: String, currentVersion: Int, keyKind: KeyKind?, versions: [Int: [String: String]], nested: [NestedKeySets] = []) {
+    public init(
+        name: String, type: String, currentVersion: Int, keyKind: KeyKind?, versions: [Int: [String: String]],
+        nested: [NestedKeySets] = [], enums: [StoredEnumAliases] = []
+    ) {
         self.name = name
         self.type = type
         self.currentVersion = currentVersion
         self.keyKind = keyKind
         self.versions = versions
         self.nested = nested.sorted { $0.path < $1.path }
+        self.enums = enums.sorted { $0.path < $1.path }
     }
 
     init(name: String, entry: RegistryEntry) {
@@ -40,26 +47,36 @@ public struct CollectionSchema: Sendable, Hashable {
         type = entry.type
         currentVersion = entry.current
         keyKind = entry.key.flatMap(KeyKind.init(rawValue:))
-        versions = Dictionary(uniqueKeysWithValues: entry.versions.compactMap { version, names in Int(version).map { ($0, names) } })
+        versions = versionKeyed(entry.versions)
         nested = (entry.nested ?? [:]).map { path, nested in
-            NestedKeySets(
-                path: path, type: nested.type,
-                versionUsed: Dictionary(uniqueKeysWithValues: nested.used.compactMap { outer, version in Int(outer).map { ($0, version) } }),
-                keyNames: Dictionary(uniqueKeysWithValues: nested.versions.compactMap { version, names in Int(version).map { ($0, names) } })
-            )
+            NestedKeySets(path: path, type: nested.type, versionUsed: versionKeyed(nested.used), keyNames: versionKeyed(nested.versions))
+        }.sorted { $0.path < $1.path }
+        enums = (entry.enums ?? [:]).map { path, enumeration in
+            StoredEnumAliases(path: path, type: enumeration.type, aliases: versionKeyed(enumeration.aliases))
         }.sorted { $0.path < $1.path }
     }
+}
 
+/// A registry map keyed by version numbers as text, keyed by the numbers (text that is not one is skipped).
+private func versionKeyed<Value>(_ map: [String: Value]) -> [Int: Value] {
+    Dictionary(map.compactMap { version, value in Int(version).map { ($0, value) } }, uniquingKeysWith: { first, _ in first })
+}
+
+/// The other way: version numbers as text, as the registry keeps them.
+private func textKeyed<Value>(_ map: [Int: Value]) -> [String: Value] {
+    Dictionary(uniqueKeysWithValues: map.map { (String($0.key), $0.value) })
+}
+
+extension CollectionSchema {
     var entry: RegistryEntry {
         RegistryEntry(
             type: type, current: currentVersion,
-            versions: Dictionary(uniqueKeysWithValues: versions.map { (String($0.key), $0.value) }), key: keyKind?.rawValue,
+            versions: textKeyed(versions), key: keyKind?.rawValue,
             nested: nested.isEmpty ? nil : Dictionary(nested.map { nested in
-                (nested.path, RegistryEntry.NestedEntry(
-                    type: nested.type,
-                    versions: Dictionary(uniqueKeysWithValues: nested.keyNames.map { (String($0.key), $0.value) }),
-                    used: Dictionary(uniqueKeysWithValues: nested.versionUsed.map { (String($0.key), $0.value) })
-                ))
+                (nested.path, RegistryEntry.NestedEntry(type: nested.type, versions: textKeyed(nested.keyNames), used: textKeyed(nested.versionUsed)))
+            }, uniquingKeysWith: { first, _ in first }),
+            enums: enums.isEmpty ? nil : Dictionary(enums.map { enumeration in
+                (enumeration.path, RegistryEntry.EnumEntry(type: enumeration.type, aliases: textKeyed(enumeration.aliases)))
             }, uniquingKeysWith: { first, _ in first })
         )
     }
@@ -123,6 +140,7 @@ extension Store {
             entry.current = max(entry.current, recorded.current)
             entry.key = entry.key ?? recorded.key
             entry.nested = try Registry.merge(nested: schema.nested, recorded: recorded.nested ?? [:], type: schema.type, collection: schema.name)
+            entry.enums = try Registry.merge(enums: schema.enums, recorded: recorded.enums ?? [:], type: schema.type, collection: schema.name)
         }
         try txn.put(try CBOREncoder(deterministic: true).encode(entry), forKey: key, in: meta)
     }

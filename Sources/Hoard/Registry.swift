@@ -18,6 +18,17 @@ struct RegistryEntry: Codable, Equatable {
     /// "box.corner"); absent when there are none, and in entries written before they were recorded.
     var nested: [String: NestedEntry]?
 
+    /// The ``VariableEnum``s in the model and its nested models, by path; absent when there are
+    /// none, and in entries written before they were recorded.
+    var enums: [String: EnumEntry]?
+
+    /// What a record's version means for one enum: per outer version (as text), the raw value
+    /// by case for the cases that version aliases.
+    struct EnumEntry: Codable, Equatable {
+        var type: String
+        var aliases: [String: [String: String]]
+    }
+
     /// What a record's version means for one nested model.
     struct NestedEntry: Codable, Equatable {
         /// The nested model's Swift type name.
@@ -66,6 +77,9 @@ enum Registry {
         }
         entry.nested = try merge(
             nested: try keySets.nestedKeySets(), recorded: recorded?.nested ?? [:], type: String(describing: Model.self), collection: collection
+        )
+        entry.enums = try merge(
+            enums: try keySets.enumAliases(), recorded: recorded?.enums ?? [:], type: String(describing: Model.self), collection: collection
         )
         entry.current = max(entry.current, keySets.currentVersion)
         entry.type = String(describing: Model.self)
@@ -120,6 +134,35 @@ enum Registry {
         return result.isEmpty ? nil : result
     }
 
+    /// Checks the enums' aliases (`now`, from the code or a dump) against the recorded ones:
+    /// the raw values a recorded version writes never change (an alias added, changed or
+    /// removed would read its stored records differently; "none" is recorded too, since an
+    /// alias added later can take over another case's raw value). Returns what to record (`nil`
+    /// when there are no enums).
+    static func merge(
+        enums now: [StoredEnumAliases], recorded: [String: RegistryEntry.EnumEntry], type: String, collection: String
+    ) throws -> [String: RegistryEntry.EnumEntry]? {
+        var result = recorded
+        for enumeration in now {
+            var entry = recorded[enumeration.path] ?? RegistryEntry.EnumEntry(type: enumeration.type, aliases: [:])
+            for (outer, aliases) in entry.aliases.sorted(by: { $0.key < $1.key }) {
+                guard let number = Int(outer), let today = enumeration.aliases[number] else { continue }
+                let differences = describeDifferences(recorded: aliases, now: today, item: "case", value: "raw value")
+                if !differences.isEmpty {
+                    throw HoardError.keySetChanged(
+                        type: "\(enumeration.type) at '\(enumeration.path)' in \(type)", collection: collection, version: number, differences: differences
+                    )
+                }
+            }
+            for (outer, aliases) in enumeration.aliases where entry.aliases[String(outer)] == nil {
+                entry.aliases[String(outer)] = aliases
+            }
+            entry.type = enumeration.type
+            result[enumeration.path] = entry
+        }
+        return result.isEmpty ? nil : result
+    }
+
     /// The recorded entry of `collection`, or `nil`.
     static func read(_ collection: String, in store: Store) throws -> RegistryEntry? {
         guard let meta = store.meta else { return nil }
@@ -137,13 +180,13 @@ enum Registry {
         }
     }
 
-    static func describeDifferences(recorded: [String: String], now: [String: String]) -> [String] {
+    static func describeDifferences(recorded: [String: String], now: [String: String], item: String = "property", value: String = "key") -> [String] {
         var result: [String] = []
-        for property in Set(recorded.keys).union(now.keys).sorted() {
-            switch (recorded[property], now[property]) {
-            case let (old?, new?) where old != new: result.append("property '\(property)': key '\(old)' recorded, '\(new)' now")
-            case (nil, let new?): result.append("property '\(property)' (key '\(new)') added")
-            case (let old?, nil): result.append("property '\(property)' (key '\(old)') removed")
+        for name in Set(recorded.keys).union(now.keys).sorted() {
+            switch (recorded[name], now[name]) {
+            case let (old?, new?) where old != new: result.append("\(item) '\(name)': \(value) '\(old)' recorded, '\(new)' now")
+            case (nil, let new?): result.append("\(item) '\(name)' (\(value) '\(new)') added")
+            case (let old?, nil): result.append("\(item) '\(name)' (\(value) '\(old)') removed")
             default: break
             }
         }

@@ -374,7 +374,7 @@ struct CLITests {
         }
     }
 
-    @Test("migrate leaves a record whose nested model has other keys in the current version; schema, dump and load carry nested key sets")
+    @Test("migrate leaves a record whose nested model has other keys in the current version; schema, dump and load carry nested key sets and enum aliases")
     func migrateNested() throws {
         try withTemporaryDirectory { dir in
             let path = dir + "/store"
@@ -388,6 +388,7 @@ struct CLITests {
                 try txn.put(RecordHeader(version: 1, writtenAt: 5, expiresAt: nil).record(with: payload), forKey: Int64(1).keyBytes, in: database)
             }
             try framed.put(FramedTwice(id: 2, frame: Frame(width: 4)))
+            try store.collection(Ticket<Priority>.self, named: "tickets").put(Ticket(id: 1, priority: .high, previous: []))
 
             let run = try hoard("migrate", path)
             #expect(run.status == 0, "\(run.stderr)")
@@ -409,6 +410,16 @@ struct CLITests {
             #expect(load.status == 0, "\(load.stderr)")
             let restored = try Store(path: dir + "/restored", options: .init(readOnly: true))
             #expect(try restored.schema(of: "FramedTwice") == store.schema(of: "FramedTwice"))
+            #expect(try restored.schema(of: "tickets") == store.schema(of: "tickets"))
+            #expect(try store.schema(of: "tickets")?.enums.isEmpty == false)
+            #expect(try hoard("schema", path, "tickets").stdout.contains("enum Priority at priority (v1: high = URGENT; v2: canonical raw values)"))
+
+            // A collection line whose versions name one number twice is refused, not trapped on.
+            let twice = #"{"hoard":"dump","format":1}"# + "\n"
+                + #"{"kind":"collection","collection":"x","type":"X","currentVersion":1,"keyKind":"int","versions":{"1":{"a":"A"},"01":{"a":"B"}}}"#
+            let refused = try hoard("load", dir + "/twice", input: Array(twice.utf8))
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("version 1 appears twice"), "\(refused.stderr)")
         }
     }
 

@@ -74,6 +74,15 @@ struct NestedKeySetTests {
         ])
     }
 
+    @Test("enums and the aliases each outer version writes")
+    func enums() throws {
+        #expect(try Account.keySets.enumAliases() == [
+            StoredEnumAliases(path: "channel", type: "Channel", aliases: [1: [:]]),
+            StoredEnumAliases(path: "status", type: "Status", aliases: [1: ["suspended": "paused"]]),
+        ])
+        #expect(try Photo.keySets.enumAliases().isEmpty)
+    }
+
     @Test("an invalid nested declaration is reported")
     func invalidNested() {
         #expect(throws: VariableCodingError.self) { try Holder.keySets.nestedKeySets() }

@@ -212,17 +212,34 @@ struct Load: ParsableCommand {
             }
             nested.append(NestedKeySets(
                 path: path, type: type,
-                versionUsed: Dictionary(uniqueKeysWithValues: try used.map { (try versionNumber($0.key, line: line), $0.value) }),
+                versionUsed: try parseVersions(used, line: line),
                 keyNames: try parseVersions(versions, line: line)
             ))
         }
+        var enums: [StoredEnumAliases] = []
+        for item in object["enums"] as? [Any] ?? [] {
+            guard let item = item as? [String: Any], let path = item["path"] as? String, let type = item["type"] as? String,
+                  let aliases = item["aliases"] as? [String: [String: String]] else {
+                throw CLIError.problem("stdin line \(line): an enums entry needs path, type and aliases")
+            }
+            enums.append(StoredEnumAliases(path: path, type: type, aliases: try parseVersions(aliases, line: line)))
+        }
         return CollectionSchema(
-            name: name, type: type, currentVersion: current, keyKind: kind, versions: try parseVersions(versions, line: line), nested: nested
+            name: name, type: type, currentVersion: current, keyKind: kind, versions: try parseVersions(versions, line: line),
+            nested: nested, enums: enums
         )
     }
 
-    private func parseVersions(_ versions: [String: [String: String]], line: Int) throws -> [Int: [String: String]] {
-        Dictionary(uniqueKeysWithValues: try versions.map { (try versionNumber($0.key, line: line), $0.value) })
+    /// A map keyed by version numbers as text ("1"), keyed by the numbers; "1" and "01" in one map are refused.
+    private func parseVersions<Value>(_ versions: [String: Value], line: Int) throws -> [Int: Value] {
+        var parsed: [Int: Value] = [:]
+        for (text, value) in versions {
+            let number = try versionNumber(text, line: line)
+            guard parsed.updateValue(value, forKey: number) == nil else {
+                throw CLIError.problem("stdin line \(line): version \(number) appears twice")
+            }
+        }
+        return parsed
     }
 
     private func versionNumber(_ text: String, line: Int) throws -> Int {

@@ -46,6 +46,12 @@ struct Schema: ParsableCommand {
                 }
                 table.print()
             }
+            for enumeration in schema.enums {
+                let versions = enumeration.aliases.sorted { $0.key < $1.key }.map { version, aliases in
+                    "v\(version): " + (aliases.isEmpty ? "canonical raw values" : aliases.sorted { $0.key < $1.key }.map { "\($0.key) = \($0.value)" }.joined(separator: ", "))
+                }
+                say("enum \(enumeration.type) at \(enumeration.path) (\(versions.joined(separator: "; ")))")
+            }
         }
     }
 
@@ -69,8 +75,8 @@ extension Table {
 }
 
 extension CollectionShape {
-    /// The registry entry as JSON; `nested` only when there are nested models, so that entries
-    /// without them read as before (and old dumps still load).
+    /// The registry entry as JSON; `nested` and `enums` only when there are some, so that
+    /// entries without them read as before (and old dumps still load).
     var schemaJSON: JSON {
         var members: [(String, JSON)] = [
             ("collection", .string(name)),
@@ -86,6 +92,15 @@ extension CollectionShape {
                     ("type", .string(nested.type)),
                     ("used", .object(nested.versionUsed.sorted { $0.key < $1.key }.map { (String($0.key), .int(Int64($0.value))) })),
                     ("versions", versionsJSON(nested.keyNames)),
+                ])
+            })))
+        }
+        if !schema.enums.isEmpty {
+            members.append(("enums", .array(schema.enums.map { enumeration in
+                .object([
+                    ("path", .string(enumeration.path)),
+                    ("type", .string(enumeration.type)),
+                    ("aliases", versionsJSON(enumeration.aliases)),
                 ])
             })))
         }
