@@ -173,11 +173,19 @@ enum Registry {
 
     /// A stored entry's bytes as an entry; damage becomes ``HoardError/corruptRegistry(collection:reason:)``.
     static func decode(_ bytes: UnsafeRawBufferPointer, collection: String) throws -> RegistryEntry {
+        let entry: RegistryEntry
         do {
-            return try CBORDecoder().decode(RegistryEntry.self, from: bytes)
+            entry = try CBORDecoder().decode(RegistryEntry.self, from: bytes)
         } catch {
             throw HoardError.corruptRegistry(collection: collection, reason: "\(error)")
         }
+        // Versions are keyed by their decimal text; "01" beside "1" would make one version two.
+        let versionKeys = Array(entry.versions.keys) + (entry.nested ?? [:]).values.flatMap { Array($0.versions.keys) + Array($0.used.keys) }
+            + (entry.enums ?? [:]).values.flatMap { Array($0.aliases.keys) }
+        if let bad = versionKeys.first(where: { key in Int(key).map { $0 < 1 || String($0) != key } ?? true }) {
+            throw HoardError.corruptRegistry(collection: collection, reason: "'\(bad)' is not a version number")
+        }
+        return entry
     }
 
     static func describeDifferences(recorded: [String: String], now: [String: String], item: String = "property", value: String = "key") -> [String] {

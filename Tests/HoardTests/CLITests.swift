@@ -496,6 +496,23 @@ struct CLITests {
             #expect(dump.status == 1 && dump.stdout.isEmpty, "\(dump.stdout)")
             #expect(dump.stderr.contains("nothing was dumped") && dump.stderr.contains("by name"), "\(dump.stderr)")
             #expect(try hoard("dump", path, "Note").status == 0)
+
+            // An entry that names one version twice ("1" and "01") is damaged too, not a trap.
+            do {
+                let environment = try Environment(path: path)
+                let meta = try environment.openDatabase("hoard.meta")
+                let twice = CBORValue.map([
+                    .init(.text("current"), .unsigned(1)), .init(.text("type"), .text("Tag")),
+                    .init(.text("versions"), .map([
+                        .init(.text("1"), .map([.init(.text("id"), .text("I"))])), .init(.text("01"), .map([.init(.text("id"), .text("J"))])),
+                    ])),
+                ]).encoded()
+                try environment.write { txn in try txn.put(twice, forKey: Array("collection:Tag".utf8), in: meta) }
+            }
+            expectHoardError(["registry entry of collection Tag is damaged", "'01' is not a version number"]) {
+                _ = try Store(path: path, options: testOptions).schema(of: "Tag")
+            }
+            #expect(try hoard("schema", path, "Tag").stderr.contains("'01' is not a version number"))
         }
     }
 
