@@ -388,7 +388,14 @@ struct CLITests {
                 try txn.put(RecordHeader(version: 1, writtenAt: 5, expiresAt: nil).record(with: payload), forKey: Int64(1).keyBytes, in: database)
             }
             try framed.put(FramedTwice(id: 2, frame: Frame(width: 4)))
-            try store.collection(Ticket<Priority>.self, named: "tickets").put(Ticket(id: 1, priority: .high, previous: []))
+            let tickets = try store.collection(Ticket<Priority>.self, named: "tickets")
+            try tickets.put(Ticket(id: 1, priority: .high, previous: []))
+            // A version 1 ticket stores .high as "URGENT"; version 2 reads only "high".
+            let ticketPayload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)]).encode(Ticket<Priority>(id: 2, priority: .high, previous: [.high]))
+            let ticketDatabase = try store.environment.openDatabase("c:tickets")
+            try store.environment.write { txn in
+                try txn.put(RecordHeader(version: 1, writtenAt: 5, expiresAt: nil).record(with: ticketPayload), forKey: Int64(2).keyBytes, in: ticketDatabase)
+            }
 
             let run = try hoard("migrate", path)
             #expect(run.status == 0, "\(run.stderr)")
@@ -396,6 +403,8 @@ struct CLITests {
             #expect(run.stdout.contains("FramedTwice[1]: nested Frame at 'frame' has version 1 of its keys here and version 2 in current records"), "\(run.stdout)")
             #expect(try framed.header(of: 1)?.version == 1)
             #expect(try framed.get(1) == FramedTwice(id: 1, frame: Frame(width: 3)))
+            #expect(run.stdout.contains("tickets[2]: enum Priority at 'previous' writes other raw values in version 1"), "\(run.stdout)")
+            #expect(try tickets.get(2)?.priority == .high && tickets.get(2)?.previous == [.high])
 
             let schema = try hoard("schema", path, "--json")
             let nested = try #require(((try JSONSerialization.jsonObject(with: Data(schema.stdout.utf8)) as? [[String: Any]])?.first?["nested"] as? [[String: Any]])?.first)

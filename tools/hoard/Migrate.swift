@@ -13,8 +13,8 @@ struct Migrate: ParsableCommand {
             and listed with the reason, when the current version has a property the record's \
             version lacks (its value must come from the app), or when a value's CBOR type differs \
             from what current-version records hold for that property (a type change: the app's \
-            init(from:) converts it), or when a nested model's key names differ between the two \
-            versions. Write and expiry times are kept. Batches of 10,000 records \
+            init(from:) converts it), or when a nested model's key names or an enum's aliased raw \
+            values differ between the two versions. Write and expiry times are kept. Batches of 10,000 records \
             per transaction; a live writer is not blocked for longer than one batch.
             """
     )
@@ -129,15 +129,20 @@ struct Migrate: ParsableCommand {
         return nil
     }
 
-    /// Why nested models stop a record from being migrated, or `nil`: their maps are written in
-    /// another version of the nested type than current records' (the record's header stamps only
-    /// the outer version) and the key names differ. Only the app's code renames inside them.
+    /// Why nested models or enums stop a record from being migrated, or `nil`: their maps are
+    /// written in another version of the nested type than current records' (the record's header
+    /// stamps only the outer version) and the key names differ, or an enum's aliases differ
+    /// between the two versions. Only the app's code converts those values.
     private func nestedBlocker(_ schema: CollectionSchema, version: Int) -> String? {
         for nested in schema.nested {
             let from = nested.versionUsed[version], to = nested.versionUsed[schema.currentVersion]
             guard from != to, from.flatMap({ nested.keyNames[$0] }) != to.flatMap({ nested.keyNames[$0] }) else { continue }
             let name: (Int?) -> String = { $0.map { "version \($0)" } ?? "no version" }
             return "nested \(nested.type) at '\(nested.path)' has \(name(from)) of its keys here and \(name(to)) in current records: its maps need the app's code"
+        }
+        // An enum's aliases apply to exactly one version: other aliases mean other raw values.
+        for enumeration in schema.enums where (enumeration.aliases[version] ?? [:]) != (enumeration.aliases[schema.currentVersion] ?? [:]) {
+            return "enum \(enumeration.type) at '\(enumeration.path)' writes other raw values in version \(version) than in the current one: its values need the app's code"
         }
         return nil
     }
