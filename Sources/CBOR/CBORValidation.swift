@@ -34,14 +34,14 @@ extension CBORValue {
                     position = key.contentOffset + length
                 } else {
                     try topLevelKey(nil)
-                    position = try reader.skip(at: position, depth: 1, validatingText: true)
+                    position = try reader.skip(at: position, depth: 1, validating: true)
                 }
-                position = try reader.skip(at: position, depth: 1, validatingText: true)
+                position = try reader.skip(at: position, depth: 1, validating: true)
             }
             try reader.checkDistinctKeys(keys, ofMapAt: 0)
             end = position
         } else {
-            end = try reader.skip(at: 0, validatingText: true)
+            end = try reader.skip(at: 0, validating: true)
         }
         guard end == buffer.count else { throw CBORDecodingError(.trailingBytes(count: buffer.count - end), at: end) }
         return head.major

@@ -85,7 +85,7 @@ struct Migrate: ParsableCommand {
                         return .next
                     }
                     if let reason = blocker(value, old: old, current: current, version: header.version, types: types)
-                        ?? nestedBlocker(schema, version: header.version) {
+                        ?? nestedOrEnumBlocker(schema, version: header.version) {
                         outcome.left.append((id, reason))
                         return .next
                     }
@@ -133,7 +133,7 @@ struct Migrate: ParsableCommand {
     /// written in another version of the nested type than current records' (the record's header
     /// stamps only the outer version) and the key names differ, or an enum's aliases differ
     /// between the two versions. Only the app's code converts those values.
-    private func nestedBlocker(_ schema: CollectionSchema, version: Int) -> String? {
+    private func nestedOrEnumBlocker(_ schema: CollectionSchema, version: Int) -> String? {
         for nested in schema.nested {
             let from = nested.versionUsed[version], to = nested.versionUsed[schema.currentVersion]
             guard from != to, from.flatMap({ nested.keyNames[$0] }) != to.flatMap({ nested.keyNames[$0] }) else { continue }

@@ -27,24 +27,12 @@ struct Schema: ParsableCommand {
         for (index, handle) in handles.enumerated() {
             if index > 0 { say("") }
             let schema = handle.schema
-            let versions = schema.versions.keys.sorted()
             say(Terminal.bold(handle.name) + " (type \(schema.type), current version \(schema.currentVersion), \(handle.keyKind.rawValue) IDs)")
-            var table = Table(header: ["property"] + versions.map { "v\($0)" + ($0 == schema.currentVersion ? " (current)" : "") } + ["changes"])
-            for property in schema.properties {
-                let names = versions.map { schema.keyName(of: property, in: $0) }
-                table.add([property] + names.map { $0 ?? "-" } + [changes(names, versions)])
-            }
-            table.print()
+            keyNameTable(schema.versions, current: schema.currentVersion).print()
             for nested in schema.nested {
-                let versions = nested.keyNames.keys.sorted()
                 let uses = nested.versionUsed.sorted { $0.key < $1.key }.map { "v\($0.key) → v\($0.value)" }.joined(separator: ", ")
                 say("nested \(nested.type) at \(nested.path) (\(uses))")
-                var table = Table(header: ["property"] + versions.map { "v\($0)" } + ["changes"])
-                for property in Set(nested.keyNames.values.flatMap(\.keys)).sorted() {
-                    let names = versions.map { nested.keyNames[$0]?[property] }
-                    table.add([property] + names.map { $0 ?? "-" } + [changes(names, versions)])
-                }
-                table.print()
+                keyNameTable(nested.keyNames, current: nil).print()
             }
             for enumeration in schema.enums {
                 let versions = enumeration.aliases.sorted { $0.key < $1.key }.map { version, aliases in
@@ -53,6 +41,17 @@ struct Schema: ParsableCommand {
                 say("enum \(enumeration.type) at \(enumeration.path) (\(versions.joined(separator: "; ")))")
             }
         }
+    }
+
+    /// One row per property, one column per version, and what changes between versions.
+    private func keyNameTable(_ keyNames: [Int: [String: String]], current: Int?) -> Table {
+        let versions = keyNames.keys.sorted()
+        var table = Table(header: ["property"] + versions.map { "v\($0)" + ($0 == current ? " (current)" : "") } + ["changes"])
+        for property in Set(keyNames.values.flatMap(\.keys)).sorted() {
+            let names = versions.map { keyNames[$0]?[property] }
+            table.add([property] + names.map { $0 ?? "-" } + [changes(names, versions)])
+        }
+        return table
     }
 
     /// "renamed in v2, removed in v3": what happens to one property from version to version.

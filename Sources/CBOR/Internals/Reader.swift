@@ -113,15 +113,16 @@ struct Reader {
     }
 
     /// The offset just after the well-formed item at `offset`, checking its whole structure; with
-    /// `validatingText`, also that every text string is valid UTF-8 (for ``CBORValue/validate``).
-    func skip(at offset: Int, depth: Int = 0, validatingText: Bool = false) throws(CBORDecodingError) -> Int {
+    /// `validating`, also that every text string is valid UTF-8 and no map has two equal keys
+    /// (for ``CBORValue/validate``, which accepts what ``CBORValue`` does).
+    func skip(at offset: Int, depth: Int = 0, validating: Bool = false) throws(CBORDecodingError) -> Int {
         guard depth <= maxDepth else { throw CBORDecodingError(.tooDeep(limit: maxDepth), at: offset) }
         let head = try head(at: offset)
         switch head.major {
         case 0, 1:
             return head.contentOffset
         case 2, 3:
-            let checksText = validatingText && head.major == 3
+            let checksText = validating && head.major == 3
             if head.isIndefinite {
                 var position = head.contentOffset
                 var text: [UInt8] = []  // the chunks joined, only when checking text
@@ -141,14 +142,13 @@ struct Reader {
         case 4, 5:
             let perEntry = head.major == 5 ? 2 : 1
             var position = head.contentOffset
-            // Validating (what CBORValue accepts) also refuses a map with two equal keys.
-            var keys: [Int] = []
+            var keys: [Int] = []  // validating a map: where its keys start
             if head.isIndefinite {
                 while try !isBreak(at: position) {
                     for item in 0..<perEntry {
                         if try isBreak(at: position) { throw CBORDecodingError(.unexpectedBreak, at: position) }
-                        if validatingText && perEntry == 2 && item == 0 { keys.append(position) }
-                        position = try skip(at: position, depth: depth + 1, validatingText: validatingText)
+                        if validating && perEntry == 2 && item == 0 { keys.append(position) }
+                        position = try skip(at: position, depth: depth + 1, validating: validating)
                     }
                 }
                 if !keys.isEmpty { try checkDistinctKeys(keys, ofMapAt: offset) }
@@ -156,13 +156,13 @@ struct Reader {
             }
             let items = try checkLength(head.argument, units: UInt64(perEntry), from: position) * perEntry
             for item in 0..<items {
-                if validatingText && perEntry == 2 && item % 2 == 0 { keys.append(position) }
-                position = try skip(at: position, depth: depth + 1, validatingText: validatingText)
+                if validating && perEntry == 2 && item % 2 == 0 { keys.append(position) }
+                position = try skip(at: position, depth: depth + 1, validating: validating)
             }
             if !keys.isEmpty { try checkDistinctKeys(keys, ofMapAt: offset) }
             return position
         case 6:
-            return try skip(at: head.contentOffset, depth: depth + 1, validatingText: validatingText)
+            return try skip(at: head.contentOffset, depth: depth + 1, validating: validating)
         default:  // 7: simple values, floats, break
             if head.isIndefinite { throw CBORDecodingError(.unexpectedBreak, at: offset) }
             return head.contentOffset
@@ -178,7 +178,7 @@ struct Reader {
         for key in offsets {
             let head = try head(at: key)
             guard head.major == 3, !head.isIndefinite else { break }
-            texts.append(bytes(from: head.contentOffset, count: Int(head.argument)))
+            texts.append(bytes(from: head.contentOffset, count: try checkLength(head.argument, from: head.contentOffset)))
         }
         func duplicate(_ name: String) -> CBORDecodingError { CBORDecodingError(.duplicateKey(name), at: offset) }
         if texts.count == offsets.count && texts.count <= 24 {
