@@ -69,7 +69,23 @@ public indirect enum CBORValue: Sendable, Hashable {
         self = try result.get()
     }
 
-    static func parse(_ reader: Reader, at offset: Int) throws -> (value: CBORValue, end: Int) {
+    /// The first key equal to an earlier one, compared as values: by canonical encoding, so
+    /// that equal values however encoded are one key, while 0.0 and -0.0 (equal as Doubles) are
+    /// two, and text by its UTF-8 bytes (Swift's `==` would equate canonically equivalent strings).
+    static func firstRepeatedKey(_ keys: [CBORValue]) -> CBORValue? {
+        var seen = Set<[UInt8]>(minimumCapacity: keys.count)
+        for key in keys where !seen.insert(key.encoded()).inserted { return key }
+        return nil
+    }
+
+    /// How an error names a map key: a text key as itself, any other as its description.
+    static func keyName(_ key: CBORValue) -> String {
+        if case .text(let text) = key { return text }
+        return "\(key)"
+    }
+
+    /// Parses the item at `offset`; with `checkingKeys`, a map with two equal keys is an error.
+    static func parse(_ reader: Reader, at offset: Int, checkingKeys: Bool = true) throws -> (value: CBORValue, end: Int) {
         let head = try reader.head(at: offset)
         switch head.major {
         case 0:
@@ -86,7 +102,7 @@ public indirect enum CBORValue: Sendable, Hashable {
             var position = head.contentOffset
             if head.isIndefinite {
                 while try !reader.isBreak(at: position) {
-                    let (item, end) = try parse(reader, at: position)
+                    let (item, end) = try parse(reader, at: position, checkingKeys: checkingKeys)
                     items.append(item)
                     position = end
                 }
@@ -95,35 +111,38 @@ public indirect enum CBORValue: Sendable, Hashable {
             let count = try reader.checkLength(head.argument, from: position)
             items.reserveCapacity(count)
             for _ in 0..<count {
-                let (item, end) = try parse(reader, at: position)
+                let (item, end) = try parse(reader, at: position, checkingKeys: checkingKeys)
                 items.append(item)
                 position = end
             }
             return (.array(items), position)
         case 5:
             var entries: [Entry] = []
-            var keys: [Int] = []
             var position = head.contentOffset
             func entry() throws {
-                keys.append(position)
-                let (key, keyEnd) = try parse(reader, at: position)
-                let (value, valueEnd) = try parse(reader, at: keyEnd)
+                let (key, keyEnd) = try parse(reader, at: position, checkingKeys: checkingKeys)
+                let (value, valueEnd) = try parse(reader, at: keyEnd, checkingKeys: checkingKeys)
                 entries.append(Entry(key, value))
                 position = valueEnd
             }
+            func checkKeys() throws {
+                // (The keys just parsed are compared as they are: no second parse of any of them.)
+                if checkingKeys, let repeated = firstRepeatedKey(entries.map(\.key)) {
+                    throw CBORDecodingError(.duplicateKey(keyName(repeated)), at: offset)
+                }
+            }
             if head.isIndefinite {
                 while try !reader.isBreak(at: position) { try entry() }
-                try reader.checkDistinctKeys(keys, ofMapAt: offset)
+                try checkKeys()
                 return (.map(entries), position + 1)
             }
             let count = try reader.checkLength(head.argument, units: 2, from: position)
             entries.reserveCapacity(count)
-            keys.reserveCapacity(count)
             for _ in 0..<count { try entry() }
-            try reader.checkDistinctKeys(keys, ofMapAt: offset)
+            try checkKeys()
             return (.map(entries), position)
         case 6:
-            let (inner, end) = try parse(reader, at: head.contentOffset)
+            let (inner, end) = try parse(reader, at: head.contentOffset, checkingKeys: checkingKeys)
             return (.tagged(head.argument, inner), end)
         default:
             switch head.info {

@@ -84,6 +84,27 @@ struct HardeningTests {
         #expect(try CBORValue(decoding: [0xA2, 0x61, 0x61, 0x01, 0x61, 0x41, 0x02]).mapEntries?.count == 2)
     }
 
+    @Test("maps used as keys of maps, 127 deep, are checked once per level")
+    func nestedMapKeys() throws {
+        // {{{…{0: 0}…: 0}: 0}: 0}. Comparing keys by parsing them again at every level, each
+        // parse checking its own keys the same way, doubles the work per level: 2^127 steps,
+        // which never finishes. Found by the fuzz target (a 4 KB input that took 10 s).
+        let depth = 127
+        let bytes: [UInt8] = Array(repeating: 0xA1, count: depth) + [0x00] + Array(repeating: 0x00, count: depth)
+        var value = try CBORValue(decoding: bytes)
+        var levels = 0
+        while case .map(let entries) = value, let first = entries.first {
+            levels += 1
+            value = first.key
+        }
+        #expect(levels == depth && value == .unsigned(0))
+        #expect(try bytes.withUnsafeBytes { try CBORValue.validate($0) } == 5)
+        // The same shape with a repeated key at the bottom is refused by both.
+        let repeated: [UInt8] = Array(repeating: 0xA1, count: depth - 1) + [0xA2, 0x00, 0x00, 0x00, 0x00] + Array(repeating: 0x00, count: depth - 1)
+        expectCBORError(repeated, .duplicateKey("unsigned(0)"), at: depth - 1)
+        #expect(throws: CBORDecodingError(.duplicateKey("unsigned(0)"), at: depth - 1)) { try repeated.withUnsafeBytes { try CBORValue.validate($0) } }
+    }
+
     @Test("wrong types and missing keys are DecodingErrors with the path and offset")
     func wrongShapes() throws {
         let input = try CBOREncoder().encode(["name": CBORTestValue.text("Ada"), "age": .text("old")])

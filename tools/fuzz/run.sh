@@ -23,4 +23,4 @@ for name in ("appendix_a.json", "fail.json"):
     for i, vector in enumerate(json.load(open(path))):
         (pathlib.Path(sys.argv[1]) / f"{name}-{i}").write_bytes(bytes.fromhex(vector["hex"]))
 PY
-exec "$out/fuzz-cbor" "$out/corpus" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 -print_final_stats=1
+exec "$out/fuzz-cbor" "$out/corpus" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out/"

@@ -169,9 +169,9 @@ struct Reader {
         }
     }
 
-    /// Refuses two equal keys among the (well-formed) keys at `offsets`, compared as values, as
-    /// ``CBORValue`` does. Definite text keys, the usual kind, are compared by their bytes
-    /// (pairwise for a small map); any other key by its canonical encoding.
+    /// Refuses two equal keys among the keys at `offsets` (well-formed, their own maps already
+    /// checked), compared as values, as ``CBORValue`` does. Definite text keys, the usual kind,
+    /// are compared by their bytes; a map with any other key goes through ``CBORValue``.
     func checkDistinctKeys(_ offsets: [Int], ofMapAt offset: Int) throws(CBORDecodingError) {
         var texts: [UnsafeRawBufferPointer] = []
         texts.reserveCapacity(offsets.count)
@@ -181,29 +181,33 @@ struct Reader {
             texts.append(bytes(from: head.contentOffset, count: try checkLength(head.argument, from: head.contentOffset)))
         }
         func duplicate(_ name: String) -> CBORDecodingError { CBORDecodingError(.duplicateKey(name), at: offset) }
-        if texts.count == offsets.count && texts.count <= 24 {
-            for i in texts.indices.dropFirst() {
-                for j in 0..<i where texts[i].count == texts[j].count && texts[i].elementsEqual(texts[j]) {
-                    throw duplicate(String(decoding: texts[i], as: UTF8.self))
+        if texts.count == offsets.count {
+            if texts.count <= 24 {
+                for i in texts.indices.dropFirst() {
+                    for j in 0..<i where texts[i].count == texts[j].count && texts[i].elementsEqual(texts[j]) {
+                        throw duplicate(String(decoding: texts[i], as: UTF8.self))
+                    }
                 }
+            } else {
+                var seen = Set<[UInt8]>(minimumCapacity: texts.count)
+                for text in texts where !seen.insert(Array(text)).inserted { throw duplicate(String(decoding: text, as: UTF8.self)) }
             }
             return
         }
-        var seen = Set<[UInt8]>(minimumCapacity: offsets.count)
+        var keys: [CBORValue] = []
+        keys.reserveCapacity(offsets.count)
         for key in offsets {
-            let value: CBORValue
+            // Without checking the keys' own maps again: that was done as they were skipped, and
+            // doing it at every level would cost time exponential in the depth of nested keys.
             do {
-                value = try CBORValue.parse(self, at: key).value
+                keys.append(try CBORValue.parse(self, at: key, checkingKeys: false).value)
             } catch let error as CBORDecodingError {
                 throw error
             } catch {
                 throw CBORDecodingError(.truncated, at: key)  // unreachable: parse throws CBORDecodingError only
             }
-            if !seen.insert(value.encoded()).inserted {
-                let name = if case .text(let text) = value { text } else { "\(value)" }
-                throw duplicate(name)
-            }
         }
+        if let repeated = CBORValue.firstRepeatedKey(keys) { throw duplicate(CBORValue.keyName(repeated)) }
     }
 
     /// The bytes of a definite string item's content.
