@@ -21,25 +21,25 @@ extension CBORValue {
         if head.major == 5 && !head.isIndefinite {
             var position = head.contentOffset
             let entries = try reader.checkLength(head.argument, units: 2, from: position)
-            var keys: [Int] = []
-            keys.reserveCapacity(entries)
-            for _ in 0..<entries {
-                keys.append(position)
-                let key = try reader.head(at: position)
-                if key.major == 3 && !key.isIndefinite {
-                    let length = try reader.checkLength(key.argument, from: key.contentOffset)
-                    let bytes = reader.bytes(from: key.contentOffset, count: length)
-                    guard isValidUTF8(bytes) else { throw CBORDecodingError(.invalidUTF8, at: position) }
-                    try topLevelKey(bytes)
-                    position = key.contentOffset + length
-                } else {
-                    try topLevelKey(nil)
+            end = try withUnsafeTemporaryAllocation(of: Int.self, capacity: entries) { keys in
+                for entry in 0..<entries {
+                    keys[entry] = position
+                    let key = try reader.head(at: position)
+                    if key.major == 3 && !key.isIndefinite {
+                        let length = try reader.checkLength(key.argument, from: key.contentOffset)
+                        let bytes = reader.bytes(from: key.contentOffset, count: length)
+                        guard isValidUTF8(bytes) else { throw CBORDecodingError(.invalidUTF8, at: position) }
+                        try topLevelKey(bytes)
+                        position = key.contentOffset + length
+                    } else {
+                        try topLevelKey(nil)
+                        position = try reader.skip(at: position, depth: 1, validating: true)
+                    }
                     position = try reader.skip(at: position, depth: 1, validating: true)
                 }
-                position = try reader.skip(at: position, depth: 1, validating: true)
+                try reader.checkDistinctKeys(keys, ofMapAt: 0)
+                return position
             }
-            try reader.checkDistinctKeys(keys, ofMapAt: 0)
-            end = position
         } else {
             end = try reader.skip(at: 0, validating: true)
         }

@@ -73,6 +73,16 @@ public indirect enum CBORValue: Sendable, Hashable {
     /// that equal values however encoded are one key, while 0.0 and -0.0 (equal as Doubles) are
     /// two, and text by its UTF-8 bytes (Swift's `==` would equate canonically equivalent strings).
     static func firstRepeatedKey(_ keys: [CBORValue]) -> CBORValue? {
+        // A small map of text keys, the usual kind: pairwise, with nothing allocated.
+        if keys.count <= 24, keys.allSatisfy({ if case .text = $0 { true } else { false } }) {
+            for i in keys.indices.dropFirst() {
+                guard case .text(let key) = keys[i] else { continue }
+                for j in 0..<i {
+                    if case .text(let earlier) = keys[j], earlier.utf8.elementsEqual(key.utf8) { return keys[i] }
+                }
+            }
+            return nil
+        }
         var seen = Set<[UInt8]>(minimumCapacity: keys.count)
         for key in keys where !seen.insert(key.encoded()).inserted { return key }
         return nil

@@ -142,25 +142,33 @@ struct Reader {
         case 4, 5:
             let perEntry = head.major == 5 ? 2 : 1
             var position = head.contentOffset
-            var keys: [Int] = []  // validating a map: where its keys start
+            let checksKeys = validating && perEntry == 2
             if head.isIndefinite {
+                var keys: [Int] = []  // where the keys start, when checking them
                 while try !isBreak(at: position) {
                     for item in 0..<perEntry {
                         if try isBreak(at: position) { throw CBORDecodingError(.unexpectedBreak, at: position) }
-                        if validating && perEntry == 2 && item == 0 { keys.append(position) }
+                        if checksKeys && item == 0 { keys.append(position) }
                         position = try skip(at: position, depth: depth + 1, validating: validating)
                     }
                 }
-                if !keys.isEmpty { try checkDistinctKeys(keys, ofMapAt: offset) }
+                if checksKeys { try keys.withUnsafeMutableBufferPointer { (keys) throws(CBORDecodingError) in try checkDistinctKeys(keys, ofMapAt: offset) } }
                 return position + 1
             }
             let items = try checkLength(head.argument, units: UInt64(perEntry), from: position) * perEntry
-            for item in 0..<items {
-                if validating && perEntry == 2 && item % 2 == 0 { keys.append(position) }
-                position = try skip(at: position, depth: depth + 1, validating: validating)
+            guard checksKeys else {
+                for _ in 0..<items { position = try skip(at: position, depth: depth + 1, validating: validating) }
+                return position
             }
-            if !keys.isEmpty { try checkDistinctKeys(keys, ofMapAt: offset) }
-            return position
+            return try withUnsafeTemporaryAllocation(of: Int.self, capacity: items / 2) { (keys) throws(CBORDecodingError) -> Int in
+                for entry in 0..<items / 2 {
+                    keys[entry] = position
+                    position = try skip(at: position, depth: depth + 1, validating: true)
+                    position = try skip(at: position, depth: depth + 1, validating: true)
+                }
+                try checkDistinctKeys(keys, ofMapAt: offset)
+                return position
+            }
         case 6:
             return try skip(at: head.contentOffset, depth: depth + 1, validating: validating)
         default:  // 7: simple values, floats, break
@@ -170,29 +178,22 @@ struct Reader {
     }
 
     /// Refuses two equal keys among the keys at `offsets` (well-formed, their own maps already
-    /// checked), compared as values, as ``CBORValue`` does. Definite text keys, the usual kind,
-    /// are compared by their bytes; a map with any other key goes through ``CBORValue``.
-    func checkDistinctKeys(_ offsets: [Int], ofMapAt offset: Int) throws(CBORDecodingError) {
-        var texts: [UnsafeRawBufferPointer] = []
-        texts.reserveCapacity(offsets.count)
-        for key in offsets {
-            let head = try head(at: key)
-            guard head.major == 3, !head.isIndefinite else { break }
-            texts.append(bytes(from: head.contentOffset, count: try checkLength(head.argument, from: head.contentOffset)))
-        }
-        func duplicate(_ name: String) -> CBORDecodingError { CBORDecodingError(.duplicateKey(name), at: offset) }
-        if texts.count == offsets.count {
-            if texts.count <= 24 {
-                for i in texts.indices.dropFirst() {
-                    for j in 0..<i where texts[i].count == texts[j].count && texts[i].elementsEqual(texts[j]) {
-                        throw duplicate(String(decoding: texts[i], as: UTF8.self))
+    /// checked), compared as values, as ``CBORValue`` does. In a small map of definite text keys,
+    /// the usual kind, keys are compared pairwise by their bytes, with nothing allocated; any
+    /// other map goes through ``CBORValue``.
+    func checkDistinctKeys(_ offsets: UnsafeMutableBufferPointer<Int>, ofMapAt offset: Int) throws(CBORDecodingError) {
+        if offsets.count <= 24 {
+            let allText = try withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: offsets.count) { (texts) throws(CBORDecodingError) -> Bool in
+                for i in offsets.indices {
+                    guard let key = try definiteText(at: offsets[i]) else { return false }
+                    for j in 0..<i where texts[j].count == key.count && texts[j].elementsEqual(key) {
+                        throw CBORDecodingError(.duplicateKey(String(decoding: key, as: UTF8.self)), at: offset)
                     }
+                    texts.initializeElement(at: i, to: key)
                 }
-            } else {
-                var seen = Set<[UInt8]>(minimumCapacity: texts.count)
-                for text in texts where !seen.insert(Array(text)).inserted { throw duplicate(String(decoding: text, as: UTF8.self)) }
+                return true
             }
-            return
+            if allText { return }
         }
         var keys: [CBORValue] = []
         keys.reserveCapacity(offsets.count)
@@ -207,7 +208,15 @@ struct Reader {
                 throw CBORDecodingError(.truncated, at: key)  // unreachable: parse throws CBORDecodingError only
             }
         }
-        if let repeated = CBORValue.firstRepeatedKey(keys) { throw duplicate(CBORValue.keyName(repeated)) }
+        if let repeated = CBORValue.firstRepeatedKey(keys) { throw CBORDecodingError(.duplicateKey(CBORValue.keyName(repeated)), at: offset) }
+    }
+
+    /// The bytes of the definite text string at `offset`, or `nil` for any other item.
+    @inline(__always)
+    private func definiteText(at offset: Int) throws(CBORDecodingError) -> UnsafeRawBufferPointer? {
+        let head = try head(at: offset)
+        guard head.major == 3, !head.isIndefinite else { return nil }
+        return bytes(from: head.contentOffset, count: try checkLength(head.argument, from: head.contentOffset))
     }
 
     /// The bytes of a definite string item's content.
