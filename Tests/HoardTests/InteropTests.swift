@@ -1,7 +1,9 @@
+import CBOR
 import Foundation
 import Hoard
 import TestSupport
 import Testing
+import VariableCoding
 
 /// A store read from Python, following docs/FORMAT.md only (tools/interop/read_store.py).
 @Suite("Interoperability")
@@ -27,6 +29,14 @@ struct InteropTests {
                 try store.collection(Note.self).put(notes[0], expiry: .at(milliseconds: 1_900_000_000_000))
                 try store.collection(Note.self).put(notes[1])
                 try store.collection(Tag.self).put(tags)
+                // A nested model whose key changed between versions: one record of each version.
+                let framed = try store.collection(FramedTwice.self)
+                try framed.put(FramedTwice(id: 2, frame: Frame(width: 20)))
+                let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)]).encode(FramedTwice(id: 1, frame: Frame(width: 10)))
+                let database = try store.environment.openDatabase("c:FramedTwice")
+                try store.environment.write { txn in
+                    try txn.put(RecordHeader(version: 1, writtenAt: 7, expiresAt: nil).record(with: payload), forKey: Int64(1).keyBytes, in: database)
+                }
             }
             let child = try ChildProcess(Self.python, [Self.script, path])
             var lines: [[String: Any]] = []
@@ -44,7 +54,17 @@ struct InteropTests {
             #expect(versions?["3"] == ["id": "ID", "text": "TEXT", "stars": "STARS", "pinned": "PINNED"])
 
             let records = lines.filter { $0["collection"] != nil }
-            #expect(records.count == 4)
+            #expect(records.count == 6)
+            // The nested model's fields, named through the registry's `nested` entry alone.
+            for (id, version, width) in [(Int64(1), 1, 10), (Int64(2), 2, 20)] {
+                let key = id.keyBytes.map { String(format: "%02x", $0) }.joined()
+                let record = try #require(records.first { $0["collection"] as? String == "FramedTwice" && $0["key"] as? String == key })
+                #expect(record["version"] as? Int == version)
+                let named = try #require(record["named"] as? [String: Any])
+                #expect(named["id"] as? Int == Int(id) && named["frame.width"] as? Int == width, "\(named)")
+            }
+            let note = try #require(records.first { $0["collection"] as? String == "Note" }?["named"] as? [String: Any])
+            #expect(Set(note.keys) == ["id", "text", "stars", "pinned"])
             for note in notes {
                 let record = try #require(records.first { $0["key"] as? String == note.id.keyBytes.map { String(format: "%02x", $0) }.joined() })
                 #expect(record["collection"] as? String == "Note")

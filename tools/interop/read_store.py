@@ -4,7 +4,8 @@
     read_store.py PATH
 
 Prints one JSON object per line: the store format, then every collection's registry entry, then
-every record with its decoded header and payload. Exits 1 (with the reason on stderr) on any
+every record with its decoded header, its payload, and its values named by property through the
+registry (nested models held directly in a property included). Exits 1 (with the reason on stderr) on any
 record that breaks the format.
 """
 import json
@@ -32,16 +33,48 @@ def plain(value):
     return value
 
 
+def lookup(payload, key_name):
+    """The value under a key name; dots reach into nested maps. None when absent."""
+    value = payload
+    for part in key_name.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def named(payload, entry, version):
+    """The payload's values by property name, through the registry entry: the model's own key
+    names of `version`, and for a nested model held directly in a property, its key names of the
+    nested version that `used` gives for `version` ("frame.width")."""
+    result = {}
+    for prop, key_name in entry["versions"].get(str(version), {}).items():
+        value = lookup(payload, key_name)
+        if value is not None:
+            result[prop] = plain(value)
+    for path, nested in entry.get("nested", {}).items():
+        used = nested["used"].get(str(version))
+        inner = lookup(payload, entry["versions"].get(str(version), {}).get(path, ""))
+        if used is None or "." in path or not isinstance(inner, dict):
+            continue
+        for prop, key_name in nested["versions"][str(used)].items():
+            if key_name in inner:
+                result[path + "." + prop] = plain(inner[key_name])
+    return result
+
+
 def main(path):
     env = lmdb.open(path, readonly=True, lock=True, max_dbs=64, subdir=True)
     with env.begin() as txn:
         names = [key for key, _ in txn.cursor()]
     meta = env.open_db(b"hoard.meta", create=False)
+    registry = {}
     with env.begin(db=meta) as txn:
         print(json.dumps({"format": int(txn.get(b"format").decode("ascii"))}))
         for key, value in txn.cursor():
             if key.startswith(b"collection:"):
                 entry = cbor2.loads(value)
+                registry[key[len(b"collection:"):].decode()] = entry
                 print(json.dumps({"registry": key[len(b"collection:"):].decode(), "entry": entry}, sort_keys=True))
     for name in names:
         if not name.startswith(b"c:"):
@@ -56,13 +89,15 @@ def main(path):
                     sys.exit(f"{name.decode()}[{key.hex()}]: bad header")
                 if zlib.crc32(record[:24] + record[28:]) != crc:
                     sys.exit(f"{name.decode()}[{key.hex()}]: checksum mismatch")
+                payload = cbor2.loads(record[28:])
                 print(json.dumps({
                     "collection": name[2:].decode(),
                     "key": key.hex(),
                     "version": version,
                     "written": written,
                     "expires": expires if flags & 1 else None,
-                    "payload": plain(cbor2.loads(record[28:])),
+                    "payload": plain(payload),
+                    "named": named(payload, registry[name[2:].decode()], version),
                 }, sort_keys=True))
 
 
