@@ -91,25 +91,37 @@ public final class Store: Sendable {
             maxReaders: options.maxReaders, readOnly: options.readOnly, durability: options.durability
         ))
         let names = try Self.databaseNames(environment)
+        let formatKey = Array("format".utf8)
         if try Self.hasMeta(environment) {
             let meta = try environment.openDatabase(Self.metaName)
-            let format = try environment.read { txn in
-                try txn.value(forKey: Array("format".utf8), in: meta).flatMap { String(decoding: $0, as: UTF8.self) }.flatMap { Int($0) }
+            let (format, metaIsEmpty) = try environment.read { txn in
+                (try txn.value(forKey: formatKey, in: meta).flatMap { String(decoding: $0, as: UTF8.self) }.flatMap { Int($0) },
+                 try txn.count(in: meta) == 0)
             }
-            guard let format else { throw HoardError.notAHoardStore(path: path, found: names) }
-            guard format <= Self.formatVersion else {
-                throw HoardError.newerFormat(path: path, found: format, supported: Self.formatVersion)
+            if let format {
+                guard format <= Self.formatVersion else {
+                    throw HoardError.newerFormat(path: path, found: format, supported: Self.formatVersion)
+                }
+            } else if metaIsEmpty && names == [Self.metaName] {
+                // An empty meta database and nothing else: a store whose creation was cut short
+                // by code that created the meta database and wrote the format in two
+                // transactions. Finish it (read-only, it is simply empty).
+                if !options.readOnly {
+                    try environment.write { txn in try txn.put(Array(String(Self.formatVersion).utf8), forKey: formatKey, in: meta) }
+                }
+            } else {
+                throw HoardError.notAHoardStore(path: path, found: names)
             }
             self.meta = meta
         } else if names.isEmpty {
             if options.readOnly {
                 meta = nil  // an empty environment opened read-only: no collections to read
             } else {
-                let meta = try environment.openDatabase(Self.metaName, create: true)
-                try environment.write { txn in
-                    try txn.put(Array(String(Self.formatVersion).utf8), forKey: Array("format".utf8), in: meta)
+                // The meta database and the format in one transaction: a process killed while
+                // creating the store leaves either nothing or a whole store.
+                meta = try environment.createDatabase(Self.metaName) { txn, meta in
+                    try txn.put(Array(String(Self.formatVersion).utf8), forKey: formatKey, in: meta)
                 }
-                self.meta = meta
             }
         } else {
             throw HoardError.notAHoardStore(path: path, found: names)

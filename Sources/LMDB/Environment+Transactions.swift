@@ -149,6 +149,25 @@ extension Environment {
     ///
     /// The corresponding C function is `mdb_dbi_open`.
     public func openDatabase(_ name: String?, create: Bool = false) throws -> Database {
+        try openDatabase(name, create: create, initialize: nil)
+    }
+
+    /// Opens a named database, creating it when it does not exist, and runs `initialize` in the
+    /// same write transaction: no reader, and no process killed at any moment, ever sees the
+    /// database without what `initialize` writes (creating it and filling it in two
+    /// transactions would leave it empty after a kill between them). When this process has the
+    /// database open already, it is returned as it is; otherwise `initialize` runs whether or not
+    /// the database existed, so make it idempotent. If it throws, nothing is created.
+    ///
+    /// - Throws: what ``openDatabase(_:create:)`` throws, or what `initialize` throws.
+    public func createDatabase(_ name: String, initialize: (borrowing WriteTransaction, Database) throws -> Void) throws -> Database {
+        // (An optional closure parameter counts as escaping; this one is called only inside.)
+        try withoutActuallyEscaping(initialize) { try openDatabase(name, create: true, initialize: $0) }
+    }
+
+    private func openDatabase(
+        _ name: String?, create: Bool, initialize: ((borrowing WriteTransaction, Database) throws -> Void)?
+    ) throws -> Database {
         let key = name ?? ""
         if let cached = databases.withLock({ $0[key] }) { return cached }
 
@@ -177,7 +196,11 @@ extension Environment {
 
         let database: Database
         if create && !options.readOnly {
-            database = try writeRetryingOnMapFull(afterEachAttempt: release) { txn, _ in try openInside(txn) }
+            database = try writeRetryingOnMapFull(afterEachAttempt: release) { txn, state in
+                let database = try openInside(txn)
+                try initialize?(WriteTransaction(handle: txn, environment: self, state: state), database)
+                return database
+            }
         } else {
             let txn = try begin(writing: false)
             do {

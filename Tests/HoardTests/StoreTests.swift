@@ -318,6 +318,34 @@ struct StoreTests {
         }
     }
 
+    @Test("a store whose creation was cut short (an empty meta database, nothing else) opens and is finished")
+    func interruptedCreation() throws {
+        try withTemporaryDirectory { dir in
+            // What code that created the meta database and wrote the format in two transactions
+            // left when killed between them.
+            let path = dir + "/store"
+            do { _ = try Environment(path: path).openDatabase("hoard.meta", create: true) }
+            do {
+                let readOnly = try Store(path: path, options: .init(readOnly: true))
+                #expect(try readOnly.collectionNames().isEmpty)
+            }
+            let store = try Store(path: path, options: testOptions)
+            try store.collection(Note.self).put(Note(id: 1, text: "after all", stars: 1, pinned: false))
+            let meta = try store.environment.openDatabase("hoard.meta")
+            #expect(try store.environment.read { try $0.value(forKey: Array("format".utf8), in: meta) } == Array("1".utf8))
+        }
+        // A meta database with other content but no format is not taken for one.
+        try withTemporaryDirectory { dir in
+            let path = dir + "/foreign"
+            do {
+                let env = try Environment(path: path)
+                let meta = try env.openDatabase("hoard.meta", create: true)
+                try env.write { txn in try txn.put([1], forKey: [1], in: meta) }
+            }
+            expectHoardError(["not a Hoard store"]) { _ = try Store(path: path) }
+        }
+    }
+
     @Test("what LMDB reports reaches the caller as LMDBError, from opening as from reads and writes")
     func storageErrorsAreLMDBErrors() throws {
         try withTemporaryDirectory { dir in

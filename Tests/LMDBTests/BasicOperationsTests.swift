@@ -39,6 +39,30 @@ struct BasicOperationsTests {
         }
     }
 
+    @Test("createDatabase fills the new database in the transaction that creates it, or creates nothing")
+    func createDatabaseAtomically() throws {
+        struct Refused: Error {}
+        try withTemporaryEnvironment { env, _ in
+            #expect(throws: Refused.self) {
+                try env.createDatabase("half") { txn, db in
+                    try txn.put(b("v"), forKey: b("k"), in: db)
+                    throw Refused()
+                }
+            }
+            // Neither the database nor what was written before the throw exists.
+            let main = try env.openDatabase(nil)
+            #expect(try env.read { try $0.contains(b("half"), in: main) } == false)
+            #expect(throws: LMDBError.self) { try env.openDatabase("half") }
+
+            let db = try env.createDatabase("whole") { txn, db in try txn.put(b("v"), forKey: b("k"), in: db) }
+            #expect(try env.read { try $0.value(forKey: b("k"), in: db) } == b("v"))
+            // Already open in this process: returned as it is, `initialize` not run again.
+            var ranAgain = false
+            #expect(try env.createDatabase("whole") { _, _ in ranAgain = true } == db)
+            #expect(!ranAgain)
+        }
+    }
+
     @Test("errors can be caught by kind")
     func kindPattern() throws {
         try withTemporaryEnvironment { env, _ in
