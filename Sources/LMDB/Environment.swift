@@ -314,24 +314,50 @@ extension Environment {
     /// directory layout `destination` is a directory (created with mode 0700 when missing) that must
     /// not already hold a `data.mdb`; with the single-file layout it is the new data file.
     ///
+    /// The copy is written to a file beside its final name (`data.mdb.partial`, or the data
+    /// file's name with `.partial`), flushed, and only then given its name: a copy cut short
+    /// (the process killed, the disk full) never looks like a store. LMDB writes a copy's meta
+    /// pages first, pointing at pages that come later, so a partial copy under the final name
+    /// would open as a store and fault on its first read. A leftover `.partial` is replaced.
+    ///
     /// - Parameter compacting: omit free pages and renumber pages (`MDB_CP_COMPACT`): smaller, slower.
     /// - Throws: ``LMDBError`` if the destination exists or cannot be written.
     ///
-    /// The corresponding C function is `mdb_env_copy2`.
+    /// The corresponding C function is `mdb_env_copyfd2`.
     public func copy(to destination: String, compacting: Bool = false) throws(LMDBError) {
+        let target: String
         if options.layout == .directory {
             try FileSystem.makeDirectories(destination, mode: 0o700)
+            target = destination + "/data.mdb"
         } else {
             try FileSystem.makeDirectories(FileSystem.parent(of: destination), mode: 0o700)
+            target = destination
         }
-        // The copy runs its own read transaction inside LMDB; it must not overlap a map resize.
-        gate.enter(writing: false)
-        defer { gate.leave(writing: false) }
-        try check(
-            mdb_env_copy2(handle, destination, compacting ? flags(MDB_CP_COMPACT) : 0),
-            "mdb_env_copy2",
-            "from \(path) to \(destination)"
-        )
+        if try FileSystem.status(target) != nil {
+            throw LMDBError(code: EEXIST, operation: "mdb_env_copy", context: "\(target) exists; a copy never replaces a store")
+        }
+        let partial = target + ".partial"
+        let fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        try checkSystem(fd, "open", partial)
+        var closed = false
+        defer { if !closed { close(fd); unlink(partial) } }
+        do {
+            // The copy runs its own read transaction inside LMDB; it must not overlap a map resize.
+            gate.enter(writing: false)
+            defer { gate.leave(writing: false) }
+            try check(mdb_env_copyfd2(handle, fd, compacting ? flags(MDB_CP_COMPACT) : 0), "mdb_env_copyfd2", "from \(path) to \(partial)")
+        }
+        try checkSystem(fsync(fd), "fsync", partial)
+        closed = true
+        close(fd)
+        // link, not rename: it fails rather than replace a store that appeared meanwhile.
+        if link(partial, target) != 0 {
+            let code = errno
+            unlink(partial)
+            throw LMDBError(code: code, operation: "link", context: "\(partial) to \(target)")
+        }
+        unlink(partial)
+        try FileSystem.syncDirectory(FileSystem.parent(of: target))
     }
 }
 

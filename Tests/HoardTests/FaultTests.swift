@@ -67,6 +67,27 @@ struct FaultTests {
         }
     }
 
+    @Test("a copy cut short by a full disk leaves no store behind, and the next copy succeeds")
+    func copyCutShort() async throws {
+        try await offPoolInTemporaryDirectory { dir in
+            let shim = try buildShim(in: dir)
+            try makeSampleStore(dir + "/store")
+            // The copy's first write fails (a small store is copied in one). Under its final name
+            // even an empty file would open as an empty store: a backup that looks whole.
+            let failed = try runProcess(try builtExecutable("hoard"), ["compact", dir + "/store", dir + "/copy"], environment: [
+                "NO_COLOR": "1", "LD_PRELOAD": shim, "HOARD_FAULT_CALL": "write", "HOARD_FAULT_AT": "1", "HOARD_FAULT_ERRNO": "ENOSPC",
+            ])
+            #expect(failed.status != 0)
+            #expect(failed.stderr.contains("No space left"), "\(failed.stderr)")
+            #expect(access(dir + "/copy/data.mdb", F_OK) != 0, "a partial copy was left under the store's name")
+            #expect(access(dir + "/copy/data.mdb.partial", F_OK) != 0)
+            // Space again: the copy is whole and reads.
+            let copied = try runProcess(try builtExecutable("hoard"), ["compact", dir + "/store", dir + "/copy"], environment: ["NO_COLOR": "1"])
+            #expect(copied.status == 0, "\(copied.stderr)")
+            #expect(try runProcess(try builtExecutable("hoard"), ["verify", dir + "/copy"], environment: ["NO_COLOR": "1"]).status == 0)
+        }
+    }
+
     @Test("the map cap: a clear error, committed data readable, writes succeed again once records are deleted")
     func mapCap() async throws {
         try await offPoolInTemporaryDirectory { dir in

@@ -1,7 +1,7 @@
 // faultshim: an LD_PRELOAD library that makes one I/O call of a process fail, for Hoard's fault
 // tests (Tests/HoardTests/FaultTests.swift builds it with `cc -shared -fPIC`).
 //
-//   HOARD_FAULT_CALL   pwrite | writev | fdatasync          the call to break (LMDB's data and sync calls)
+//   HOARD_FAULT_CALL   pwrite | writev | write | fdatasync  the call to break (LMDB's data, copy and sync calls)
 //   HOARD_FAULT_AT     N        the N-th such call (from 1) on a descriptor above 2 fails ...
 //   HOARD_FAULT_ERRNO  EIO | ENOSPC                          ... with this error, and every later one
 //
@@ -40,6 +40,13 @@ ssize_t writev(int fd, const struct iovec *vector, int count) {
     if (real == NULL) real = (ssize_t (*)(int, const struct iovec *, int))dlsym(RTLD_NEXT, "writev");
     if (fault_now("writev", fd)) return -1;
     return real(fd, vector, count);
+}
+
+ssize_t write(int fd, const void *buffer, size_t count) {
+    static ssize_t (*real)(int, const void *, size_t);
+    if (real == NULL) real = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+    if (fault_now("write", fd)) return -1;
+    return real(fd, buffer, count);
 }
 
 int fdatasync(int fd) {
