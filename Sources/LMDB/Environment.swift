@@ -351,12 +351,20 @@ extension Environment {
         closed = true
         close(fd)
         // link, not rename: it fails rather than replace a store that appeared meanwhile.
-        if link(partial, target) != 0 {
+        if link(partial, target) == 0 {
+            unlink(partial)
+        } else if errno == EPERM || errno == EOPNOTSUPP || errno == ENOSYS {
+            // No hard links on this file system: rename (the target was checked to be absent above).
+            if rename(partial, target) != 0 {
+                let code = errno
+                unlink(partial)
+                throw LMDBError(code: code, operation: "rename", context: "\(partial) to \(target)")
+            }
+        } else {
             let code = errno
             unlink(partial)
             throw LMDBError(code: code, operation: "link", context: "\(partial) to \(target)")
         }
-        unlink(partial)
         try FileSystem.syncDirectory(FileSystem.parent(of: target))
     }
 }
