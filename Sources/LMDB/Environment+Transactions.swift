@@ -158,6 +158,9 @@ extension Environment {
     /// transactions would leave it empty after a kill between them). When this process has the
     /// database open already, it is returned as it is; otherwise `initialize` runs whether or not
     /// the database existed, so make it idempotent. If it throws, nothing is created.
+    /// `initialize` must not open databases itself (LMDB lets one transaction at a time open
+    /// them, and this one holds that turn). In a read-only environment the database is only
+    /// opened, as ``openDatabase(_:create:)`` would.
     ///
     /// - Throws: what ``openDatabase(_:create:)`` throws, or what `initialize` throws.
     public func createDatabase(_ name: String, initialize: (borrowing WriteTransaction, Database) throws -> Void) throws -> Database {
