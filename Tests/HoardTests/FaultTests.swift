@@ -67,6 +67,28 @@ struct FaultTests {
         }
     }
 
+    @Test("a store whose creation fails at any of its first syncs still opens afterwards")
+    func creationCutShort() async throws {
+        try await offPoolInTemporaryDirectory { dir in
+            let shim = try buildShim(in: dir)
+            try makeSampleStore(dir + "/source")
+            let dump = try runProcess(try builtExecutable("hoard"), ["dump", dir + "/source"], environment: ["NO_COLOR": "1"])
+            #expect(dump.status == 0, "\(dump.stderr)")
+            // `hoard load` into a new path creates the store, then writes the records: the n-th
+            // data sync of the process fails, wherever in that sequence it falls.
+            for n in 1...6 {
+                let path = dir + "/new-\(n)"
+                let load = try runProcess(try builtExecutable("hoard"), ["load", path], input: Array(dump.stdout.utf8), environment: [
+                    "NO_COLOR": "1", "LD_PRELOAD": shim, "HOARD_FAULT_CALL": "fdatasync", "HOARD_FAULT_AT": "\(n)", "HOARD_FAULT_ERRNO": "EIO",
+                ])
+                // Whatever failed, what is there opens: nothing, an empty store or the whole load.
+                let store = try Store(path: path, options: testOptions)
+                let notes = try store.collection(Note.self).count()
+                #expect(notes == (load.status == 0 ? 5 : 0), "sync \(n): status \(load.status), \(notes) notes; \(load.stderr)")
+            }
+        }
+    }
+
     @Test("a copy cut short by a full disk leaves no store behind, and the next copy succeeds")
     func copyCutShort() async throws {
         try await offPoolInTemporaryDirectory { dir in
