@@ -318,7 +318,8 @@ extension Environment {
     /// file's name with `.partial`), flushed, and only then given its name: a copy cut short
     /// (the process killed, the disk full) never looks like a store. LMDB writes a copy's meta
     /// pages first, pointing at pages that come later, so a partial copy under the final name
-    /// would open as a store and fault on its first read. A leftover `.partial` is replaced.
+    /// would open as a store whose pages are missing (and an empty file as an empty store). A
+    /// leftover `.partial` is replaced.
     ///
     /// - Parameter compacting: omit free pages and renumber pages (`MDB_CP_COMPACT`): smaller, slower.
     /// - Throws: ``LMDBError`` if the destination exists or cannot be written.
