@@ -72,17 +72,8 @@ public indirect enum CBORValue: Sendable, Hashable {
     /// The first key equal to an earlier one, compared as values: by canonical encoding, so
     /// that equal values however encoded are one key, while 0.0 and -0.0 (equal as Doubles) are
     /// two, and text by its UTF-8 bytes (Swift's `==` would equate canonically equivalent strings).
+    /// (`Reader.checkDistinctKeys` compares small maps of text keys itself, without values.)
     static func firstRepeatedKey(_ keys: [CBORValue]) -> CBORValue? {
-        // A small map of text keys, the usual kind: pairwise, with nothing allocated.
-        if keys.count <= 24, keys.allSatisfy({ if case .text = $0 { true } else { false } }) {
-            for i in keys.indices.dropFirst() {
-                guard case .text(let key) = keys[i] else { continue }
-                for j in 0..<i {
-                    if case .text(let earlier) = keys[j], earlier.utf8.elementsEqual(key.utf8) { return keys[i] }
-                }
-            }
-            return nil
-        }
         var seen = Set<[UInt8]>(minimumCapacity: keys.count)
         for key in keys where !seen.insert(key.encoded()).inserted { return key }
         return nil
@@ -128,18 +119,18 @@ public indirect enum CBORValue: Sendable, Hashable {
             return (.array(items), position)
         case 5:
             var entries: [Entry] = []
+            var keys: [Int] = []  // where the keys start, for the one duplicate check `validate` uses too
             var position = head.contentOffset
             func entry() throws {
+                keys.append(position)
                 let (key, keyEnd) = try parse(reader, at: position, checkingKeys: checkingKeys)
                 let (value, valueEnd) = try parse(reader, at: keyEnd, checkingKeys: checkingKeys)
                 entries.append(Entry(key, value))
                 position = valueEnd
             }
             func checkKeys() throws {
-                // (The keys just parsed are compared as they are: no second parse of any of them.)
-                if checkingKeys, let repeated = firstRepeatedKey(entries.map(\.key)) {
-                    throw CBORDecodingError(.duplicateKey(keyName(repeated)), at: offset)
-                }
+                guard checkingKeys else { return }
+                try keys.withUnsafeMutableBufferPointer { (keys) throws(CBORDecodingError) in try reader.checkDistinctKeys(keys, ofMapAt: offset) }
             }
             if head.isIndefinite {
                 while try !reader.isBreak(at: position) { try entry() }
@@ -148,6 +139,7 @@ public indirect enum CBORValue: Sendable, Hashable {
             }
             let count = try reader.checkLength(head.argument, units: 2, from: position)
             entries.reserveCapacity(count)
+            keys.reserveCapacity(count)
             for _ in 0..<count { try entry() }
             try checkKeys()
             return (.map(entries), position)

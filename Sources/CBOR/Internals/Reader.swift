@@ -198,7 +198,7 @@ struct Reader {
         var keys: [CBORValue] = []
         keys.reserveCapacity(offsets.count)
         for key in offsets {
-            // Without checking the keys' own maps again: that was done as they were skipped, and
+            // Without checking the keys' own maps again: that was done as they were read, and
             // doing it at every level would cost time exponential in the depth of nested keys.
             do {
                 keys.append(try CBORValue.parse(self, at: key, checkingKeys: false).value)
