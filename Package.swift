@@ -3,6 +3,7 @@
 // Hoard: an embedded key-value cache engine for Swift over the system liblmdb.
 // Layers (see docs/ARCHITECTURE.md): CLMDB -> LMDB -> (VariableCoding, CBOR) -> Hoard -> tools.
 // Only the LMDB target imports CLMDB.
+import CompilerPluginSupport
 import PackageDescription
 
 let strict: [SwiftSetting] = [
@@ -17,6 +18,7 @@ let package = Package(
         .library(name: "LMDB", targets: ["LMDB"]),
         .library(name: "CBOR", targets: ["CBOR"]),
         .library(name: "VariableCoding", targets: ["VariableCoding"]),
+        .library(name: "VariableCodingMacros", targets: ["VariableCodingMacros"]),
         .library(name: "Hoard", targets: ["Hoard"]),
         .executable(name: "hoard", targets: ["HoardCLI"]),
     ],
@@ -24,6 +26,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         // The store logs through the Logger its user passes in; nothing is printed by default.
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // Only for the @VariablyCoded macro (a compiler plugin): nothing of it is linked into
+        // the libraries. Any release from Swift 6.0's to 6.3's.
+        .package(url: "https://github.com/swiftlang/swift-syntax", "600.0.0"..<"604.0.0"),
     ],
     targets: [
         // The system liblmdb through pkg-config; nothing of LMDB is vendored.
@@ -37,6 +42,17 @@ let package = Package(
 
         // One model type, many versioned key sets; pure Swift, works with any Encoder/Decoder.
         .target(name: "VariableCoding", swiftSettings: strict),
+
+        // @VariablyCoded: writes a model's VariablyCodable code, and its generated fast path.
+        .macro(
+            name: "VariableCodingMacrosPlugin",
+            dependencies: [
+                .product(name: "SwiftSyntaxMacros", package: "swift-syntax"),
+                .product(name: "SwiftCompilerPlugin", package: "swift-syntax"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(name: "VariableCodingMacros", dependencies: ["VariableCoding", "VariableCodingMacrosPlugin"], swiftSettings: strict),
 
         // RFC 8949 CBOR as a Codable coder; pure Swift, no LMDB.
         .target(name: "CBOR", swiftSettings: strict),
@@ -100,7 +116,7 @@ let package = Package(
         .testTarget(
             name: "HoardTests",
             dependencies: [
-                "Hoard", "LMDB", "CBOR", "VariableCoding", "TestSupport", "LMDBProbe", "HoardCLI",
+                "Hoard", "LMDB", "CBOR", "VariableCoding", "VariableCodingMacros", "TestSupport", "LMDBProbe", "HoardCLI",
                 "CrashHarness", "CrashWorkload",
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -7,18 +7,35 @@ internal import CBOR
 /// `VariableCoding` and `CBOR` do not know each other; this is where they meet. The model's
 /// `init(from:)` and `encode(to:)` run unchanged over the CBOR coder's direct field access; the
 /// bytes are the ones the Codable path writes, and the checks the ones it makes.
-struct PayloadFields<Model>: Sendable {
+struct PayloadFields<Model: VariablyCodable>: Sendable {
     let layout: FieldLayout<Model>
     let keys: CBORKeyTable
+    /// The key names of the properties the model's generated code reads (`Model.scan`) and
+    /// writes (`Model.emit`), or `nil` when it has none, or none this key set can use.
+    let scanned: CBORPropertyTable?
+    let emitted: CBORPropertyTable?
 
     init(layout: FieldLayout<Model>) {
         self.layout = layout
         self.keys = CBORKeyTable(layout.keyNames)
+        scanned = Self.table(layout, Model.scannedProperties)
+        // The ordinary path refuses to encode a property the key set lacks (storage must not
+        // lose data); generated code would leave it out, so it gets no table and that error.
+        let emitted = Self.table(layout, Model.emittedProperties)
+        self.emitted = emitted?.names.contains(nil) == false ? emitted : nil
+    }
+
+    private static func table(_ layout: FieldLayout<Model>, _ properties: [PartialKeyPath<Model>]) -> CBORPropertyTable? {
+        guard !properties.isEmpty else { return nil }
+        let names = layout.keyNames
+        return CBORPropertyTable(layout.fields(of: properties).map { $0.map { names[$0] } })
     }
 }
 
 extension CBORFieldReader: FieldDecoding {}
 extension CBORFieldWriter: FieldEncoding {}
+extension CBORFieldScanner: FieldScanning {}
+extension CBORFieldEmitter: FieldEmitting {}
 
 /// Carries the error of a closure run inside encoding past the encoding error handling.
 struct Forwarded: Error {

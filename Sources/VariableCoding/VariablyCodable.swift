@@ -14,6 +14,14 @@ public protocol VariablyDecodable: Decodable {
     /// requirement only so that each model gets a copy compiled for its own type, which spares
     /// generic callers (a storage engine) a runtime type-metadata lookup per model.
     init(fields: any FieldDecoding, layout: FieldLayout<Self>) throws
+    /// The stored properties that generated code (``scan(_:)``) reads, numbered by their place
+    /// here. Empty unless the `@VariablyCoded` macro wrote it.
+    static var scannedProperties: [PartialKeyPath<Self>] { get }
+    /// Generated code: the model read from `scanner`, exactly as ``init(from:)-(DecodingContainer<Self>)``
+    /// would read it. It throws ``FieldScanDeclined`` to have the coder take that ordinary path
+    /// (see ``FieldScanning``); the coder also takes it when the scanner is not complete afterwards.
+    /// (Not an optional result: generic callers would look up the metadata of `Self?` on every call.)
+    static func scan<S: FieldScanning>(_ scanner: inout S) throws(FieldScanDeclined) -> Self
 }
 
 /// A model that encodes with any of its key sets.
@@ -26,6 +34,12 @@ public protocol VariablyEncodable: Encodable {
     /// implement it: like ``VariablyDecodable/init(fields:layout:)-(FieldDecoding,_)``, it is a
     /// requirement only so that each model gets a copy compiled for its own type.
     func encode(fields: any FieldEncoding, layout: FieldLayout<Self>) throws
+    /// The stored properties that generated code (``emit(into:)``) writes, numbered by their
+    /// place here. Empty unless the `@VariablyCoded` macro wrote it.
+    static var emittedProperties: [PartialKeyPath<Self>] { get }
+    /// Generated code: writes the model into `emitter` exactly as ``encode(to:)-(EncodingContainer<Self>)``
+    /// would, or returns `false` to have the coder take that ordinary path (see ``FieldEmitting``).
+    func emit<E: FieldEmitting>(into emitter: inout E) -> Bool
 }
 
 /// A model with several key sets, in both directions.

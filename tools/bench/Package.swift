@@ -15,7 +15,11 @@ let package = Package(
         // The raw C API, for the baselines: the same system liblmdb the LMDB module wraps.
         .systemLibrary(name: "CLMDBRaw", path: "Sources/CLMDBRaw", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
         .target(name: "BenchSupport", path: "Sources/BenchSupport"),
-        .target(name: "BenchModels", dependencies: [.product(name: "VariableCoding", package: "Hoard")], path: "Sources/BenchModels"),
+        .target(
+            name: "BenchModels",
+            dependencies: [.product(name: "VariableCoding", package: "Hoard"), .product(name: "VariableCodingMacros", package: "Hoard")],
+            path: "Sources/BenchModels"
+        ),
         .executableTarget(
             name: "codec-bench",
             dependencies: [

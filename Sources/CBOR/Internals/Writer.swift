@@ -16,6 +16,8 @@ final class Writer {
     private(set) var capacity: Int
     /// Bytes written so far.
     @exclusivity(unchecked) private(set) var count = 0
+    /// Whether a ``ThreadWriter`` has lent it out.
+    var isLent = false
 
     init(capacity: Int = 256) {
         self.capacity = max(capacity, 16)
@@ -23,6 +25,14 @@ final class Writer {
     }
 
     deinit { base.deallocate() }
+
+    /// Gives back memory beyond the initial capacity (the bytes are dropped).
+    func shrink() {
+        base.deallocate()
+        capacity = 256
+        base = .allocate(capacity: capacity)
+        count = 0
+    }
 
     /// Starts over, empty.
     func reset() {
@@ -67,6 +77,14 @@ final class Writer {
         reserve(raw.count)
         (base + count).update(from: source.assumingMemoryBound(to: UInt8.self), count: raw.count)
         count += raw.count
+    }
+
+    /// Appends the first `count` (at most 8) bytes of `word` as it lies in memory, with one store.
+    @inline(__always)
+    func append(word: UInt64, count length: Int) {
+        reserve(8)
+        UnsafeMutableRawPointer(base + count).storeBytes(of: word, as: UInt64.self)
+        count += length
     }
 
     /// Opens a gap of `length` bytes at `offset`, moving what follows.

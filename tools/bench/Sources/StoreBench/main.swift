@@ -113,6 +113,27 @@ func hoardGetAll() throws -> UInt64 {
     }
 }
 
+// The same model with its coding written by hand against key paths (no generated code).
+let keyPathMembers = members.map(KeyPathMember.init)
+let keyPathCollection = try store.collection(KeyPathMember.self, named: "Member")
+
+func keyPathPutAll() throws -> UInt64 {
+    try keyPathCollection.deleteAll()
+    return try time {
+        try store.write { txn in
+            for member in keyPathMembers { try keyPathCollection.put(member, in: txn) }
+        }
+    }
+}
+
+func keyPathGetAll() throws -> UInt64 {
+    try time {
+        try store.read { txn in
+            for i in getOrder { sink &+= try keyPathCollection.get(members[i].id, in: txn)?.age ?? 0 }
+        }
+    }
+}
+
 // The reference: a hand-written codec for this one model and version over the same record
 // format and wrapper (HandWritten.swift), to show what the format and LMDB leave to the model layer.
 let database = try store.environment.openDatabase("c:Member")
@@ -155,10 +176,12 @@ func handWrittenGetAll() throws -> UInt64 {
 }
 
 // `--only NAME` runs one workload `rounds` times and nothing else, for instruction counting
-// under callgrind (as codec-bench's): hoard-put, hoard-get, c-put, c-get, hand-put, hand-get.
+// under callgrind (as codec-bench's): hoard-put, hoard-get, c-put, c-get, hand-put, hand-get,
+// keypath-put, keypath-get.
 if let index = CommandLine.arguments.firstIndex(of: "--only"), index + 1 < CommandLine.arguments.count {
     let workloads: [String: () throws -> UInt64] = ["hoard-put": hoardPutAll, "hoard-get": hoardGetAll, "c-put": rawPutAll, "c-get": rawGetAll,
-                                                         "hand-put": handWrittenPutAll, "hand-get": handWrittenGetAll]
+                                                         "hand-put": handWrittenPutAll, "hand-get": handWrittenGetAll,
+                                                         "keypath-put": keyPathPutAll, "keypath-get": keyPathGetAll]
     guard let workload = workloads[CommandLine.arguments[index + 1]] else {
         print("unknown workload; known: \(workloads.keys.sorted().joined(separator: ", "))")
         exit(2)
@@ -210,5 +233,14 @@ _ = rawPutAll()
 let handGet = try compare("typed get, hand-written codec", baseline: "C mdb_get, same key", operations: count, rounds: rounds,
     baselineRound: rawGetAll, candidateRound: handWrittenGetAll)
 report("Reference: a hand-written codec for this one model and version (not an API of Hoard's)", [handPut, handGet])
+
+// No budget: the same model with init(from:) and encode(to:) written by hand against key paths,
+// which is what a model without @VariablyCoded (or with properties generated code does not read) costs.
+let keyPathPut = try compare("bulk put, key-path model", baseline: "C mdb_put, same bytes", operations: count, rounds: rounds,
+    baselineRound: rawPutAll, candidateRound: keyPathPutAll)
+_ = rawPutAll()
+let keyPathGet = try compare("typed get, key-path model", baseline: "C mdb_get, same key", operations: count, rounds: rounds,
+    baselineRound: rawGetAll, candidateRound: keyPathGetAll)
+report("Reference: the same model coded by hand through key paths (Hoard's ordinary path)", [keyPathPut, keyPathGet])
 if sink == 42 { print("") }
 exit(ok ? 0 : 1)
