@@ -284,7 +284,8 @@ public struct CBORFieldEmitter {
     }
 
     public mutating func beginMap(count: Int) {
-        guard announced < 0, count >= 0 else { declined = true; return }
+        // Once, and before any entry: a head written after entries could still match their number.
+        guard announced < 0, written == 0, count >= 0 else { declined = true; return }
         announced = count
         writer.head(5, UInt64(count))
     }
@@ -292,9 +293,12 @@ public struct CBORFieldEmitter {
     /// Writes the property's key; `false` (and declined) when it cannot be written.
     @inline(__always)
     private mutating func key(_ property: Int) -> Bool {
-        guard !declined, announced >= 0, property >= 0, property < table.properties.count else { declined = true; return false }
-        let key = table.properties[property]
-        let bit: UInt64 = 1 &<< UInt64(key.field)
+        // (No check of `declined` or of the map's head here: either one wrong leaves the emitter
+        // incomplete, and its bytes are then dropped.)
+        let properties = table.properties
+        guard UInt(bitPattern: property) < UInt(properties.count) else { declined = true; return false }
+        let key = properties.baseAddress.unsafelyUnwrapped[property]
+        let bit: UInt64 = 1 &<< UInt64(truncatingIfNeeded: key.field)
         guard key.field >= 0, seen & bit == 0 else { declined = true; return false }
         seen |= bit
         written += 1
