@@ -32,8 +32,8 @@ public final class CBORPropertyTable: @unchecked Sendable {
     let propertyOfField: UnsafeMutableBufferPointer<Int>
     /// The properties with keys, in the order of their encoded keys (a deterministic map's) and
     /// in property order.
-    let deterministicOrder: [Int]
-    let declarationOrder: [Int]
+    let deterministicOrder: UnsafeMutableBufferPointer<Int>
+    let declarationOrder: UnsafeMutableBufferPointer<Int>
 
     /// One property's key, with its first eight encoded bytes in a word, so that a short key is
     /// written with one store and compared with one load.
@@ -74,11 +74,15 @@ public final class CBORPropertyTable: @unchecked Sendable {
         }
         propertyOfField = .allocate(capacity: present.count)
         _ = propertyOfField.initialize(from: present)
-        deterministicOrder = keys.ordered.map { present[$0] }
-        declarationOrder = present
+        deterministicOrder = .allocate(capacity: present.count)
+        _ = deterministicOrder.initialize(from: keys.ordered.map { present[$0] })
+        declarationOrder = .allocate(capacity: present.count)
+        _ = declarationOrder.initialize(from: present)
     }
 
     deinit {
+        deterministicOrder.deallocate()
+        declarationOrder.deallocate()
         properties.deallocate()
         expected.deallocate()
         propertyOfField.deallocate()
@@ -258,8 +262,9 @@ public struct CBORFieldScanner {
 public struct CBORFieldEmitter {
     private let writer: Writer
     private let table: CBORPropertyTable
-    /// The properties with keys, in the order the encoder writes them.
-    private let order: [Int]
+    /// The properties with keys, in the order the encoder writes them (the table's memory:
+    /// valid while the table is, which the emitter holds).
+    public let propertyOrder: UnsafeBufferPointer<Int>
     private var announced = -1
     private var written = 0
     private var seen: UInt64 = 0
@@ -268,14 +273,8 @@ public struct CBORFieldEmitter {
     init(writer: Writer, table: CBORPropertyTable, deterministic: Bool) {
         self.writer = writer
         self.table = table
-        self.order = deterministic ? table.deterministicOrder : table.declarationOrder
+        self.propertyOrder = UnsafeBufferPointer(deterministic ? table.deterministicOrder : table.declarationOrder)
     }
-
-    /// How many properties have keys.
-    public var propertyCount: Int { order.count }
-
-    /// The `index`-th property (`0..<propertyCount`) in the order the encoder writes them.
-    public func property(at index: Int) -> Int { order[index] }
 
     var isComplete: Bool { !declined && written == announced }
 

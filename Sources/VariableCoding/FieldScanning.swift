@@ -45,16 +45,15 @@ public protocol FieldScanning {
 
 /// A coder's write access to one model's entries, for generated code.
 ///
-/// Generated code tells the emitter how many entries the map has (``propertyCount`` less the
-/// optional properties that are `nil`), then goes through the properties in the emitter's order
-/// (``property(at:)``) and writes each one's value with its property number: the emitter writes
-/// the key. It returns `false` to decline (a property it cannot write), and the coder then runs
-/// the ordinary path.
+/// Generated code tells the emitter how many entries the map has (the count of ``propertyOrder``
+/// less the optional properties that are `nil`), then goes through ``propertyOrder`` and writes
+/// each property's value with its number: the emitter writes the key. It returns `false` to
+/// decline (a property it cannot write), and the coder then runs the ordinary path.
 public protocol FieldEmitting {
-    /// How many properties the key set has keys for.
-    var propertyCount: Int { get }
-    /// The number of the `index`-th property (`0..<propertyCount`) in the order the coder writes them.
-    func property(at index: Int) -> Int
+    /// The numbers of the properties the key set has keys for, in the order the coder writes
+    /// them. Valid while the emitter is. (A buffer rather than an array, so that generated code
+    /// reads it without retaining it or calling the emitter per property.)
+    var propertyOrder: UnsafeBufferPointer<Int> { get }
     /// Whether the key set has a key for the property.
     func hasKey(_ property: Int) -> Bool
     mutating func beginMap(count: Int)

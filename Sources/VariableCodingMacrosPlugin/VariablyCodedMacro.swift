@@ -233,13 +233,14 @@ struct VariablyCodedMacro: ExtensionMacro {
     static func emitting(_ properties: [Property], access: String) -> [String] {
         var lines = ["\(access)func emit<E: VariableCoding.FieldEmitting>(into emitter: inout E) -> Bool {"]
         let hasOptional = properties.contains { $0.isOptional }
-        lines.append("    \(hasOptional ? "var" : "let") count = emitter.propertyCount")
+        lines.append("    let order = emitter.propertyOrder")
+        lines.append("    \(hasOptional ? "var" : "let") count = order.count")
         for (index, property) in properties.enumerated() where property.isOptional {
             lines.append("    if self.\(property.name) == nil && emitter.hasKey(\(index)) { count -= 1 }")
         }
         lines.append("    emitter.beginMap(count: count)")
-        lines.append("    for index in 0..<emitter.propertyCount {")
-        lines.append("        switch emitter.property(at: index) {")
+        lines.append("    for property in order {")
+        lines.append("        switch property {")
         for (index, property) in properties.enumerated() {
             if property.isOptional {
                 lines.append("        case \(index): if let value = self.\(property.name) { emitter.emit(value, property: \(index)) }")

@@ -21,8 +21,8 @@ struct ScanningTests {
     func emitting() throws {
         func fill(_ e: inout CBORFieldEmitter) -> Bool {
             e.beginMap(count: 2)
-            for index in 0..<e.propertyCount {
-                switch e.property(at: index) {
+            for property in e.propertyOrder {
+                switch property {
                 case 0: e.emit("Ada", property: 0)
                 case 2: e.emit(36, property: 2)
                 default: return false
