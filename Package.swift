@@ -57,10 +57,14 @@ let package = Package(
         // RFC 8949 CBOR as a Codable coder; pure Swift, no LMDB.
         .target(name: "CBOR", swiftSettings: strict),
 
+        // Record checksums with the carry-less multiply instruction (x86-64); C, because Swift
+        // has no way to ask for that instruction. Record.swift falls back to tables without it.
+        .target(name: "CCRC32", path: "Sources/CCRC32"),
+
         // The product: typed collections of VariablyCodable models in LMDB, records in CBOR.
         .target(
             name: "Hoard",
-            dependencies: ["LMDB", "VariableCoding", "CBOR", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["LMDB", "VariableCoding", "CBOR", "CCRC32", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 

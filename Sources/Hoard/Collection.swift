@@ -250,13 +250,21 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         case .after(let duration): now + duration
         }
         let header = RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
+        let options: PutOptions = insertOnly ? .noOverwrite : []
         try model.id.withKeyBytes { key in
             try checkKeySize(key.count)
-            try withPayload(of: model, key: key) { payload in
-                try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database, options: insertOnly ? .noOverwrite : []) { record in
+            func store(_ payload: UnsafeRawBufferPointer) throws {
+                try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database, options: options) { record in
                     header.write(payload: payload, into: record)
                 }
             }
+            // Generated code cannot fail (it declines instead), so its payload goes straight to
+            // LMDB, without the layers that name the key in an encoding error.
+            if let table = currentEmitted,
+               try encoder.emitFields(table: table, { model.emit(into: &$0) }, reading: { try store($0); return true }, otherwise: { false }) {
+                return
+            }
+            try withPayload(of: model, key: key, store)
         }
     }
 

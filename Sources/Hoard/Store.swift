@@ -133,10 +133,21 @@ public final class Store: Sendable {
 
     var logger: Logger { options.logger }
 
-    /// Milliseconds since 1970 from the system clock.
+    /// Milliseconds since 1970 from the system clock, as of the kernel's last tick on Linux.
+    ///
+    /// Linux's coarse clock (`CLOCK_REALTIME_COARSE`) lags the precise one by at most one tick
+    /// (1 to 4 ms, `CONFIG_HZ`) and costs about 5 ns a call instead of 23 ns (measured here): every
+    /// put stamps its record, so the precise clock alone cost a tenth of a put's time over LMDB's
+    /// own. Stamps and expiries are therefore accurate to a few milliseconds, as in caches that
+    /// keep a cached clock (memcached's is updated once a second); pass another `clock` in
+    /// ``Options`` for more.
     public static let systemClock: @Sendable () -> Int64 = {
         var now = timespec()
+        #if os(Linux)
+        clock_gettime(CLOCK_REALTIME_COARSE, &now)
+        #else
         clock_gettime(CLOCK_REALTIME, &now)
+        #endif
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
