@@ -45,6 +45,9 @@ public final class CBORPropertyTable: @unchecked Sendable {
         var encoded: UnsafeRawBufferPointer
         /// Its first eight bytes (zeros after its end), in memory order.
         var word: UInt64
+        /// The bits of `word` that hold the key; zero for a key longer than eight bytes, which
+        /// then never matches by word (an encoded key has at least one byte, its head).
+        var mask: UInt64
     }
 
     /// A table of `names`, or `nil` when generated code cannot use it: two properties with one
@@ -57,11 +60,17 @@ public final class CBORPropertyTable: @unchecked Sendable {
         let keys = CBORKeyTable(keyNames)
         self.keys = keys
         func key(_ property: Int, _ field: Int) -> PropertyKey {
-            guard field >= 0 else { return PropertyKey(property: property, field: -1, encoded: UnsafeRawBufferPointer(start: nil, count: 0), word: 0) }
+            guard field >= 0 else { return PropertyKey(property: property, field: -1, encoded: UnsafeRawBufferPointer(start: nil, count: 0), word: 0, mask: 0) }
             let encoded = keys.encodedKey(field)
             var word: UInt64 = 0
             withUnsafeMutableBytes(of: &word) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: encoded.prefix(8))) }
-            return PropertyKey(property: property, field: field, encoded: encoded, word: word)
+            var mask: UInt64 = 0
+            if encoded.count <= 8 {
+                withUnsafeMutableBytes(of: &mask) { bytes in for i in 0..<encoded.count { bytes[i] = 0xFF } }
+            } else {
+                word = ~0  // with a zero mask: never equal
+            }
+            return PropertyKey(property: property, field: field, encoded: encoded, word: word, mask: mask)
         }
         var fieldOfProperty = [Int](repeating: -1, count: names.count)
         for (field, property) in present.enumerated() { fieldOfProperty[property] = field }
@@ -151,21 +160,28 @@ public struct CBORFieldScanner {
 
     /// The property of the next entry's key, `nil` after the last entry or when declining.
     public mutating func nextProperty() -> Int? {
-        guard remaining > 0, !declined else { return nil }
+        guard remaining > 0 && !declined else { return nil }
         // A deterministic map holds the keys in the table's order: the key expected at this
-        // position, if short, is compared with one load.
+        // position, if short, is compared with one load. (The general case is a function of its
+        // own, so that this one stays small.)
         #if _endian(little)
-        if position < table.expected.count, end - offset >= 8 {
-            let expected = table.expected[position]
-            let length = expected.encoded.count
-            if length <= 8 {
-                let mask: UInt64 = length == 8 ? ~0 : (1 &<< UInt64(8 * length)) &- 1
-                if base.loadUnaligned(fromByteOffset: offset, as: UInt64.self) & mask == expected.word {
-                    return take(field: expected.field, keyLength: length)
-                }
+        if position < table.expected.count && end &- offset >= 8 {
+            let expected = table.expected.baseAddress.unsafelyUnwrapped + position
+            let bit: UInt64 = 1 &<< UInt64(truncatingIfNeeded: expected.pointee.field)
+            if base.loadUnaligned(fromByteOffset: offset, as: UInt64.self) & expected.pointee.mask == expected.pointee.word && seen & bit == 0 {
+                seen |= bit
+                offset &+= expected.pointee.encoded.count
+                remaining &-= 1
+                position &+= 1
+                return expected.pointee.property
             }
         }
         #endif
+        return nextPropertyInGeneral()
+    }
+
+    @inline(never)
+    private mutating func nextPropertyInGeneral() -> Int? {
         guard let key = readHead(), key.major == 3, key.argument <= UInt64(end - offset) else { return decline() }
         let bytes = UnsafeRawBufferPointer(start: base + offset, count: Int(key.argument))
         guard let field = table.keys.field(matching: bytes, position: position) else { return decline() }
@@ -208,7 +224,18 @@ public struct CBORFieldScanner {
     public mutating func string() -> String? {
         guard !declined, let head = readHead(), head.major == 3, head.argument <= UInt64(end - offset) else { return decline() }
         let bytes = UnsafeRawBufferPointer(start: base + offset, count: Int(head.argument))
-        guard isValidUTF8(bytes) else { return decline() }
+        // ASCII, the common case, needs no further check; the check is cheaper here than a call.
+        var ascii = true
+        var i = 0
+        while i &+ 8 <= bytes.count {
+            if bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { ascii = false; break }
+            i &+= 8
+        }
+        while ascii && i < bytes.count {
+            if bytes[i] >= 0x80 { ascii = false }
+            i &+= 1
+        }
+        guard ascii || isValidUTF8(bytes) else { return decline() }
         offset += bytes.count
         return String(decoding: bytes.assumingMemoryBound(to: UInt8.self), as: UTF8.self)
     }

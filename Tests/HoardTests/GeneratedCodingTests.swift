@@ -9,7 +9,8 @@ import VariableCodingMacros
 
 /// A model of plain properties only: the macro writes its ordinary code and the generated
 /// scanning and emitting. Version 1 has other key names and no `level` (which has a default);
-/// version 2 has no `big`.
+/// version 2 has no `big`. Keys of every length: one byte, over eight bytes encoded, and over 23
+/// bytes (a two-byte head).
 @VariablyCoded
 struct Plain: Identifiable, Equatable, Sendable {
     var id: Int64
@@ -25,9 +26,9 @@ struct Plain: Identifiable, Equatable, Sendable {
 
     static let keySets = KeySets<Plain>(local: [
         1: [\.id: "ID", \.name: "NAME", \.score: "SCORE", \.ratio: "RATIO", \.count: "COUNT", \.small: "SMALL",
-            \.big: "BIG", \.flag: "FLAG", \.nickname: "NICK"],
+            \.big: "BIG", \.flag: "FLAG", \.nickname: "NICKNAME_OF_USER"],
         2: [\.id: "ID", \.name: "NAME", \.score: "SCORE", \.ratio: "RATIO", \.count: "COUNT", \.small: "SMALL",
-            \.flag: "FLAG", \.nickname: "NICK", \.level: "LEVEL"],
+            \.flag: "FLAG", \.nickname: "THE_NICKNAME_OF_THE_USER_IF_ANY", \.level: "LEVEL"],
         3: [\.id: "i", \.name: "n", \.score: "s", \.ratio: "r", \.count: "c", \.small: "m", \.big: "b",
             \.flag: "f", \.nickname: "nick", \.level: "lvl"],
     ])
