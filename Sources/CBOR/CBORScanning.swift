@@ -144,11 +144,15 @@ public struct CBORFieldScanner {
             return (initial >> 5, info, UInt64(info))
         }
         guard info <= 27 else { return nil }  // indefinite lengths and reserved values
-        let size = 1 << Int(info - 24)
-        guard size < end - offset else { return nil }
-        var argument: UInt64 = 0
-        for i in 1...size { argument = argument << 8 | UInt64(base.load(fromByteOffset: offset + i, as: UInt8.self)) }
-        offset += 1 + size
+        let size = 1 &<< Int(info &- 24)
+        guard size < end &- offset else { return nil }
+        let argument: UInt64 = switch size {
+        case 1: UInt64(base.load(fromByteOffset: offset &+ 1, as: UInt8.self))
+        case 2: UInt64(UInt16(bigEndian: base.loadUnaligned(fromByteOffset: offset &+ 1, as: UInt16.self)))
+        case 4: UInt64(UInt32(bigEndian: base.loadUnaligned(fromByteOffset: offset &+ 1, as: UInt32.self)))
+        default: UInt64(bigEndian: base.loadUnaligned(fromByteOffset: offset &+ 1, as: UInt64.self))
+        }
+        offset &+= 1 &+ size
         return (initial >> 5, info, argument)
     }
 
