@@ -118,10 +118,11 @@ public struct CBORFieldScanner {
     /// Fields read so far, one bit each.
     private var seen: UInt64 = 0
     private var declined = false
-    private let table: CBORPropertyTable
+    /// Unowned, as the bytes are: held strongly, it would cost two atomic operations per record.
+    private unowned(unsafe) let table: CBORPropertyTable
 
     /// `nil` when `bytes` do not start with a definite map that could hold only `table`'s keys.
-    /// The bytes must stay valid while the scanner is used.
+    /// The bytes and the table must stay valid while the scanner is used.
     public init?(_ bytes: UnsafeRawBufferPointer, table: CBORPropertyTable) {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return nil }
         self.base = base
@@ -290,9 +291,13 @@ public struct CBORFieldScanner {
 /// Writes one map by the property numbers of a ``CBORPropertyTable``; made by
 /// ``CBOREncoder/emitFields(table:_:reading:otherwise:)``. Writing a property twice, one without a key, or
 /// a number of entries other than announced makes the emitter decline.
-public struct CBORFieldEmitter {
+public struct CBORFieldEmitter: ~Copyable {
     private let writer: Writer
-    private let table: CBORPropertyTable
+    // Unowned: `emitFields` keeps the table alive for the emitter's whole life, which cannot
+    // outlast the call (the emitter cannot be copied, and only `emitFields` makes one). A strong
+    // reference would cost two atomic operations per record. (Not the writer: its methods are
+    // called, and calls through an unowned reference retain it each time.)
+    private unowned(unsafe) let table: CBORPropertyTable
     /// The properties with keys, in the order the encoder writes them (the table's memory:
     /// valid while the table is, which the emitter holds).
     public let propertyOrder: UnsafeBufferPointer<Int>

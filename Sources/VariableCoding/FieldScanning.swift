@@ -49,7 +49,7 @@ public protocol FieldScanning {
 /// less the optional properties that are `nil`), then goes through ``propertyOrder`` and writes
 /// each property's value with its number: the emitter writes the key. It returns `false` to
 /// decline (a property it cannot write), and the coder then runs the ordinary path.
-public protocol FieldEmitting {
+public protocol FieldEmitting: ~Copyable {
     /// The numbers of the properties the key set has keys for, in the order the coder writes
     /// them. Valid while the emitter is. (A buffer rather than an array, so that generated code
     /// reads it without retaining it or calling the emitter per property.)
@@ -78,7 +78,7 @@ extension VariablyEncodable {
     /// No generated code: every payload takes the ordinary path.
     public static var emittedProperties: [PartialKeyPath<Self>] { [] }
     /// No generated code: declines.
-    public func emit<E: FieldEmitting>(into emitter: inout E) -> Bool { false }
+    public func emit<E: FieldEmitting & ~Copyable>(into emitter: inout E) -> Bool { false }
 }
 
 extension FieldLayout {

@@ -39,7 +39,7 @@ public protocol VariablyEncodable: Encodable {
     static var emittedProperties: [PartialKeyPath<Self>] { get }
     /// Generated code: writes the model into `emitter` exactly as ``encode(to:)-(EncodingContainer<Self>)``
     /// would, or returns `false` to have the coder take that ordinary path (see ``FieldEmitting``).
-    func emit<E: FieldEmitting>(into emitter: inout E) -> Bool
+    func emit<E: FieldEmitting & ~Copyable>(into emitter: inout E) -> Bool
 }
 
 /// A model with several key sets, in both directions.

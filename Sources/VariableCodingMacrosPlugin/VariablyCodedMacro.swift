@@ -231,7 +231,7 @@ struct VariablyCodedMacro: ExtensionMacro {
     }
 
     static func emitting(_ properties: [Property], access: String) -> [String] {
-        var lines = ["\(access)func emit<E: VariableCoding.FieldEmitting>(into emitter: inout E) -> Bool {"]
+        var lines = ["\(access)func emit<E: VariableCoding.FieldEmitting & ~Copyable>(into emitter: inout E) -> Bool {"]
         let hasOptional = properties.contains { $0.isOptional }
         lines.append("    let order = emitter.propertyOrder")
         lines.append("    \(hasOptional ? "var" : "let") count = order.count")
