@@ -36,7 +36,49 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         _ = try? map.decode(Sample.self, field: 5)
         _ = try? map.decodeNil(field: 6)
     }
+    checkScanner(input)
     return 0
+}
+
+// The scanner of generated model code must accept only what the general decoder reads the same.
+let scanTable = CBORPropertyTable(["id", "name", "a", "b", nil, "a longer key of more than 23 bytes"])!
+let scanKeys = CBORKeyTable(["id", "name", "a", "b", "(no key)", "a longer key of more than 23 bytes"])
+
+func checkScanner(_ input: UnsafeRawBufferPointer) {
+    guard var scanner = CBORFieldScanner(input, table: scanTable) else { return }
+    var read: [Int: String] = [:]
+    while let property = scanner.nextProperty() {
+        let value: String?
+        switch property {
+        case 0: value = scanner.int64().map { "\($0)" }
+        case 1: value = scanner.skipNull() ? "null" : scanner.string()
+        case 2: value = scanner.double().map { $0.isNaN ? "nan" : "\($0.bitPattern)" }
+        case 3: value = scanner.bool().map { "\($0)" }
+        case 5: value = scanner.uint64().map { "\($0)" }
+        default: value = nil
+        }
+        guard let value else { return }
+        read[property] = value
+    }
+    guard scanner.isComplete else { return }
+    do {
+        let general = try CBORDecoder().decodeFields(from: input, keys: scanKeys) { map -> [Int: String] in
+            var general: [Int: String] = [:]
+            for property in read.keys {
+                switch property {
+                case 0: general[0] = "\(try map.decode(Int64.self, field: 0))"
+                case 1: general[1] = try map.decodeNil(field: 1) ? "null" : try map.decode(String.self, field: 1)
+                case 2: general[2] = { $0.isNaN ? "nan" : "\($0.bitPattern)" }(try map.decode(Double.self, field: 2))
+                case 3: general[3] = "\(try map.decode(Bool.self, field: 3))"
+                default: general[5] = "\(try map.decode(UInt64.self, field: 5))"
+                }
+            }
+            return general
+        }
+        if general != read { fatalError("the scanner read \(read), the general decoder \(general)") }
+    } catch {
+        fatalError("the scanner read \(read) where the general decoder refuses: \(error)")
+    }
 }
 
 let fieldKeys = CBORKeyTable(["id", "name", "a", "b", "tags", "nested", "a longer key of more than 23 bytes"])
