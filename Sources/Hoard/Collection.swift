@@ -304,7 +304,8 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         }
     }
 
-    /// The one place that encodes payloads: deterministic CBOR with the current local key set.
+    /// Encodes a payload: deterministic CBOR with the current local key set. (`put` also tries
+    /// the model's generated code itself, before this, to hand its bytes straight to LMDB.)
     ///
     /// The key set is chosen for the call (`withStorageKeySet`, a thread-local slot) rather than
     /// through the coder's `userInfo`: looking `userInfo` up and casting its `Any` cost about 600
@@ -314,8 +315,9 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     /// reading will use (the record stamps only the outer version), even when the nested type
     /// has a newer version of its own.
     ///
-    /// A flat key set is encoded field by field (``PayloadFields``); the bytes are the same as
-    /// through `Encodable`, which the tests check.
+    /// A model's generated code (`emit`, from `@VariablyCoded`) goes first; otherwise a flat key
+    /// set is encoded field by field (``PayloadFields``). The bytes are the same as through
+    /// `Encodable` either way, which the tests check.
     func encode<R>(_ model: Model, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         // Generated code writes plain values only: no nested model needs the key set chosen.
         guard let table = currentEmitted else { return try encodeOrdinarily(model, body) }
@@ -330,7 +332,9 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         }
     }
 
-    /// Decodes a payload written with local key set `version` (one of `localVersions`).
+    /// Decodes a payload written with local key set `version` (one of `localVersions`): by the
+    /// model's generated code (`scan`, from `@VariablyCoded`) when it has some and does not
+    /// decline, else through its `init(from:)`.
     ///
     /// The key set stays chosen (`withKeySet`) for nested `VariablyCodable` values, which are
     /// decoded through Codable.

@@ -54,6 +54,16 @@ struct Tagged: Identifiable, Equatable, Sendable {
     static let keySets = KeySets<Tagged>(local: [1: [\.id: "id", \.tags: "tags", \.note: "note"]])
 }
 
+/// A model with a stored property no key set names: storing it must fail as the ordinary
+/// `encode(to:)` fails, not drop the property.
+@VariablyCoded
+struct Unkeyed: Identifiable, Equatable, Sendable {
+    var id: Int64
+    var cached: Int
+
+    static let keySets = KeySets<Unkeyed>(local: [1: [\.id: "id"]])
+}
+
 @Suite("@VariablyCoded: generated code reads and writes what the ordinary code does")
 struct GeneratedCodingTests {
     /// What the ordinary (Codable) path makes of a payload written with local version `version`.
@@ -225,6 +235,21 @@ struct GeneratedCodingTests {
         // Map head + 1 entry: the rest's entries follow its own head (one byte: fewer than 24).
         return [0xA0 | ((rest[0] & 0x1F) + 1), 0x61, UInt8(ascii: "n"), 0x7F, 0x61, UInt8(ascii: "A"), 0x62, UInt8(ascii: "d"), UInt8(ascii: "a"), 0xFF]
             + rest.dropFirst()
+    }
+
+    @Test("a property without a key is refused when storing, as by the ordinary code")
+    func unkeyed() throws {
+        try withStore { store, _ in
+            let collection = try store.collection(Unkeyed.self)
+            #expect {
+                try collection.put(Unkeyed(id: 1, cached: 5))
+            } throws: { error in
+                guard case HoardError.encoding(_, _, let underlying) = error,
+                      case VariableCodingError.propertyWithoutKey(_, _, let property) = underlying else { return false }
+                return property == "cached"
+            }
+            #expect(try collection.count() == 0)
+        }
     }
 
     @Test("a model with a property generated code does not read goes the ordinary way, defaults included")
