@@ -127,6 +127,15 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "VariableCodingMacrosTests",
+            dependencies: [
+                "VariableCodingMacrosPlugin",
+                .product(name: "SwiftSyntaxMacroExpansion", package: "swift-syntax"),
+                .product(name: "SwiftSyntaxMacrosGenericTestSupport", package: "swift-syntax"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "LMDBTests",
             dependencies: ["LMDB", "TestSupport", "LMDBProbe"],
             swiftSettings: strict
