@@ -250,17 +250,11 @@ final class DecoderState: Decoder, @unchecked Sendable {
 
     func decodeDouble(at offset: Int) throws -> Double {
         let head = try reader.head(at: offset)
-        switch (head.major, head.info) {
-        case (7, 25): return doubleFromHalf(UInt16(head.argument))
-        case (7, 26): return Double(Float(bitPattern: UInt32(head.argument)))
-        case (7, 27): return Double(bitPattern: head.argument)
-        case (0, _) where head.argument <= 1 << 53: return Double(head.argument)
-        case (1, _) where head.argument < 1 << 53: return -1 - Double(head.argument)
-        case (0, _), (1, _):
+        if let value = exactDouble(major: head.major, info: head.info, argument: head.argument) { return value }
+        guard head.major > 1 else {
             throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "the integer at byte offset \(offset) does not fit in Double exactly"))
-        default:
-            throw mismatch(Double.self, at: offset, expected: "a number")
         }
+        throw mismatch(Double.self, at: offset, expected: "a number")
     }
 
     func decodeFloat(at offset: Int) throws -> Float {

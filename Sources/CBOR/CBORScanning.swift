@@ -246,15 +246,10 @@ public struct CBORFieldScanner {
     }
 
     public mutating func double() -> Double? {
-        guard !declined, let head = readHead() else { return decline() }
-        switch (head.major, head.info) {
-        case (7, 25): return doubleFromHalf(UInt16(head.argument))
-        case (7, 26): return Double(Float(bitPattern: UInt32(head.argument)))
-        case (7, 27): return Double(bitPattern: head.argument)
-        case (0, _) where head.argument <= 1 << 53: return Double(head.argument)
-        case (1, _) where head.argument < 1 << 53: return -1 - Double(head.argument)
-        default: return decline()
+        guard !declined, let head = readHead(), let value = exactDouble(major: head.major, info: head.info, argument: head.argument) else {
+            return decline()
         }
+        return value
     }
 
     public mutating func float() -> Float? {

@@ -255,6 +255,20 @@ struct Reader {
 // MARK: - Half-precision floats
 
 /// Converts IEEE 754 half-precision bits to a `Double`, exactly.
+/// The `Double` a head stands for, as every reader of numbers takes it: a float of any width, or
+/// an integer that a `Double` holds exactly; `nil` for anything else.
+@inline(__always)
+func exactDouble(major: UInt8, info: UInt8, argument: UInt64) -> Double? {
+    switch (major, info) {
+    case (7, 25): doubleFromHalf(UInt16(argument))
+    case (7, 26): Double(Float(bitPattern: UInt32(argument)))
+    case (7, 27): Double(bitPattern: argument)
+    case (0, _) where argument <= 1 << 53: Double(argument)
+    case (1, _) where argument < 1 << 53: -1 - Double(argument)
+    default: nil
+    }
+}
+
 func doubleFromHalf(_ bits: UInt16) -> Double {
     let sign: Double = bits & 0x8000 != 0 ? -1 : 1
     let exponent = Int((bits >> 10) & 0x1F)
