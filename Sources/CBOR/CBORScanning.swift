@@ -105,8 +105,15 @@ public final class CBORPropertyTable: @unchecked Sendable {
 /// the scanner then stays declined. What was read counts only if ``isComplete`` at the end.
 ///
 /// ```swift
-/// if var scanner = CBORFieldScanner(payload, table: table), let name = scanner.nextProperty().flatMap({ _ in scanner.string() }),
-///    scanner.isComplete { … } else { /* decode the ordinary way */ }
+/// let table = CBORPropertyTable(["name", "age"])!   // property 0: "name", property 1: "age"
+/// var name: String?, age: Int?
+/// if var scanner = CBORFieldScanner(payload, table: table) {
+///     while let property = scanner.nextProperty() {
+///         if property == 0 { name = scanner.string() } else { age = scanner.int() }
+///     }
+///     if scanner.isComplete { /* use name and age */ }
+/// }
+/// // otherwise: decode the ordinary way
 /// ```
 public struct CBORFieldScanner {
     private let base: UnsafeRawPointer

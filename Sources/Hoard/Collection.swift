@@ -339,7 +339,8 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     /// The key set stays chosen (`withKeySet`) for nested `VariablyCodable` values, which are
     /// decoded through Codable.
     func decodePayload(_ payload: UnsafeRawBufferPointer, version: Int) throws -> Model {
-        // Generated code reads plain values only: no nested model needs the key set chosen.
+        // Generated code reads plain values only: no nested model needs the key set chosen. (The
+        // scanner holds the table unowned; the collection holds it for as long as it lives.)
         if let table = version == currentVersion ? currentScanned : olderScanned[version], var scanner = CBORFieldScanner(payload, table: table) {
             do throws(FieldScanDeclined) {
                 let model = try Model.scan(&scanner)

@@ -79,9 +79,12 @@ struct GeneratedCodingTests {
         let layout = try #require(try Plain.keySets.fieldLayout(for: .local(version)))
         let names = layout.keyNames
         let table = try #require(CBORPropertyTable(layout.fields(of: Plain.scannedProperties).map { $0.map { names[$0] } }))
-        return payload.withUnsafeBytes { bytes -> Plain? in
-            guard var scanner = CBORFieldScanner(bytes, table: table), let model = try? Plain.scan(&scanner), scanner.isComplete else { return nil }
-            return model
+        // The scanner holds the table unowned: keep it alive until the scan is over.
+        return withExtendedLifetime(table) {
+            payload.withUnsafeBytes { bytes -> Plain? in
+                guard var scanner = CBORFieldScanner(bytes, table: table), let model = try? Plain.scan(&scanner), scanner.isComplete else { return nil }
+                return model
+            }
         }
     }
 
