@@ -5,10 +5,9 @@
 // It is an optimization and nothing else. The model's ordinary `init(from:)` and `encode(to:)`
 // stay the definition of what a payload means: generated code either produces exactly what they
 // would, or declines (throws ``FieldScanDeclined`` / returns `false`), and the coder then runs
-// the ordinary path, which
-// also gives the errors. So a scanner or emitter may decline anything it finds unusual (an
-// unknown key, an integer where a float is expected, a chunked string); it must never accept a
-// value the ordinary path would read differently or refuse.
+// the ordinary path, which also gives the errors. So a scanner or emitter may decline anything it
+// finds unusual (an unknown key, a tagged value, a chunked string); it must never accept a value
+// the ordinary path would read differently or refuse.
 //
 // Properties are numbered by their place in the model's `scannedProperties` (the macro lists
 // the stored properties in declaration order). The coder matches those key paths against a key
