@@ -191,7 +191,7 @@ struct VariablyCodedMacro: ExtensionMacro {
         var lines = ["\(access)static func scan<S: VariableCoding.FieldScanning>(_ scanner: inout S) throws(VariableCoding.FieldScanDeclined) -> Self {"]
         for (index, property) in properties.enumerated() {
             // An optional property is `T??` here: `.some(nil)` is a null that was read.
-                    lines.append("    var v\(index): \(property.type)? = nil")
+            lines.append("    var v\(index): \(property.type)? = nil")
         }
         lines.append("    while let property = scanner.nextProperty() {")
         lines.append("        switch property {")
