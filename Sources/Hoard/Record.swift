@@ -76,8 +76,7 @@ public struct RecordHeader: Sendable, Hashable {
             (record.baseAddress! + Self.size).copyMemory(from: base, byteCount: payload.count)
         }
         var crc = CRC32()
-        crc.update(UnsafeRawBufferPointer(rebasing: record[0..<24]))
-        crc.update(payload)
+        crc.update(header: UnsafeRawBufferPointer(rebasing: record[0..<24]), payload: payload)
         storeBigEndian(crc.value, at: 24, in: record)
     }
 
@@ -95,8 +94,7 @@ public struct RecordHeader: Sendable, Hashable {
         guard flags & ~1 == 0 else { throw RecordDamage("unknown header flags 0x\(hex(flags))") }
         let payload = UnsafeRawBufferPointer(rebasing: record[size...])
         var crc = CRC32()
-        crc.update(UnsafeRawBufferPointer(rebasing: record[0..<24]))
-        crc.update(payload)
+        crc.update(header: UnsafeRawBufferPointer(rebasing: record[0..<24]), payload: payload)
         let stored = loadBigEndian(UInt32.self, at: 24, in: record)
         guard crc.value == stored else {
             throw RecordDamage("checksum mismatch (stored 0x\(String(stored, radix: 16)), computed 0x\(String(crc.value, radix: 16)))")
@@ -187,6 +185,20 @@ struct CRC32 {
             remaining -= 1
         }
         state = c
+    }
+
+    /// Advances over a record's 24 checked header bytes and then its payload, folding both as one
+    /// run where the processor can (the header alone is too short to fold).
+    mutating func update(header: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) {
+        guard Self.accelerated, header.count == 24, payload.count >= 8,
+              let head = header.baseAddress, let data = payload.baseAddress else {
+            update(header)
+            update(payload)
+            return
+        }
+        let blocks = (payload.count - 8) / 16
+        state = hoard_crc32_fold_record(state, head.assumingMemoryBound(to: UInt8.self), data.assumingMemoryBound(to: UInt8.self), blocks)
+        update(UnsafeRawBufferPointer(rebasing: payload[(8 + 16 * blocks)...]))
     }
 
     var value: UInt32 { state ^ 0xFFFF_FFFF }

@@ -14,4 +14,8 @@ int hoard_crc32_accelerated(void);
 /// `length` bytes at `data`; `length` is a multiple of 16 and at least 32.
 uint32_t hoard_crc32_fold(uint32_t state, const uint8_t *data, size_t length);
 
+/// The same over the 24 bytes at `head` followed by the first `8 + 16 * blocks` bytes at `data`:
+/// a record's header and payload, which are not adjacent in memory, folded as one run.
+uint32_t hoard_crc32_fold_record(uint32_t state, const uint8_t *head, const uint8_t *data, size_t blocks);
+
 #endif
