@@ -28,12 +28,11 @@ public final class CBORPropertyTable: @unchecked Sendable {
     let properties: UnsafeMutableBufferPointer<PropertyKey>
     /// Per position in a deterministic map: the key expected there.
     let expected: UnsafeMutableBufferPointer<PropertyKey>
-    /// The property of each field.
+    /// The property of each field; fields are numbered in property order, so this is also the
+    /// order of the properties with keys.
     let propertyOfField: UnsafeMutableBufferPointer<Int>
-    /// The properties with keys, in the order of their encoded keys (a deterministic map's) and
-    /// in property order.
+    /// The properties with keys, in the order of their encoded keys (a deterministic map's).
     let deterministicOrder: UnsafeMutableBufferPointer<Int>
-    let declarationOrder: UnsafeMutableBufferPointer<Int>
 
     /// One property's key, with its first eight encoded bytes in a word, so that a short key is
     /// written with one store and compared with one load.
@@ -85,13 +84,10 @@ public final class CBORPropertyTable: @unchecked Sendable {
         _ = propertyOfField.initialize(from: present)
         deterministicOrder = .allocate(capacity: present.count)
         _ = deterministicOrder.initialize(from: keys.ordered.map { present[$0] })
-        declarationOrder = .allocate(capacity: present.count)
-        _ = declarationOrder.initialize(from: present)
     }
 
     deinit {
         deterministicOrder.deallocate()
-        declarationOrder.deallocate()
         properties.deallocate()
         expected.deallocate()
         propertyOfField.deallocate()
@@ -311,7 +307,7 @@ public struct CBORFieldEmitter: ~Copyable {
     init(writer: Writer, table: CBORPropertyTable, deterministic: Bool) {
         self.writer = writer
         self.table = table
-        self.propertyOrder = UnsafeBufferPointer(deterministic ? table.deterministicOrder : table.declarationOrder)
+        self.propertyOrder = UnsafeBufferPointer(deterministic ? table.deterministicOrder : table.propertyOfField)
     }
 
     var isComplete: Bool { !declined && written == announced }

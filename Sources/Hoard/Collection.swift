@@ -30,8 +30,9 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     /// for a key set with dotted key names, which goes through Codable's containers).
     let currentFields: PayloadFields<Model>?
     let olderFields: [Int: PayloadFields<Model>]
-    /// The tables of the model's generated code (see ``PayloadFields``), kept apart so that the
-    /// common path copies one reference, not a whole `PayloadFields` (four).
+    /// The tables of the model's generated code (``PayloadFields/scanned``, ``PayloadFields/emitted``),
+    /// made once here and kept apart so that the common path copies one reference, not a whole
+    /// `PayloadFields`.
     let currentScanned: CBORPropertyTable?
     let olderScanned: [Int: CBORPropertyTable]
     let currentEmitted: CBORPropertyTable?

@@ -10,22 +10,25 @@ internal import CBOR
 struct PayloadFields<Model: VariablyCodable>: Sendable {
     let layout: FieldLayout<Model>
     let keys: CBORKeyTable
-    /// The key names of the properties the model's generated code reads (`Model.scan`) and
-    /// writes (`Model.emit`), or `nil` when it has none, or none this key set can use.
-    let scanned: CBORPropertyTable?
-    let emitted: CBORPropertyTable?
 
     init(layout: FieldLayout<Model>) {
         self.layout = layout
         self.keys = CBORKeyTable(layout.keyNames)
-        scanned = Self.table(layout, Model.scannedProperties)
-        // The ordinary path refuses to encode a property the key set lacks (storage must not
-        // lose data); generated code would leave it out, so it gets no table and that error.
-        let emitted = Self.table(layout, Model.emittedProperties)
-        self.emitted = emitted?.names.contains(nil) == false ? emitted : nil
     }
 
-    private static func table(_ layout: FieldLayout<Model>, _ properties: [PartialKeyPath<Model>]) -> CBORPropertyTable? {
+    /// The key names of the properties the model's generated code reads (`Model.scan`), or `nil`
+    /// when it has none, or none this key set can use.
+    var scanned: CBORPropertyTable? { table(Model.scannedProperties) }
+
+    /// The same for the properties it writes (`Model.emit`). The ordinary path refuses to encode a
+    /// property the key set lacks (storage must not lose data); generated code would leave it
+    /// out, so such a key set gets no table, and that error.
+    var emitted: CBORPropertyTable? {
+        guard let table = table(Model.emittedProperties), !table.names.contains(nil) else { return nil }
+        return table
+    }
+
+    private func table(_ properties: [PartialKeyPath<Model>]) -> CBORPropertyTable? {
         guard !properties.isEmpty else { return nil }
         let names = layout.keyNames
         return CBORPropertyTable(layout.fields(of: properties).map { $0.map { names[$0] } })
