@@ -286,13 +286,13 @@ public struct CBORFieldScanner {
 
 // MARK: - Writing
 
-/// Writes one map by the property numbers of a ``CBORPropertyTable``; made by
-/// ``CBOREncoder/emitFields(table:_:reading:otherwise:)``. Writing a property twice, one without a key, or
-/// a number of entries other than announced makes the emitter decline.
+/// Writes one map by the property numbers of a ``CBORPropertyTable``; made by a
+/// ``CBOREmitSession``. Writing a property twice, one without a key, or a number of entries
+/// other than announced makes the emitter decline.
 public struct CBORFieldEmitter: ~Copyable {
     private let writer: Writer
-    // Unowned: `emitFields` keeps the table alive for the emitter's whole life, which cannot
-    // outlast the call (the emitter cannot be copied, and only `emitFields` makes one). A strong
+    // Unowned: the session keeps the table alive for the emitter's whole life, which cannot
+    // outlast the call (the emitter cannot be copied, and only a session makes one). A strong
     // reference would cost two atomic operations per record. (Not the writer: its methods are
     // called, and calls through an unowned reference retain it each time.)
     private unowned(unsafe) let table: CBORPropertyTable
@@ -366,15 +366,50 @@ extension CBOREncoder {
         reading body: (UnsafeRawBufferPointer) throws -> R, otherwise: () throws -> R
     ) throws -> R {
         // (No optional result: a generic caller would look up the metadata of `R?` on every call.)
+        try withFieldEmitting(table: table) { session in
+            guard let bytes = session.emit(fill) else { return try otherwise() }
+            return try body(bytes)
+        }
+    }
+
+    /// Runs `body` with a session that writes maps by the property numbers of `table`, one
+    /// after another into one buffer: for many records in a row, the buffer is found and
+    /// prepared once rather than per record.
+    public func withFieldEmitting<R>(table: CBORPropertyTable, _ body: (inout CBOREmitSession) throws -> R) rethrows -> R {
         try ThreadWriter.with { writer in
-            var emitter = CBORFieldEmitter(writer: writer, table: table, deterministic: deterministic)
-            guard fill(&emitter), emitter.isComplete else { return try otherwise() }
-            return try writer.withBytes(body)
+            var session = CBOREmitSession(writer: writer, table: table, deterministic: deterministic)
+            return try body(&session)
         }
     }
 }
 
-/// A writer per thread for ``CBOREncoder/emitFields(table:_:reading:otherwise:)``: a record is
+/// Writes maps, one at a time, through ``CBORFieldEmitter``s that share one buffer; made by
+/// ``CBOREncoder/withFieldEmitting(table:_:)`` and valid only inside it.
+public struct CBOREmitSession: ~Copyable {
+    private let writer: Writer
+    // Unowned for the emitter's reason: `withFieldEmitting` keeps the table alive for the
+    // session's whole life, which cannot outlast the call.
+    private unowned(unsafe) let table: CBORPropertyTable
+    private let deterministic: Bool
+
+    fileprivate init(writer: Writer, table: CBORPropertyTable, deterministic: Bool) {
+        self.writer = writer
+        self.table = table
+        self.deterministic = deterministic
+    }
+
+    /// Writes one map through `fill`, and returns its bytes: valid until the next `emit` or the
+    /// end of the session. `nil` when `fill` returns `false` or leaves the map other than it
+    /// announced; the caller then encodes the ordinary way.
+    public mutating func emit(_ fill: (inout CBORFieldEmitter) -> Bool) -> UnsafeRawBufferPointer? {
+        writer.reset()
+        var emitter = CBORFieldEmitter(writer: writer, table: table, deterministic: deterministic)
+        guard fill(&emitter), emitter.isComplete else { return nil }
+        return writer.withBytes { $0 }
+    }
+}
+
+/// A writer per thread for ``CBOREncoder/withFieldEmitting(table:_:)``: records are
 /// emitted without the encoder's shared state, whose lock costs four atomic operations a call.
 enum ThreadWriter {
     static let slot: pthread_key_t = {

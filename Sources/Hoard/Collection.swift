@@ -233,16 +233,52 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         }
     }
 
-    /// Stores `models`, all in one transaction.
+    /// Stores `models`, all in one transaction, as a batch (see the `put(_:expiry:insertOnly:in:)` of many).
     public func put(_ models: some Sequence<Model>, expiry: Expiry = .collectionDefault) throws {
         try store.environment.write { txn in
             try migratePending(in: txn)
-            for model in models { try put(model, expiry: expiry, in: txn) }
+            try put(models, expiry: expiry, in: txn)
         }
     }
 
     /// Stores `model` in `txn`. With `insertOnly`, an existing record is an error (`LMDBError` keyExists).
     public func put(_ model: Model, expiry: Expiry = .collectionDefault, insertOnly: Bool = false, in txn: borrowing WriteTransaction) throws {
+        let batch = PutBatch(header: header(for: expiry), options: insertOnly ? .noOverwrite : [])
+        guard let table = currentEmitted else { return try putOrdinarily(model, batch, in: txn) }
+        try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
+    }
+
+    /// Stores `models` in `txn`, as one put each would, with the work that is the same for every
+    /// record done once: the clock is read once (the records of one call share their write time,
+    /// and an expiry `after` a duration counts from it), and generated code writes every payload
+    /// into one buffer. With `insertOnly`, an existing record is an error (`LMDBError` keyExists),
+    /// and what the call stored before it stays in `txn`.
+    public func put(_ models: some Sequence<Model>, expiry: Expiry = .collectionDefault, insertOnly: Bool = false, in txn: borrowing WriteTransaction) throws {
+        let batch = PutBatch(header: header(for: expiry), options: insertOnly ? .noOverwrite : [])
+        guard let table = currentEmitted else {
+            for model in models { try putOrdinarily(model, batch, in: txn) }
+            return
+        }
+        try encoder.withFieldEmitting(table: table) { session in
+            // Models in contiguous memory (an array) are visited by index, without the generic
+            // iterator (about a hundred instructions a record).
+            let done: Void? = try models.withContiguousStorageIfAvailable { models in
+                for index in models.indices { try put(models[index], batch, &session, in: txn) }
+            }
+            if done == nil {
+                for model in models { try put(model, batch, &session, in: txn) }
+            }
+        }
+    }
+
+    /// What the records of one put call share.
+    struct PutBatch {
+        let header: RecordHeader
+        let options: PutOptions
+    }
+
+    /// The header of a record written now with `expiry`.
+    private func header(for expiry: Expiry) -> RecordHeader {
         let now = store.options.clock()
         let expiresAt: Int64? = switch expiry {
         case .collectionDefault: timeToLive.map { now + $0 }
@@ -250,22 +286,34 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         case .at(let time): time
         case .after(let duration): now + duration
         }
-        let header = RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
-        let options: PutOptions = insertOnly ? .noOverwrite : []
+        return RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
+    }
+
+    /// Stores one model of a batch through its generated code, or the ordinary way when that declines.
+    private func put(_ model: Model, _ batch: PutBatch, _ session: inout CBOREmitSession, in txn: borrowing WriteTransaction) throws {
         try model.id.withKeyBytes { key in
             try checkKeySize(key.count)
-            func store(_ payload: UnsafeRawBufferPointer) throws {
-                try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database, options: options) { record in
-                    header.write(payload: payload, into: record)
-                }
-            }
             // Generated code cannot fail (it declines instead), so its payload goes straight to
             // LMDB, without the layers that name the key in an encoding error.
-            if let table = currentEmitted,
-               try encoder.emitFields(table: table, { model.emit(into: &$0) }, reading: { try store($0); return true }, otherwise: { false }) {
-                return
+            guard let payload = session.emit({ model.emit(into: &$0) }) else {
+                return try withPayload(of: model, key: key) { try store($0, batch, key: key, in: txn) }
             }
-            try withPayload(of: model, key: key, store)
+            try store(payload, batch, key: key, in: txn)
+        }
+    }
+
+    /// Stores one model of a batch through its `encode(to:)`.
+    private func putOrdinarily(_ model: Model, _ batch: PutBatch, in txn: borrowing WriteTransaction) throws {
+        try model.id.withKeyBytes { key in
+            try checkKeySize(key.count)
+            try withPayload(of: model, key: key) { try store($0, batch, key: key, in: txn) }
+        }
+    }
+
+    /// Writes a record of `payload` under `key`, in the space LMDB reserves for it.
+    private func store(_ payload: UnsafeRawBufferPointer, _ batch: PutBatch, key: UnsafeRawBufferPointer, in txn: borrowing WriteTransaction) throws {
+        try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database, options: batch.options) { record in
+            batch.header.write(payload: payload, into: record)
         }
     }
 

@@ -1,0 +1,157 @@
+import CBOR
+import Hoard
+import LMDB
+import Synchronization
+import TestSupport
+import Testing
+import VariableCoding
+
+/// Emitting written by hand, in the shape generated code has, that declines every third model
+/// after writing part of its map: a bulk put must store those the ordinary way, between others
+/// that its emit buffer writes.
+struct Choosy: VariablyCodable, Identifiable, Equatable, Sendable {
+    var id: Int64
+    var text: String
+
+    static let keySets = KeySets<Choosy>(local: [1: [\.id: "id", \.text: "text"]])
+
+    init(id: Int64, text: String) {
+        self.id = id
+        self.text = text
+    }
+
+    init(from container: DecodingContainer<Choosy>) throws {
+        id = try container.decodeValue(for: \.id)
+        text = try container.decodeValue(for: \.text)
+    }
+
+    func encode(to container: inout EncodingContainer<Choosy>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(text, for: \.text)
+    }
+
+    static var emittedProperties: [PartialKeyPath<Choosy>] { [\Choosy.id, \Choosy.text] }
+
+    func emit<E: FieldEmitting & ~Copyable>(into emitter: inout E) -> Bool {
+        emitter.beginMap(count: emitter.propertyOrder.count)
+        if id % 3 == 0 {
+            emitter.emit(id, property: 0)
+            return false
+        }
+        for property in emitter.propertyOrder {
+            switch property {
+            case 0: emitter.emit(id, property: 0)
+            case 1: emitter.emit(text, property: 1)
+            default: return false
+            }
+        }
+        return true
+    }
+}
+
+/// A clock that moves on by one millisecond each time it is read, and counts its reads.
+final class TickingClock: Sendable {
+    let reads = Mutex<Int64>(0)
+    var read: @Sendable () -> Int64 { { [self] in reads.withLock { $0 += 1; return 5_000 + $0 } } }
+    var count: Int64 { reads.withLock { $0 } }
+}
+
+@Suite("Bulk put: many models in one call")
+struct BulkPutTests {
+    func record(_ id: some HoardKey, in store: Store, collection: String) throws -> [UInt8] {
+        let database = try store.environment.openDatabase("c:" + collection)
+        return try #require(try store.environment.read { txn in try txn.value(forKey: id.keyBytes, in: database) })
+    }
+
+    @Test("one call reads the clock once: its records share their write time and expiry, and hold what one put each would")
+    func sharedTime() throws {
+        // Note is coded by hand (the ordinary path), Plain by @VariablyCoded (generated code).
+        try checkSharedTime((1...50).map { Note(id: $0, text: "note \($0)", stars: Int($0 % 5), pinned: $0 % 2 == 0) })
+        var rng = SeededGenerator(seed: SeededGenerator.seedFromEnvironment())
+        try checkSharedTime((1...50).map { Plain.random(id: $0, using: &rng) })
+    }
+
+    func checkSharedTime<Model: VariablyCodable & Identifiable & Equatable>(_ models: [Model]) throws where Model.ID: HoardKey {
+        let clock = TickingClock()
+        try withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: .init(durability: .riskStoreOnOSCrash, clock: clock.read))
+            let bulk = try store.collection(Model.self, named: "Bulk")
+            let each = try store.collection(Model.self, named: "Each")
+
+            let before = clock.count
+            try store.write { txn in try bulk.put(models, expiry: .after(milliseconds: 1_000_000), in: txn) }
+            #expect(clock.count == before + 1)
+            let headers = try models.map { try #require(try bulk.header(of: $0.id)) }
+            let writtenAt = try #require(headers.first?.writtenAt)
+            #expect(headers.allSatisfy { $0.writtenAt == writtenAt && $0.expiresAt == writtenAt + 1_000_000 && $0.version == Model.keySets.currentVersion })
+
+            try store.write { txn in
+                for model in models { try each.put(model, expiry: .after(milliseconds: 1_000_000), in: txn) }
+            }
+            #expect(clock.count == before + 1 + Int64(models.count))
+            for model in models {
+                // Beyond the header (write time, expiry, checksum), the bytes are the same.
+                let bulkRecord = try record(model.id, in: store, collection: "Bulk")
+                let eachRecord = try record(model.id, in: store, collection: "Each")
+                #expect(bulkRecord.dropFirst(RecordHeader.size) == eachRecord.dropFirst(RecordHeader.size))
+                #expect(try bulk.get(model.id) == model)
+            }
+        }
+    }
+
+    @Test("models generated code declines are stored the ordinary way, between ones it writes")
+    func declinedAmongOthers() throws {
+        try withStore { store, _ in
+            let choosy = try store.collection(Choosy.self)
+            let models = (1...30).map { Choosy(id: $0, text: String(repeating: "t", count: Int($0))) }
+            try store.write { txn in try choosy.put(models, in: txn) }
+            let encoder = CBOREncoder(deterministic: true)
+            for model in models {
+                let expected = try withKeySet(.currentLocal) { try encoder.encode(model) }
+                #expect(try record(model.id, in: store, collection: "Choosy").dropFirst(RecordHeader.size) == expected[...], "model \(model.id)")
+                #expect(try choosy.get(model.id) == model)
+            }
+        }
+    }
+
+    @Test("a sequence that is not an array stores the same records as an array")
+    func anySequence() throws {
+        try checkAnySequence((1...40).map { Note(id: $0 * 3 - 60, text: "n\($0)", stars: 1, pinned: false) })
+        var rng = SeededGenerator(seed: SeededGenerator.seedFromEnvironment())
+        try checkAnySequence((1...40).map { Plain.random(id: $0 * 3 - 60, using: &rng) })
+    }
+
+    func checkAnySequence<Model: VariablyCodable & Identifiable & Equatable>(_ models: [Model]) throws where Model.ID: HoardKey {
+        try withStore { store, _ in
+            let fromArray = try store.collection(Model.self, named: "FromArray")
+            let fromSequence = try store.collection(Model.self, named: "FromSequence")
+            try store.write { txn in
+                try fromArray.put(models, in: txn)
+                try fromSequence.put(models.lazy.filter { _ in true }, in: txn)
+            }
+            #expect(try fromArray.scan() == models)
+            #expect(try fromSequence.scan() == models)
+            for model in models {
+                #expect(try record(model.id, in: store, collection: "FromArray") == record(model.id, in: store, collection: "FromSequence"))
+            }
+        }
+    }
+
+    @Test("insert-only: a model already stored fails the call, and the transaction stores none of it")
+    func insertOnly() throws {
+        try withStore { store, _ in
+            let notes = try store.collection(Note.self)
+            try notes.put(Note(id: 7, text: "first", stars: 1, pinned: false))
+            let batch = (1...10).map { Note(id: $0, text: "batch \($0)", stars: 2, pinned: true) }
+            #expect {
+                try store.write { txn in try notes.put(batch, insertOnly: true, in: txn) }
+            } throws: { error in
+                (error as? LMDBError)?.kind == .keyExists
+            }
+            #expect(try notes.scan().map(\.text) == ["first"])
+            try store.write { txn in try notes.put(batch.filter { $0.id != 7 }, insertOnly: true, in: txn) }
+            #expect(try notes.count() == 10)
+            #expect(try notes.get(7)?.text == "first")
+        }
+    }
+}
