@@ -90,7 +90,7 @@ let package = Package(
         // driver that kills the workload process and checks the store; used by the tests and the soak.
         .target(
             name: "CrashHarness",
-            dependencies: ["Hoard", "LMDB", "VariableCoding", "TestSupport"],
+            dependencies: ["Hoard", "LMDB", "VariableCoding", "VariableCodingMacros", "TestSupport"],
             path: "tools/crash/Harness",
             swiftSettings: strict
         ),

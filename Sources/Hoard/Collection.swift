@@ -272,7 +272,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     }
 
     /// What the records of one put call share.
-    struct PutBatch {
+    private struct PutBatch {
         let header: RecordHeader
         let options: PutOptions
     }

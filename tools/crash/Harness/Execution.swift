@@ -46,16 +46,17 @@ public func execute(_ operation: Operation, index: Int, store: Store, mode: Work
             for id in ids { _ = try a.delete(id, in: txn) }
         }
     case .pair(let itemsA, let itemsB, let deleteB):
+        // Bulk puts: one call for each collection's items.
         if mode == .split {
-            try store.write { txn in for item in itemsA { try a.put(item, in: txn) } }
+            try store.write { txn in try a.put(itemsA, in: txn) }
             try store.write { txn in
-                for item in itemsB { try b.put(item, in: txn) }
+                try b.put(itemsB, in: txn)
                 for id in deleteB { _ = try b.delete(id, in: txn) }
             }
         } else {
             try store.write { txn in
-                for item in itemsA { try a.put(item, in: txn) }
-                for item in itemsB { try b.put(item, in: txn) }
+                try a.put(itemsA, in: txn)
+                try b.put(itemsB, in: txn)
                 for id in deleteB { _ = try b.delete(id, in: txn) }
             }
         }

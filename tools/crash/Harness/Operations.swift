@@ -1,13 +1,17 @@
 import Hoard
 import TestSupport
 public import VariableCoding
+import VariableCodingMacros
 
 // The workload's operations, generated from (seed, index) alone, so that the workload and the
 // driver that checks it derive the same sequence without talking about it. Every operation is
 // idempotent: the workload resumes after a kill at the first operation the store does not show,
 // and running an operation that did commit once more changes nothing.
 
-/// A cached item as the current app stores it (local key set 2 renamed version 1's keys).
+/// A cached item as the current app stores it (local key set 2 renamed version 1's keys). Its
+/// coding is generated (`@VariablyCoded`), so the crash runs go through the store's generated put
+/// and get; `ItemV1`'s is written by hand, the ordinary path.
+@VariablyCoded
 public struct Item: VariablyCodable, Identifiable, Equatable, Sendable {
     public var id: Int64
     public var name: String
@@ -19,18 +23,6 @@ public struct Item: VariablyCodable, Identifiable, Equatable, Sendable {
         1: [\.id: "ID", \.name: "N", \.value: "V"],
         2: [\.id: "ID", \.name: "NAME", \.value: "VALUE"],
     ])
-
-    public init(from container: DecodingContainer<Item>) throws {
-        id = try container.decodeValue(for: \.id)
-        name = try container.decodeValue(for: \.name)
-        value = try container.decodeValue(for: \.value)
-    }
-
-    public func encode(to container: inout EncodingContainer<Item>) throws {
-        try container.encodeValue(id, for: \.id)
-        try container.encodeValue(name, for: \.name)
-        try container.encodeValue(value, for: \.value)
-    }
 }
 
 /// The same item as the previous app version stored it: key set 1 only.
