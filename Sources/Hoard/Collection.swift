@@ -278,6 +278,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     }
 
     /// The header of a record written now with `expiry`.
+    @inline(__always)
     private func header(for expiry: Expiry) -> RecordHeader {
         let now = store.options.clock()
         let expiresAt: Int64? = switch expiry {
