@@ -297,7 +297,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
             // Generated code cannot fail (it declines instead), so its payload goes straight to
             // LMDB, without the layers that name the key in an encoding error.
             guard let payload = session.emit({ model.emit(into: &$0) }) else {
-                return try withPayload(of: model, key: key) { try store($0, batch, key: key, in: txn) }
+                return try withPayload(of: model, key: key, ordinarily: true) { try store($0, batch, key: key, in: txn) }
             }
             try store(payload, batch, key: key, in: txn)
         }
@@ -341,12 +341,14 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
 
     /// Encodes `model`'s payload and hands its bytes to `body` (valid only inside it) without
     /// making an array of them. An encoding error is thrown as ``HoardError/encoding(collection:key:underlying:)``
-    /// naming `key`; what `body` throws comes out unchanged.
-    func withPayload<R>(of model: Model, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+    /// naming `key`; what `body` throws comes out unchanged. With `ordinarily`, generated code is
+    /// not tried (the caller's has declined already).
+    func withPayload<R>(of model: Model, key: UnsafeRawBufferPointer, ordinarily: Bool = false, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         do {
-            return try encode(model) { raw in
+            func forwarding(_ raw: UnsafeRawBufferPointer) throws -> R {
                 do { return try body(raw) } catch { throw Forwarded(error: error) }
             }
+            return try ordinarily ? encodeOrdinarily(model, forwarding) : encode(model, forwarding)
         } catch let forwarded as Forwarded {
             throw forwarded.error
         } catch {
