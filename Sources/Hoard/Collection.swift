@@ -307,7 +307,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     private func putOrdinarily(_ model: Model, _ batch: PutBatch, in txn: borrowing WriteTransaction) throws {
         try model.id.withKeyBytes { key in
             try checkKeySize(key.count)
-            try withPayload(of: model, key: key) { try store($0, batch, key: key, in: txn) }
+            try withPayload(of: model, key: key, ordinarily: true) { try store($0, batch, key: key, in: txn) }
         }
     }
 
