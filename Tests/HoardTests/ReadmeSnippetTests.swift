@@ -5,9 +5,9 @@ import Testing
 import VariableCoding
 import VariableCodingMacros
 
-// The README's "Models with several key sets" example, compiled and run here. The lines between
-// each pair of markers must appear in README.md as they are (indentation aside), which the test
-// checks: so the README cannot drift away from code that builds and works.
+// The README's examples ("Models with several key sets", "Using the store"), compiled and run
+// here. The lines between each pair of markers must appear in README.md as they are (indentation
+// aside), which a test checks: so the README cannot drift away from code that builds and works.
 
 // README begin: declaration
 @VariablyCoded
@@ -45,21 +45,24 @@ struct ReadmeSnippetTests {
         return blocks
     }
 
-    @Test("the model example in the README is this file's code, and it works as the README says")
-    func modelExample() throws {
+    @Test("the README's examples are this file's code: every marked block appears in README.md as it is")
+    func sameText() throws {
         let readmePath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("README.md").path
         let readme = try String(contentsOfFile: readmePath, encoding: .utf8)
             .split(separator: "\n", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         let blocks = try markedBlocks()
-        #expect(blocks.count == 2)
+        #expect(blocks.count == 3)
         for block in blocks {
             let found = readme.indices.contains { start in
                 start + block.count <= readme.count && Array(readme[start..<start + block.count]) == block
             }
             #expect(found, "README.md does not contain, as it is:\n\(block.joined(separator: "\n"))")
         }
+    }
 
+    @Test("the README's model example works as its comments say")
+    func modelExample() throws {
         let serverJSON = Data(#"{"id": 7, "user_name": "Ada", "nick": null}"#.utf8)
         try withStore { store, _ in
             // README begin: usage
@@ -71,6 +74,32 @@ struct ReadmeSnippetTests {
             let stored = try #require(try users.get(7))
             #expect(stored.id == 7 && stored.name == "Ada" && stored.age == 0 && stored.nickname == nil)
             #expect(try users.header(of: 7)?.version == 1)
+        }
+    }
+
+    @Test("the README's store example runs as its comments say")
+    func storeExample() throws {
+        let serverJSON = Data(#"[{"id": 1, "user_name": "Ada", "user_age": 36}, {"id": 2, "user_name": "Grace"}, {"id": 150, "user_name": "Alan"}]"#.utf8)
+        let freshFromServer = [User(id: 1, name: "Ada", age: 37), User(id: 3, name: "Edsger")]
+        try withStore { store, _ in
+            // (The README opens its store at a fixed path; here it is a temporary one.)
+            // README begin: store usage
+            let users = try store.collection(User.self, timeToLive: 86_400_000, migration: .lazy)
+            try users.put(try JSONDecoder().decode([User].self, from: serverJSON, keySet: .remote("v1")))  // bulk: one transaction, one write time
+            let ada = try users.get(1)                       // nil when absent or expired
+            let page = try users.scan(from: 100, through: 200, limit: 20)
+            try store.write { txn in                          // several collections, all or nothing
+                try users.put(ada!, in: txn)
+                try users.delete(2, in: txn)
+            }
+            try users.migrate()                               // rewrite older records in the current version
+            let result = try users.synchronize(with: freshFromServer)   // one transaction: added, updated, removed…
+            // README end
+            #expect(ada?.name == "Ada" && ada?.age == 36)
+            #expect(page.map(\.name) == ["Alan"])
+            #expect(result.added == [3] && result.updated == [1] && result.removed == [150])
+            #expect(try users.scan().map(\.name) == ["Ada", "Edsger"])
+            #expect(try users.get(1)?.age == 37)
         }
     }
 }
