@@ -117,6 +117,8 @@ public final class Environment: @unchecked Sendable {
     let databases = Mutex<[String: Database]>([:])
     /// Serializes transactions that open databases, as lmdb.h requires.
     let databaseOpenLock = Lock()
+    /// How the keys of some databases read in error messages, by `dbi` (``describeKeys(of:with:)``).
+    let keyDescribers = Mutex<[UInt32: @Sendable (UnsafeRawBufferPointer) -> String]>([:])
 
     /// Environments open in this process, by data-file identity.
     private static let registry = Mutex<Set<FileIdentity>>([])

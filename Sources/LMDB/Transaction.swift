@@ -291,8 +291,12 @@ extension Environment {
         )
     }
 
-    /// "key 'abc' in database 'x' of /path" — printable keys as text, others as hex, both shortened.
+    /// "key 'abc' in database 'x' of /path": by the database's describer when it has one
+    /// (``describeKeys(of:with:)``), else printable keys as text and others as hex, both shortened.
     func describe(key: UnsafeRawBufferPointer, in database: Database) -> String {
+        if let describer = keyDescribers.withLock({ $0[database.dbi] }) {
+            return "key \(describer(key)) in database \(database.displayName) of \(path)"
+        }
         let shown = key.prefix(64)
         let printable = shown.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
         var text = printable
@@ -300,6 +304,14 @@ extension Environment {
             : "0x" + shown.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
         if key.count > shown.count { text += "… (\(key.count) bytes)" }
         return "key \(text) in database \(database.displayName) of \(path)"
+    }
+
+    /// Names the keys of `database` with `describe` in the context of errors (an `LMDBError`
+    /// about a key): for a layer above that knows what its keys encode. Looked up only when an
+    /// error is made, so it costs nothing on the paths that succeed.
+    public func describeKeys(of database: Database, with describe: @escaping @Sendable (UnsafeRawBufferPointer) -> String) {
+        checkOwnership(database)
+        keyDescribers.withLock { $0[database.dbi] = describe }
     }
 }
 
