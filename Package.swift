@@ -81,7 +81,7 @@ let package = Package(
         // A child process the tests drive over a pipe (second reader/writer, fd leaks, privilege drop).
         .executableTarget(
             name: "LMDBProbe",
-            dependencies: ["LMDB", "Hoard", "CBOR", "TestSupport"],
+            dependencies: ["LMDB", "Hoard", "CBOR", "VariableCoding", "TestSupport"],
             path: "tools/lmdb-probe",
             swiftSettings: strict
         ),

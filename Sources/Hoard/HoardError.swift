@@ -12,21 +12,30 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     /// The store was written by a newer Hoard format than this code reads.
     case newerFormat(path: String, found: Int, supported: Int)
     /// A record was written by a newer key-set version than the running code knows (a rollback).
-    case newerRecord(collection: String, key: String, version: Int, current: Int)
+    case newerRecord(collection: String, key: StoredKey, version: Int, current: Int)
     /// A record's bytes are damaged: header, checksum or payload.
-    case corruptRecord(collection: String, key: String, reason: String)
+    case corruptRecord(collection: String, key: StoredKey, reason: String)
     /// A shipped key set changed without a new version.
     case keySetChanged(type: String, collection: String, version: Int, differences: [String])
     /// A record's payload did not decode as the model.
-    case decoding(collection: String, key: String, version: Int, underlying: any Error)
+    case decoding(collection: String, key: StoredKey, version: Int, underlying: any Error)
     /// The collection was recorded with IDs of another kind (e.g. `Int` then `String`).
     case keyKindChanged(type: String, collection: String, recorded: String, now: String)
     /// The registry entry of a collection in the meta database is damaged.
     case corruptRegistry(collection: String, reason: String)
     /// The model did not encode.
-    case encoding(collection: String, key: String, underlying: any Error)
+    case encoding(collection: String, key: StoredKey, underlying: any Error)
     /// The ID is not valid as a key (too long).
     case invalidID(collection: String, reason: String)
+
+    /// The key of the record the error is about (a damaged, newer or undecodable record, a model
+    /// that did not encode), or `nil` when it is not about one record.
+    public var key: StoredKey? {
+        switch self {
+        case .newerRecord(_, let key, _, _), .corruptRecord(_, let key, _), .decoding(_, let key, _, _), .encoding(_, let key, _): key
+        default: nil
+        }
+    }
 
     public var description: String {
         switch self {

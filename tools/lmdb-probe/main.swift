@@ -18,12 +18,18 @@
 //       stale                 -> "stale N" (stale reader slots, not cleared)
 //       exit                  -> ends the process
 //   LMDBProbe fds FILE...    -> "fds N": how many of this process's descriptors refer to FILEs
+//   LMDBProbe store PATH      open the Hoard store, answer "open ok", then serve:
+//       collection NAME A|B   -> "ok" | "error DESCRIPTION": opens collection NAME with model
+//                                RaceA or RaceB, which agree on version 1 and name version 2's
+//                                key differently (the registry must record only one of them)
+//       exit                  -> ends the process
 //
 // Every answer is one line, so the parent waits on the pipe, never on a timer.
 import CBOR
 import Hoard
 import LMDB
 import TestSupport
+import VariableCoding
 
 #if canImport(Glibc)
 import Glibc
@@ -130,6 +136,15 @@ guard arguments.count >= 3 else {
 switch arguments[1] {
 case "fds":
     reply("fds \(countDescriptors(referringTo: Array(arguments[2...])))")
+case "store":
+    do {
+        // Room for a collection per round of the registry race test.
+        let store = try Store(path: arguments[2], options: .init(durability: .riskStoreOnOSCrash, maxCollections: 500))
+        reply("open ok")
+        serveStore(store)
+    } catch {
+        reply("open error \(error)")
+    }
 case "open":
     var options = Environment.Options(durability: .riskStoreOnOSCrash)
     options.readOnly = arguments.contains("--read-only")
@@ -155,5 +170,53 @@ enum FileHandleStandardError {
     static func emit(_ text: String) {
         let bytes = Array(text.utf8)
         _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    }
+}
+
+/// Two models of one collection that agree on key set 1 and disagree on key set 2.
+struct RaceA: VariablyCodable, Identifiable {
+    var id: Int64
+    var name: String
+    static let keySets = KeySets<RaceA>(local: [1: [\.id: "ID", \.name: "NAME"], 2: [\.id: "ID", \.name: "NAME_A"]])
+    init(from container: DecodingContainer<RaceA>) throws {
+        id = try container.decodeValue(for: \.id)
+        name = try container.decodeValue(for: \.name)
+    }
+    func encode(to container: inout EncodingContainer<RaceA>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(name, for: \.name)
+    }
+}
+
+struct RaceB: VariablyCodable, Identifiable {
+    var id: Int64
+    var name: String
+    static let keySets = KeySets<RaceB>(local: [1: [\.id: "ID", \.name: "NAME"], 2: [\.id: "ID", \.name: "NAME_B"]])
+    init(from container: DecodingContainer<RaceB>) throws {
+        id = try container.decodeValue(for: \.id)
+        name = try container.decodeValue(for: \.name)
+    }
+    func encode(to container: inout EncodingContainer<RaceB>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(name, for: \.name)
+    }
+}
+
+func serveStore(_ store: Store) {
+    while let line = readLine() {
+        let words = line.split(separator: " ").map(String.init)
+        switch words.first {
+        case "collection" where words.count == 3:
+            do {
+                if words[2] == "A" { _ = try store.collection(RaceA.self, named: words[1]) } else { _ = try store.collection(RaceB.self, named: words[1]) }
+                reply("ok")
+            } catch {
+                reply("error \(error)")
+            }
+        case "exit":
+            return
+        default:
+            reply("error unknown command \(line)")
+        }
     }
 }

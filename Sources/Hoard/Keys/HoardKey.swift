@@ -30,59 +30,6 @@ extension HoardKey {
     public static var keyKind: KeyKind { .custom }
 }
 
-/// The encodings of IDs docs/FORMAT.md specifies; the registry records which one a collection uses.
-public enum KeyKind: String, Sendable, Hashable, CaseIterable {
-    /// `Int`/`Int64`: 8 bytes big-endian, sign bit flipped.
-    case int
-    /// `UInt64`: 8 bytes big-endian.
-    case uint
-    /// `String`: 0x01, then UTF-8.
-    case string
-    /// `UUID`: its 16 bytes.
-    case uuid
-    /// Another `HoardKey` type: bytes only its code understands.
-    case custom
-
-    /// The key bytes of `text` read as an ID of this kind, or `nil` when it is not one.
-    public func keyBytes(parsing text: String) -> [UInt8]? {
-        switch self {
-        case .int: Int64(text).map(\.keyBytes)
-        case .uint: UInt64(text).map(\.keyBytes)
-        case .string: text.keyBytes
-        case .uuid: UUID(uuidString: text).map(\.keyBytes)
-        case .custom: hexBytes(text)
-        }
-    }
-
-    /// The ID in `bytes` as text: a number, the string, the UUID, or hex when the bytes are not of this kind.
-    public func describe(_ bytes: some Swift.Collection<UInt8>) -> String {
-        switch self {
-        case .int: if let value = Int64(keyBytes: bytes) { return String(value) }
-        case .uint: if let value = UInt64(keyBytes: bytes) { return String(value) }
-        case .string: if let value = String(keyBytes: bytes) { return value }
-        case .uuid: if let value = UUID(keyBytes: bytes) { return value.uuidString }
-        case .custom: break
-        }
-        return "0x" + bytes.map(hex).joined()
-    }
-}
-
-/// Bytes from hex text (with or without a leading `0x`), or `nil`.
-func hexBytes(_ text: String) -> [UInt8]? {
-    var digits = Substring(text)
-    if digits.hasPrefix("0x") { digits = digits.dropFirst(2) }
-    guard digits.count % 2 == 0, !digits.isEmpty else { return nil }
-    var result: [UInt8] = []
-    var index = digits.startIndex
-    while index < digits.endIndex {
-        let next = digits.index(index, offsetBy: 2)
-        guard let byte = UInt8(digits[index..<next], radix: 16) else { return nil }
-        result.append(byte)
-        index = next
-    }
-    return result
-}
-
 extension Int64: HoardKey {
     public static var keyKind: KeyKind { .int }
 
@@ -160,17 +107,4 @@ extension UUID: HoardKey {
         let bytes = Array(keyBytes)
         self = bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
     }
-}
-
-/// A key for messages: printable text as it is, anything else as hex.
-func describeKey(_ bytes: UnsafeRawBufferPointer) -> String { describeKey(Array(bytes)) }
-
-/// A key for messages: printable text as it is, anything else as hex.
-func describeKey(_ bytes: [UInt8]) -> String {
-    if bytes.first == 0x01, let text = String(validating: bytes.dropFirst(), as: UTF8.self) { return "\"\(text)\"" }
-    if bytes.count == 8 {
-        let raw = bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        return String(Int64(bitPattern: raw ^ (1 << 63)))
-    }
-    return "0x" + bytes.map(hex).joined()
 }

@@ -87,11 +87,11 @@ public struct RecordHeader: Sendable, Hashable {
     public static func parse(_ record: UnsafeRawBufferPointer) throws(RecordDamage) -> (RecordHeader, UnsafeRawBufferPointer) {
         guard record.count >= size else { throw RecordDamage("the record has \(record.count) bytes, fewer than the \(size)-byte header") }
         guard record[0] == magic.0, record[1] == magic.1 else {
-            throw RecordDamage("the header does not start with \"HR\" (found 0x\(hex(record[0]))\(hex(record[1])))")
+            throw RecordDamage("the header does not start with \"HR\" (found 0x\(hexString([record[0], record[1]])))")
         }
         guard record[2] == format else { throw RecordDamage("record format \(record[2]) is not the format \(format) this code reads") }
         let flags = record[3]
-        guard flags & ~1 == 0 else { throw RecordDamage("unknown header flags 0x\(hex(flags))") }
+        guard flags & ~1 == 0 else { throw RecordDamage("unknown header flags 0x\(hexString([flags]))") }
         let payload = UnsafeRawBufferPointer(rebasing: record[size...])
         var crc = CRC32()
         crc.update(header: UnsafeRawBufferPointer(rebasing: record[0..<24]), payload: payload)
@@ -113,8 +113,6 @@ public struct RecordDamage: Error, CustomStringConvertible, Sendable {
     init(_ reason: String) { self.reason = reason }
     public var description: String { reason }
 }
-
-func hex(_ byte: UInt8) -> String { (byte < 16 ? "0" : "") + String(byte, radix: 16) }
 
 @inline(__always)
 func storeBigEndian<T: FixedWidthInteger>(_ value: T, at offset: Int, in buffer: UnsafeMutableRawBufferPointer) {

@@ -1,0 +1,75 @@
+internal import VariableCoding
+internal import CBOR
+
+// Payload coding: the model's generated code first, field by field second, Codable last; the
+// bytes are the same whichever path writes them.
+
+extension HoardCollection {
+    /// Encodes `model`'s payload and hands its bytes to `body` (valid only inside it) without
+    /// making an array of them. An encoding error is thrown as ``HoardError/encoding(collection:key:underlying:)``
+    /// naming `key`; what `body` throws comes out unchanged. With `ordinarily`, generated code is
+    /// not tried (the caller's has declined already).
+    func withPayload<R>(of model: Model, key: UnsafeRawBufferPointer, ordinarily: Bool = false, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        do {
+            func forwarding(_ raw: UnsafeRawBufferPointer) throws -> R {
+                do { return try body(raw) } catch { throw Forwarded(error: error) }
+            }
+            return try ordinarily ? encodeOrdinarily(model, forwarding) : encode(model, forwarding)
+        } catch let forwarded as Forwarded {
+            throw forwarded.error
+        } catch {
+            throw HoardError.encoding(collection: name, key: storedKey(key), underlying: error)
+        }
+    }
+
+    /// Encodes a payload: deterministic CBOR with the current local key set. (`put` also tries
+    /// the model's generated code itself, before this, to hand its bytes straight to LMDB.)
+    ///
+    /// The key set is chosen for the call (`withStorageKeySet`, a thread-local slot) rather than
+    /// through the coder's `userInfo`: looking `userInfo` up and casting its `Any` cost about 600
+    /// instructions per model, and a caller's own `withKeySet` around a store call would take
+    /// precedence over `userInfo` (the innermost choice wins this way). It is `.local(current)`,
+    /// not `.currentLocal`: a nested VariablyCodable value is then written with the key set
+    /// reading will use (the record stamps only the outer version), even when the nested type
+    /// has a newer version of its own.
+    ///
+    /// A model's generated code (`emit`, from `@VariablyCoded`) goes first; otherwise a flat key
+    /// set is encoded field by field (``PayloadFields``). The bytes are the same as through
+    /// `Encodable` either way, which the tests check.
+    func encode<R>(_ model: Model, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        // Generated code writes plain values only: no nested model needs the key set chosen.
+        guard let table = currentEmitted else { return try encodeOrdinarily(model, body) }
+        return try encoder.emitFields(table: table, { model.emit(into: &$0) }, reading: body, otherwise: { try encodeOrdinarily(model, body) })
+    }
+
+    /// Encodes through the model's `encode(to:)`.
+    private func encodeOrdinarily<R>(_ model: Model, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        try withStorageKeySet(version: currentVersion) {
+            guard let fields = currentFields else { return try encoder.encode(model).withUnsafeBytes(body) }
+            return try encoder.encodeFields(keys: fields.keys, { try model.encode(fields: $0, layout: fields.layout) }, reading: body)
+        }
+    }
+
+    /// Decodes a payload written with local key set `version` (one of `localVersions`): by the
+    /// model's generated code (`scan`, from `@VariablyCoded`) when it has some and does not
+    /// decline, else through its `init(from:)`.
+    ///
+    /// The key set stays chosen (`withKeySet`) for nested `VariablyCodable` values, which are
+    /// decoded through Codable.
+    func decodePayload(_ payload: UnsafeRawBufferPointer, version: Int) throws -> Model {
+        // Generated code reads plain values only: no nested model needs the key set chosen. (The
+        // scanner holds the table unowned; the collection holds it for as long as it lives.)
+        if let table = version == currentVersion ? currentScanned : olderScanned[version], var scanner = CBORFieldScanner(payload, table: table) {
+            do throws(FieldScanDeclined) {
+                let model = try Model.scan(&scanner)
+                if scanner.isComplete { return model }
+            } catch {
+                // Declined: read the ordinary way, which also gives any error.
+            }
+        }
+        return try withKeySet(.local(version)) {
+            guard let fields = version == currentVersion ? currentFields : olderFields[version] else { return try decoder.decode(Model.self, from: payload) }
+            return try decoder.decodeFields(from: payload, keys: fields.keys) { try Model(fields: $0, layout: fields.layout) }
+        }
+    }
+}

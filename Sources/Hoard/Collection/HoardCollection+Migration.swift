@@ -1,0 +1,133 @@
+internal import LMDB
+
+// Migrations of records written with an older local key set: lazily (remembered on read,
+// rewritten by the next write) and eagerly (`migrate()`, in checkpointed batches).
+
+/// What a collection does with a record it reads in an older key-set version.
+public enum MigrationPolicy: Sendable, Hashable {
+    /// Leave it as it is; it is migrated on every read.
+    case never
+    /// Remember it and rewrite it in the current version in the collection's next write
+    /// transaction, or at ``HoardCollection/flushMigrations()``.
+    case lazy
+}
+
+/// How far an eager ``HoardCollection/migrate(batchSize:progress:)`` has come.
+public struct MigrationProgress: Sendable, Hashable {
+    /// Records looked at in this call.
+    public var scanned = 0
+    /// Records rewritten in the current version in this call.
+    public var migrated = 0
+    /// Records left as they are because they cannot be migrated here (damaged, or from a newer version).
+    public var failed = 0
+    /// Whether the whole collection has been gone through.
+    public var finished = false
+}
+
+extension HoardCollection {
+    /// How many keys a lazy migration remembers at most; more are migrated on a later read.
+    static var pendingLimit: Int { 100_000 }
+
+    /// Rewrites, in `txn`, the records remembered for a lazy migration; returns how many it rewrote.
+    @discardableResult
+    func migratePending(in txn: borrowing WriteTransaction) throws -> Int {
+        guard migration == .lazy else { return 0 }
+        let keys = pendingMigrations.withLock { pending -> Set<[UInt8]> in
+            defer { pending.removeAll() }
+            return pending
+        }
+        var migrated = 0
+        for key in keys.sorted(by: keyPrecedes) where try rewriteIfOld(key, in: txn) == .migrated {
+            migrated += 1
+        }
+        return migrated
+    }
+
+    /// Rewrites the records a lazy migration remembered, in a transaction of its own.
+    @discardableResult
+    public func flushMigrations() throws -> Int {
+        try store.environment.write { txn in try migratePending(in: txn) }
+    }
+
+    enum RewriteOutcome { case current, migrated, failed }
+
+    /// What a migration finds under a key.
+    enum StoredRecord<Value> { case damaged, upToDate(newer: Bool), old(RecordHeader, Value) }
+
+    /// Rewrites the record under `key` in the current version if it is older, keeping its
+    /// write time and expiry (a migration changes the spelling, not the content).
+    func rewriteIfOld(_ key: [UInt8], in txn: borrowing WriteTransaction) throws -> RewriteOutcome {
+        let found: StoredRecord<Model>? = try txn.withValue(forKey: key, in: database) { record -> StoredRecord<Model> in
+            guard let (header, payload) = try? RecordHeader.parse(record) else { return .damaged }
+            if header.version >= currentVersion { return .upToDate(newer: header.version > currentVersion) }
+            guard localVersions.contains(header.version), let model = try? decodePayload(payload, version: header.version) else { return .damaged }
+            return .old(header, model)
+        }
+        let header: RecordHeader
+        let model: Model
+        switch found {
+        case nil: return .current  // deleted meanwhile
+        case .damaged: return .failed
+        case .upToDate(let newer): return newer ? .failed : .current
+        case .old(let h, let m): (header, model) = (h, m)
+        }
+        let rewritten = RecordHeader(version: currentVersion, writtenAt: header.writtenAt, expiresAt: header.expiresAt)
+        try key.withUnsafeBytes { rawKey in
+            try withPayload(of: model, key: rawKey) { try rewritten.store(payload: $0, forKey: rawKey, in: database, txn: txn) }
+        }
+        return .migrated
+    }
+
+    /// Rewrites every record of an older version in the current one, in batches of
+    /// `batchSize` records per write transaction.
+    ///
+    /// Each batch commits together with a checkpoint in the meta database, so a migration that
+    /// is stopped — `progress` returning `false`, an error, or the process being killed — goes
+    /// on from the last committed batch when `migrate` is called again. Records that cannot be
+    /// migrated here (damaged, or written by a newer version) are counted and left alone.
+    ///
+    /// - Parameter progress: called after each batch with the totals so far; return `false` to stop.
+    @discardableResult
+    public func migrate(batchSize: Int = 1_000, progress: (MigrationProgress) -> Bool = { _ in true }) throws -> MigrationProgress {
+        precondition(batchSize > 0, "migrate: batchSize must be positive")
+        guard let meta = store.meta else { return MigrationProgress(finished: true) }
+        let checkpointKey = Array("migrate:\(name)".utf8)
+        var totals = MigrationProgress()
+        while true {
+            let batch = try store.environment.write { txn -> (MigrationProgress, Bool) in
+                var step = MigrationProgress()
+                let start = try txn.value(forKey: checkpointKey, in: meta)
+                let range = start.map { KeyRange(from: .exclusive($0)) } ?? .all
+                let keys = try txn.entries(in: database, range: range, limit: batchSize).map(\.key)
+                for key in keys {
+                    step.scanned += 1
+                    switch try rewriteIfOld(key, in: txn) {
+                    case .current: break
+                    case .migrated: step.migrated += 1
+                    case .failed: step.failed += 1
+                    }
+                }
+                let done = keys.count < batchSize
+                if done {
+                    try txn.delete(checkpointKey, in: meta)
+                } else if let last = keys.last {
+                    try txn.put(last, forKey: checkpointKey, in: meta)
+                }
+                return (step, done)
+            }
+            totals.scanned += batch.0.scanned
+            totals.migrated += batch.0.migrated
+            totals.failed += batch.0.failed
+            totals.finished = batch.1
+            store.logger.debug("migration batch", metadata: [
+                "collection": "\(name)", "scanned": "\(totals.scanned)", "migrated": "\(totals.migrated)", "failed": "\(totals.failed)",
+            ])
+            if batch.1 {
+                store.logger.info("migrated collection", metadata: [
+                    "collection": "\(name)", "migrated": "\(totals.migrated)", "failed": "\(totals.failed)", "version": "\(currentVersion)",
+                ])
+            }
+            if batch.1 || !progress(totals) { return totals }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+public import LMDB
+internal import CBOR
+
+// Reading: by ID, scans and visits, headers, and decoding one record.
+
+extension HoardCollection {
+    /// The model stored under `id`, or `nil`.
+    public func get(_ id: Model.ID) throws -> Model? {
+        try store.environment.read { txn in try get(id, in: txn) }
+    }
+
+    /// The model stored under `id` as `txn` sees it, or `nil` (also when it has expired).
+    public func get<Access>(_ id: Model.ID, in txn: borrowing Transaction<Access>) throws -> Model? {
+        // The key is lent from the stack, and the record's bytes are taken out of the closure:
+        // they stay valid while `txn` is open and unchanged, which it is for the rest of this
+        // call. (A closure returning `Model?` would make this unspecialized generic code look up
+        // the metadata of `Model?` at run time on every call, which costs more than LMDB's own
+        // lookup.)
+        let found = try id.withKeyBytes { key in
+            try checkKeySize(key.count)
+            return try txn.withValue(forKey: key, in: database, { $0 })
+        }
+        guard let record = found else { return nil }
+        return try decode(record, key: { id.keyBytes }, now: store.options.clock())
+    }
+
+    /// Whether a live (unexpired) record is stored under `id`; reads its header only.
+    public func contains(_ id: Model.ID) throws -> Bool {
+        guard let header = try header(of: id) else { return false }
+        return !header.isExpired(at: store.options.clock())
+    }
+
+    /// The number of records, expired ones not yet purged included (read from the B-tree, no scan).
+    public func count() throws -> Int {
+        try store.environment.read { txn in try txn.count(in: database) }
+    }
+
+    /// The models whose IDs lie from `lower` to `upper` (both included; either may be open), in
+    /// ID order or reversed, at most `limit`.
+    public func scan(from lower: Model.ID? = nil, through upper: Model.ID? = nil, reverse: Bool = false, limit: Int = .max) throws -> [Model] {
+        let keys = KeyRange(from: lower.map { .inclusive($0.keyBytes) }, to: upper.map { .inclusive($0.keyBytes) })
+        return try scan(keys: keys, reverse: reverse, limit: limit)
+    }
+
+    /// The models whose key bytes lie in `keys`, for prefixes of string IDs and other byte ranges.
+    /// Expired records are left out; the first damaged record throws.
+    public func scan(keys: KeyRange, reverse: Bool = false, limit: Int = .max) throws -> [Model] {
+        let result = try scan(keys: keys, reverse: reverse, limit: limit, skippingDamaged: false)
+        return result.models
+    }
+
+    /// Visits the models whose key bytes lie in `keys` one at a time, inside one read snapshot,
+    /// without building an array: for large collections. Expired records are skipped; the first
+    /// damaged record throws. Return ``IterationStep/stop`` from `body` to end early.
+    public func forEach(keys: KeyRange = .all, reverse: Bool = false, _ body: (Model) throws -> IterationStep) throws {
+        let now = store.options.clock()
+        try store.environment.read { txn in
+            try txn.forEach(in: database, range: keys, reverse: reverse) { key, record in
+                guard let model = try decode(record, key: { Array(key) }, now: now) else { return .next }
+                return try body(model)
+            }
+        }
+    }
+
+    /// Like ``scan(keys:reverse:limit:)``, but a damaged or undecodable record does not stop the
+    /// scan: it is left out and reported in ``ScanResult/damaged``. Nothing is deleted.
+    public func scanSkippingDamaged(keys: KeyRange = .all, reverse: Bool = false, limit: Int = .max) throws -> ScanResult<Model> {
+        try scan(keys: keys, reverse: reverse, limit: limit, skippingDamaged: true)
+    }
+
+    func scan(keys: KeyRange, reverse: Bool, limit: Int, skippingDamaged: Bool) throws -> ScanResult<Model> {
+        let now = store.options.clock()
+        return try store.environment.read { txn in
+            var result = ScanResult<Model>(models: [], damaged: [])
+            guard limit > 0 else { return result }
+            try txn.forEach(in: database, range: keys, reverse: reverse) { key, record in
+                do {
+                    if let model = try decode(record, key: { Array(key) }, now: now) { result.models.append(model) }
+                } catch let error as HoardError where skippingDamaged {
+                    store.logger.warning("skipped a damaged record", metadata: ["collection": "\(name)", "error": "\(error)"])
+                    result.damaged.append(error)
+                }
+                return result.models.count < limit ? .next : .stop
+            }
+            return result
+        }
+    }
+
+    /// The header of the record under `id`, or `nil`: version, write time and expiry, unchecked
+    /// against the payload's decoding.
+    public func header(of id: Model.ID) throws -> RecordHeader? {
+        let key = try keyBytes(id)
+        return try store.environment.read { txn in
+            try txn.withValue(forKey: key, in: database) { record in
+                do throws(RecordDamage) {
+                    return try RecordHeader.parse(record).0
+                } catch {
+                    throw HoardError.corruptRecord(collection: name, key: storedKey(key), reason: error.reason)
+                }
+            }
+        } ?? nil
+    }
+
+    /// Decodes one record: header, checksum, version, payload; `nil` when it has expired at `now`.
+    /// `key` gives the record's key, for errors and lazy migrations only.
+    /// `now` is read only for a record with an expiry (a clock read costs some 25 ns).
+    func decode(_ record: UnsafeRawBufferPointer, key: () -> [UInt8], now: @autoclosure () -> Int64) throws -> Model? {
+        let header: RecordHeader
+        let payload: UnsafeRawBufferPointer
+        do throws(RecordDamage) {
+            (header, payload) = try RecordHeader.parse(record)
+        } catch {
+            throw HoardError.corruptRecord(collection: name, key: storedKey(key()), reason: error.reason)
+        }
+        if header.expiresAt != nil && header.isExpired(at: now()) { return nil }
+        guard header.version <= currentVersion else {
+            throw HoardError.newerRecord(collection: name, key: storedKey(key()), version: header.version, current: currentVersion)
+        }
+        guard header.version == currentVersion || localVersions.contains(header.version) else {
+            throw HoardError.corruptRecord(collection: name, key: storedKey(key()), reason: "key-set version \(header.version) is not one of \(Model.self)'s local versions")
+        }
+        do {
+            let model = try decodePayload(payload, version: header.version)
+            if header.version < currentVersion && migration == .lazy {
+                let key = key()
+                pendingMigrations.withLock { pending in
+                    if pending.count < Self.pendingLimit { pending.insert(key) }
+                }
+            }
+            return model
+        } catch let error as CBORDecodingError {
+            throw HoardError.corruptRecord(collection: name, key: storedKey(key()), reason: "\(error)")
+        } catch {
+            throw HoardError.decoding(collection: name, key: storedKey(key()), version: header.version, underlying: error)
+        }
+    }
+}
+
+/// The models a scan could read, and the records it could not.
+public struct ScanResult<Model> {
+    /// The models, in scan order.
+    public var models: [Model]
+    /// The damaged or undecodable records met on the way, each naming collection, key and cause.
+    public var damaged: [HoardError]
+}
+

@@ -1,0 +1,156 @@
+public import LMDB
+internal import CBOR
+
+// Writing: puts of one model or many (a bulk put shares its clock read and emit buffer), deletes,
+// and purging expired records.
+
+extension HoardCollection {
+    /// Stores `model` under its ID, replacing what was there, in a transaction of its own
+    /// (which also rewrites records waiting for a lazy migration).
+    public func put(_ model: Model, expiry: Expiry = .collectionDefault) throws {
+        try store.environment.write { txn in
+            try migratePending(in: txn)
+            try put(model, expiry: expiry, in: txn)
+        }
+    }
+
+    /// Stores `models`, all in one transaction, as a batch (see the `put(_:expiry:insertOnly:in:)` of many).
+    public func put(_ models: some Sequence<Model>, expiry: Expiry = .collectionDefault) throws {
+        try store.environment.write { txn in
+            try migratePending(in: txn)
+            try put(models, expiry: expiry, in: txn)
+        }
+    }
+
+    /// Stores `model` in `txn`. With `insertOnly`, an existing record is an error (`LMDBError` keyExists).
+    public func put(_ model: Model, expiry: Expiry = .collectionDefault, insertOnly: Bool = false, in txn: borrowing WriteTransaction) throws {
+        let batch = PutBatch(header: header(for: expiry), options: insertOnly ? .noOverwrite : [])
+        guard let table = currentEmitted else { return try putOrdinarily(model, batch, in: txn) }
+        try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
+    }
+
+    /// Stores `models` in `txn`, as one put each would, with the work that is the same for every
+    /// record done once: the clock is read once (the records of one call share their write time,
+    /// and an expiry `after` a duration counts from it), and generated code writes every payload
+    /// into one buffer. With `insertOnly`, an existing record is an error (`LMDBError` keyExists),
+    /// and what the call stored before it stays in `txn`.
+    public func put(_ models: some Sequence<Model>, expiry: Expiry = .collectionDefault, insertOnly: Bool = false, in txn: borrowing WriteTransaction) throws {
+        let batch = PutBatch(header: header(for: expiry), options: insertOnly ? .noOverwrite : [])
+        guard let table = currentEmitted else {
+            for model in models { try putOrdinarily(model, batch, in: txn) }
+            return
+        }
+        try encoder.withFieldEmitting(table: table) { session in
+            // Models in contiguous memory (an array) are visited by index, without the generic
+            // iterator (about a hundred instructions a record).
+            let done: Void? = try models.withContiguousStorageIfAvailable { models in
+                for index in models.indices { try put(models[index], batch, &session, in: txn) }
+            }
+            if done == nil {
+                for model in models { try put(model, batch, &session, in: txn) }
+            }
+        }
+    }
+
+    /// What the records of one put call share.
+    private struct PutBatch {
+        let header: RecordHeader
+        let options: PutOptions
+    }
+
+    /// The header of a record written now with `expiry`.
+    @inline(__always)
+    private func header(for expiry: Expiry) -> RecordHeader {
+        let now = store.options.clock()
+        let expiresAt: Int64? = switch expiry {
+        case .collectionDefault: timeToLive.map { now + $0 }
+        case .never: nil
+        case .at(let time): time
+        case .after(let duration): now + duration
+        }
+        return RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
+    }
+
+    /// Stores one model of a batch through its generated code, or the ordinary way when that declines.
+    private func put(_ model: Model, _ batch: PutBatch, _ session: inout CBOREmitSession, in txn: borrowing WriteTransaction) throws {
+        try model.id.withKeyBytes { key in
+            try checkKeySize(key.count)
+            // Generated code cannot fail (it declines instead), so its payload goes straight to
+            // LMDB, without the layers that name the key in an encoding error.
+            guard let payload = session.emit({ model.emit(into: &$0) }) else {
+                return try withPayload(of: model, key: key, ordinarily: true) { try store($0, batch, key: key, in: txn) }
+            }
+            try store(payload, batch, key: key, in: txn)
+        }
+    }
+
+    /// Stores one model of a batch through its `encode(to:)`.
+    private func putOrdinarily(_ model: Model, _ batch: PutBatch, in txn: borrowing WriteTransaction) throws {
+        try model.id.withKeyBytes { key in
+            try checkKeySize(key.count)
+            try withPayload(of: model, key: key, ordinarily: true) { try store($0, batch, key: key, in: txn) }
+        }
+    }
+
+    /// Writes a record of `payload` under `key`.
+    private func store(_ payload: UnsafeRawBufferPointer, _ batch: PutBatch, key: UnsafeRawBufferPointer, in txn: borrowing WriteTransaction) throws {
+        try batch.header.store(payload: payload, forKey: key, in: database, options: batch.options, txn: txn)
+    }
+
+    /// Removes the record under `id`; returns whether there was one.
+    @discardableResult
+    public func delete(_ id: Model.ID) throws -> Bool {
+        let key = try keyBytes(id)
+        return try store.environment.write { txn in
+            try migratePending(in: txn)
+            return try txn.delete(key, in: database)
+        }
+    }
+
+    /// Removes the record under `id` in `txn`.
+    @discardableResult
+    public func delete(_ id: Model.ID, in txn: borrowing WriteTransaction) throws -> Bool {
+        try txn.delete(try keyBytes(id), in: database)
+    }
+
+    /// Removes every record.
+    public func deleteAll() throws {
+        try store.environment.write { txn in try txn.clear(database) }
+    }
+
+    /// Deletes every expired record, in one transaction; returns how many.
+    @discardableResult
+    public func purgeExpired() throws -> Int {
+        let now = store.options.clock()
+        let purged = try store.environment.write { txn in
+            var purged = 0
+            try txn.withCursor(in: database) { cursor in
+                var entry = try cursor.first()
+                while let current = entry {
+                    // A record whose header cannot be read is damaged, not expired: it stays.
+                    if let header = try? RecordHeader.parse(current.value).0, header.isExpired(at: now) {
+                        try cursor.deleteCurrent()
+                        purged += 1
+                    }
+                    entry = try cursor.next()
+                }
+            }
+            return purged
+        }
+        if purged > 0 { store.logger.info("purged expired records", metadata: ["collection": "\(name)", "count": "\(purged)"]) }
+        return purged
+    }
+}
+
+/// When a stored record stops being visible.
+public enum Expiry: Sendable, Hashable {
+    /// The collection's time to live, if it has one, else never.
+    case collectionDefault
+    /// Never.
+    case never
+    /// At a time, in milliseconds since 1970.
+    case at(milliseconds: Int64)
+    /// After a duration from now, in milliseconds.
+    case after(milliseconds: Int64)
+}
+
