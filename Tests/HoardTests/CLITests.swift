@@ -202,17 +202,51 @@ struct CLITests {
         try withSampleStore { dir, path in
             chmod(dir, 0o755)
             chmod(path, 0o700)
-            let result: ProcessResult
-            if getuid() == 0 {
-                // root reads everything: run as nobody, who may not enter the 0700 store directory.
-                result = try runProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", try builtExecutable("hoard"), "stat", path])
-            } else {
+            guard getuid() == 0 else {
                 chmod(path, 0o000)
                 defer { chmod(path, 0o700) }
-                result = try hoard("stat", path)
+                let result = try hoard("stat", path)
+                #expect(result.status == 3, "\(result.stderr)")
+                #expect(result.stderr.contains("permission denied"), "\(result.stderr)")
+                return
             }
+            // root reads everything: run as nobody, who may not enter the 0700 store directory. The
+            // binary is copied beside the store first: the checkout may live where nobody cannot
+            // enter either (a clone in root's home, or in a mktemp -d directory).
+            let binary = dir + "/hoard"
+            try writeFile(binary, try readFile(try builtExecutable("hoard")))
+            chmod(binary, 0o755)
+            let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups"]
+            let result = try runProcess("/usr/bin/setpriv", asNobody + [binary, "stat", path])
             #expect(result.status == 3, "\(result.stderr)")
             #expect(result.stderr.contains("permission denied"), "\(result.stderr)")
+
+            // With no process to spare (RLIMIT_NPROC 0), the reader process cannot start: the
+            // command runs in the tool's own process and still reports the store as unreadable.
+            let starved = try runProcess("/usr/bin/setpriv", asNobody + ["/usr/bin/prlimit", "--nproc=0", binary, "stat", path])
+            #expect(starved.stderr.contains("cannot start a reader process"), "\(starved.stderr)")
+            #expect(starved.status == 3, "\(starved.stderr)")
+            #expect(starved.stderr.contains("permission denied"), "\(starved.stderr)")
+        }
+    }
+
+    @Test("string IDs that look like hex (\"0x10\") are string IDs: verify accepts them, get and rm find them")
+    func hexLookingStringIDs() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            do {
+                let store = try Store(path: path, options: .init(durability: .riskStoreOnOSCrash))
+                try store.collection(Tag.self).put([Tag(id: "0x10", uses: 16), Tag(id: "0x", uses: 0), Tag(id: "plain", uses: 1)])
+            }
+            let verify = try hoard("verify", path)
+            #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+            #expect(verify.stdout.contains("verified 3 records"), "\(verify.stdout)")
+            let get = try hoard("get", path, "Tag", "0x10", "--json")
+            #expect(get.status == 0, "\(get.stderr)")
+            let value = try jsonObject(get.stdout)["value"] as? [String: Any]
+            #expect(value?["uses"] as? Int == 16, "\(get.stdout)")
+            #expect(try hoard("rm", path, "Tag", "0x").status == 0)
+            #expect(try Store(path: path).collection(Tag.self).get("0x") == nil)
         }
     }
 

@@ -5,7 +5,7 @@ import LMDB
 import VariableCoding
 
 /// `hoard dump`: the store as JSON Lines, record bytes included, for `hoard load`.
-struct Dump: ParsableCommand {
+struct Dump: StoreCommand {
     static let configuration = CommandConfiguration(
         abstract: "Export a store (or one collection) as JSON Lines on standard output.",
         discussion: """
@@ -80,7 +80,7 @@ enum DumpLine {
 }
 
 /// `hoard load`: restores a dump.
-struct Load: ParsableCommand {
+struct Load: StoreCommand {
     static let configuration = CommandConfiguration(
         abstract: "Import a dump from standard input (writes; creates the store when missing).",
         discussion: """

@@ -3,7 +3,7 @@ import Hoard
 import LMDB
 
 /// `hoard get`: one record, header and payload.
-struct Get: ParsableCommand {
+struct Get: StoreCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show one record: its header and its payload as JSON.",
         discussion: """
@@ -58,7 +58,7 @@ struct Get: ParsableCommand {
         lines.append("\(Terminal.bold("size"))      \(size) bytes (28-byte header + payload)")
         if let damage = view.damage { lines.append("\(Terminal.bold("damage"))    \(Terminal.red(damage))") }
         if var payload = view.payload, let header = view.header {
-            if asCurrent { payload = rename(payload, in: handle.schema, from: header.version).value }
+            if asCurrent { payload = handle.schema.renaming(payload, from: header.version).value }
             lines.append(JSON(payload).pretty)
         }
         return lines

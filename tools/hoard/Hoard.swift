@@ -42,14 +42,14 @@ struct HoardCommand: ParsableCommand {
         sigaddset(&interrupts, SIGINT)
         sigaddset(&interrupts, SIGTERM)
         sigprocmask(SIG_UNBLOCK, &interrupts, nil)
-        // LMDB keeps no page checksums: a damaged B-tree can make it fault. Commands that read a
-        // store therefore run in a child process, and a crash there is reported, not suffered.
-        if getenv(Isolation.variable) == nil, Isolation.applies(to: arguments) {
-            terminate(Isolation.runInChild(arguments))
-        }
-        installInterruptHandler()
         do {
             var command = try parseAsRoot(arguments)
+            // LMDB keeps no page checksums: a damaged B-tree can make it fault. Commands that read
+            // a store therefore run in a child process, and a crash there is reported, not suffered.
+            if getenv(Isolation.variable) == nil, command is any StoreCommand, let status = Isolation.runInChild(arguments) {
+                terminate(status)
+            }
+            installInterruptHandler()
             try command.run()
             Output.standard.flush()
             terminate(Skipped.any ? 1 : 0)
@@ -79,22 +79,20 @@ struct HoardCommand: ParsableCommand {
     }
 }
 
+/// A command that opens a store: it runs in a child process of this executable (``Isolation``),
+/// so that a fault on a damaged store ends the child, not the tool.
+protocol StoreCommand: ParsableCommand {}
+
 /// Running a store command in a child process of this executable.
 enum Isolation {
     static let variable = "HOARD_CLI_CHILD"
     static let child = Atomic<Int32>(0)
 
-    /// Every store command; not help, the version or the demo (which writes its own store).
-    static func applies(to arguments: [String]) -> Bool {
-        guard let first = arguments.first else { return false }
-        let storeCommands: Set<String> = [
-            "stat", "schema", "get", "scan", "dump", "load", "verify", "migrate", "purge-expired", "compact", "rm",
-        ]
-        return storeCommands.contains(first) && !arguments.contains("--help") && !arguments.contains("-h")
-    }
-
-    /// Runs this executable again with `arguments` and returns the exit status to use.
-    static func runInChild(_ arguments: [String]) -> Int32 {
+    /// Runs this executable again with `arguments` and returns the exit status to use, or `nil`
+    /// when the child cannot be started (the command then runs in this process, without the
+    /// isolation, so that its own errors, such as a store it may not read, are still reported
+    /// as they are).
+    static func runInChild(_ arguments: [String]) -> Int32? {
         let executable = ownPath()
         setenv(variable, "1", 1)
         // A fault in the child is reported below in one line; the runtime's crash report would
@@ -124,8 +122,10 @@ enum Isolation {
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, executable, nil, &attributes, argv, environ)
         guard rc == 0 else {
-            printError("hoard: cannot start a reader process (\(String(cString: strerror(rc))))")
-            return 1
+            printError("hoard: cannot start a reader process (\(String(cString: strerror(rc)))); reading without crash isolation")
+            signal(SIGINT, SIG_DFL)
+            signal(SIGTERM, SIG_DFL)
+            return nil
         }
         child.store(pid, ordering: .relaxed)
         var status: Int32 = 0

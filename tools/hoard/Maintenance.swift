@@ -9,7 +9,7 @@ import Darwin
 #endif
 
 /// `hoard purge-expired`: delete expired records.
-struct PurgeExpired: ParsableCommand {
+struct PurgeExpired: StoreCommand {
     static let configuration = CommandConfiguration(
         commandName: "purge-expired",
         abstract: "Delete expired records (writes).",
@@ -55,7 +55,7 @@ struct PurgeExpired: ParsableCommand {
 }
 
 /// `hoard compact`: a compacting copy.
-struct Compact: ParsableCommand {
+struct Compact: StoreCommand {
     static let configuration = CommandConfiguration(
         abstract: "Write a compacted copy of the store to a new directory.",
         discussion: """
@@ -90,7 +90,7 @@ struct Compact: ParsableCommand {
 }
 
 /// `hoard rm`: delete records by ID.
-struct Remove: ParsableCommand {
+struct Remove: StoreCommand {
     static let configuration = CommandConfiguration(
         commandName: "rm",
         abstract: "Delete records by ID (writes).",

@@ -3,7 +3,7 @@ import Hoard
 import LMDB
 
 /// `hoard scan`: records of a collection, as a table or JSON Lines.
-struct Scan: ParsableCommand {
+struct Scan: StoreCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the records of a collection, as a table or (--json) JSON Lines.",
         discussion: """

@@ -2,7 +2,7 @@ import ArgumentParser
 import Hoard
 
 /// `hoard schema`: the key-set registry, versions side by side.
-struct Schema: ParsableCommand {
+struct Schema: StoreCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show every local key-set version's key names, side by side.",
         discussion: """

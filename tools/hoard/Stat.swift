@@ -9,7 +9,7 @@ import Darwin
 #endif
 
 /// `hoard stat`: the store and its collections at a glance.
-struct Stat: ParsableCommand {
+struct Stat: StoreCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show the store's size, readers and collections.",
         discussion: """

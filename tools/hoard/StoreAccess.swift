@@ -68,7 +68,7 @@ func openStore(_ path: String, writable: Bool = false, create: Bool = false) thr
     }
     do {
         let store = try Store(path: path, options: .init(readOnly: !writable))
-        if !writable, try store.collectionNames().isEmpty, try !storeHasMeta(store) {
+        if !store.isInitialized {
             throw CLIError.cannotOpen("\(path): an empty LMDB environment, not a Hoard store")
         }
         return store
@@ -79,17 +79,12 @@ func openStore(_ path: String, writable: Bool = false, create: Bool = false) thr
     }
 }
 
-private func storeHasMeta(_ store: Store) throws -> Bool {
-    let main = try store.environment.openDatabase(nil)
-    return try store.environment.read { txn in try txn.contains(Array("hoard.meta".utf8), in: main) }
-}
-
 private func describe(_ error: LMDBError) -> String {
-    switch error.code {
-    case EACCES: "permission denied (\(error.operation))"
-    case EROFS: "read-only file system (\(error.operation))"
-    case Int32(-30793): "not an LMDB environment, or a damaged one (MDB_INVALID)"  // MDB_INVALID
-    case Int32(-30794): "written by an incompatible LMDB version (MDB_VERSION_MISMATCH)"
+    switch error.kind {
+    case .permissionDenied where error.code == EROFS: "read-only file system (\(error.operation))"
+    case .permissionDenied: "permission denied (\(error.operation))"
+    case .invalid: "not an LMDB environment, or a damaged one (MDB_INVALID)"
+    case .versionMismatch: "written by an incompatible LMDB version (MDB_VERSION_MISMATCH)"
     default: "\(error)"
     }
 }
@@ -98,8 +93,7 @@ private func describe(_ error: LMDBError) -> String {
 struct CollectionShape {
     let name: String
     let schema: CollectionSchema
-    /// How IDs are written: the registry's kind, or guessed from the first key for stores
-    /// written before the kind was recorded.
+    /// How IDs are written (``Store/keyKind(of:)``).
     let keyKind: KeyKind
 
     init(_ schema: CollectionSchema, keyKind: KeyKind? = nil) {
@@ -112,7 +106,6 @@ struct CollectionShape {
 
     /// The key bytes of an ID given on the command line.
     func key(_ text: String) throws -> [UInt8] {
-        if text.hasPrefix("0x"), keyKind != .string, let bytes = KeyKind.custom.keyBytes(parsing: text) { return bytes }
         guard let bytes = keyKind.keyBytes(parsing: text) else {
             throw CLIError.usage("'\(text)' is not an ID of collection \(name) (its IDs are \(keyKind.rawValue) keys; 0x… gives raw key bytes)")
         }
@@ -165,17 +158,7 @@ func openCollection(_ name: String, in store: Store) throws -> CollectionHandle 
         let names = try store.collectionNames()
         throw CLIError.usage("no collection '\(name)' in \(store.path) (it has \(names.isEmpty ? "none" : names.joined(separator: ", ")))")
     }
-    var kind = schema.keyKind
-    if kind == nil {
-        let first = try store.read { txn in try txn.entries(in: database, limit: 1).first?.key }
-        kind = switch first {
-        case let key? where key.first == 0x01: .string
-        case let key? where key.count == 8: .int
-        case let key? where key.count == 16: .uuid
-        default: .custom
-        }
-    }
-    return CollectionHandle(shape: CollectionShape(schema, keyKind: kind), database: database)
+    return CollectionHandle(shape: CollectionShape(schema, keyKind: try store.keyKind(of: schema)), database: database)
 }
 
 // MARK: - Records
@@ -212,76 +195,9 @@ struct RecordView {
         }
         if let damage { members.append(("damage", .string(damage))) }
         if var payload {
-            if asCurrent, let header { payload = rename(payload, in: collection.schema, from: header.version).value }
+            if asCurrent, let header { payload = collection.schema.renaming(payload, from: header.version).value }
             members.append(("value", JSON(payload)))
         }
         return .object(members)
-    }
-}
-
-// MARK: - Key names across versions
-
-/// `value` (a payload of `version`) with its keys renamed to the current version's names;
-/// properties the current version lacks are dropped. Returns what could not be carried over.
-func rename(_ value: CBORValue, in schema: CollectionSchema, from version: Int) -> (value: CBORValue, dropped: [String]) {
-    guard version != schema.currentVersion,
-          let old = schema.versions[version], let new = schema.versions[schema.currentVersion] else { return (value, []) }
-    var result = value
-    var moved: [(path: [String], value: CBORValue)] = []
-    var dropped: [String] = []
-    for (property, oldName) in old.sorted(by: { $0.key < $1.key }) {
-        let path = oldName.split(separator: ".").map(String.init)
-        guard let found = lookup(result, path) else { continue }
-        result = removing(result, path)
-        if let newName = new[property] {
-            moved.append((newName.split(separator: ".").map(String.init), found))
-        } else {
-            dropped.append(property)
-        }
-    }
-    for (path, found) in moved { result = setting(result, path, found) }
-    return (sortedMaps(result), dropped)
-}
-
-func lookup(_ value: CBORValue, _ path: [String]) -> CBORValue? {
-    guard let first = path.first else { return value }
-    guard let inner = value[first] else { return nil }
-    return lookup(inner, Array(path.dropFirst()))
-}
-
-func removing(_ value: CBORValue, _ path: [String]) -> CBORValue {
-    guard case .map(var entries) = value, let first = path.first,
-          let index = entries.firstIndex(where: { $0.key == .text(first) }) else { return value }
-    if path.count == 1 {
-        entries.remove(at: index)
-    } else {
-        entries[index].value = removing(entries[index].value, Array(path.dropFirst()))
-        if case .map(let rest) = entries[index].value, rest.isEmpty { entries.remove(at: index) }
-    }
-    return .map(entries)
-}
-
-func setting(_ value: CBORValue, _ path: [String], _ new: CBORValue) -> CBORValue {
-    guard let first = path.first else { return new }
-    var entries: [CBORValue.Entry] = if case .map(let existing) = value { existing } else { [] }
-    if let index = entries.firstIndex(where: { $0.key == .text(first) }) {
-        entries[index].value = setting(entries[index].value, Array(path.dropFirst()), new)
-    } else {
-        entries.append(CBORValue.Entry(.text(first), setting(.map([]), Array(path.dropFirst()), new)))
-    }
-    return .map(entries)
-}
-
-/// The value with every map's entries in deterministic order (RFC 8949 §4.2.1: bytewise order
-/// of the encoded keys), as the store's encoder writes them.
-func sortedMaps(_ value: CBORValue) -> CBORValue {
-    switch value {
-    case .map(let entries):
-        let sorted = entries.map { CBORValue.Entry($0.key, sortedMaps($0.value)) }
-            .sorted { $0.key.encoded().lexicographicallyPrecedes($1.key.encoded()) }
-        return .map(sorted)
-    case .array(let items): return .array(items.map(sortedMaps))
-    case .tagged(let tag, let inner): return .tagged(tag, sortedMaps(inner))
-    default: return value
     }
 }

@@ -10,7 +10,7 @@ import Darwin
 #endif
 
 /// `hoard verify`: read every record and report what is wrong.
-struct Verify: ParsableCommand {
+struct Verify: StoreCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check every record of every collection; exit status 1 when anything is wrong.",
         discussion: """
@@ -155,18 +155,6 @@ struct KeyNames {
             guard index < 64 else { return large.insert(index).inserted }
             defer { small |= 1 << UInt64(index) }
             return small & (1 << UInt64(index)) == 0
-        }
-    }
-}
-
-extension KeyKind {
-    /// Whether `key` is a well-formed key of this kind.
-    func accepts(_ key: UnsafeRawBufferPointer) -> Bool {
-        switch self {
-        case .int, .uint: key.count == 8
-        case .uuid: key.count == 16
-        case .string: key.first == 0x01 && !describe(key).hasPrefix("0x")
-        case .custom: true
         }
     }
 }

@@ -25,6 +25,25 @@ extension Store {
         try Registry.read(collection, in: self).map { CollectionSchema(name: collection, entry: $0) }
     }
 
+    /// Whether the store has been created: `false` only for an empty LMDB environment opened
+    /// read-only, which holds no Hoard store yet (nor anything else).
+    public var isInitialized: Bool { meta != nil }
+
+    /// How `schema`'s collection encodes its IDs: as the registry records it, or, for an entry
+    /// written before Hoard recorded it, as its first stored key shows (a string key starts
+    /// with 0x01, `Int` keys have 8 bytes, UUIDs 16; anything else is read as ``KeyKind/custom``).
+    public func keyKind(of schema: CollectionSchema) throws -> KeyKind {
+        if let kind = schema.keyKind { return kind }
+        guard let database = try recordDatabase(of: schema.name) else { return .custom }
+        let first = try read { txn in try txn.entries(in: database, limit: 1).first?.key }
+        return switch first {
+        case let key? where KeyKind.string.accepts(key): .string
+        case let key? where key.count == 8: .int
+        case let key? where key.count == 16: .uuid
+        default: .custom
+        }
+    }
+
     /// The LMDB database holding `collection`'s records, or `nil` when there is none (and
     /// `create` is false). Its values are records as docs/FORMAT.md describes them.
     public func recordDatabase(of collection: String, create: Bool = false) throws -> Database? {
