@@ -213,8 +213,10 @@ struct CLITests {
             // root reads everything: run as nobody, who may not enter the 0700 store directory. The
             // binary is copied beside the store first: the checkout may live where nobody cannot
             // enter either (a clone in root's home, or in a mktemp -d directory).
+            // (Copied by cp, not by this process: a child another test forks meanwhile would inherit
+            // an open descriptor for writing, and executing the copy would fail with ETXTBSY.)
             let binary = dir + "/hoard"
-            try writeFile(binary, try readFile(try builtExecutable("hoard")))
+            #expect(try runProcess("/bin/cp", [try builtExecutable("hoard"), binary]).status == 0)
             chmod(binary, 0o755)
             let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups"]
             let result = try runProcess("/usr/bin/setpriv", asNobody + [binary, "stat", path])

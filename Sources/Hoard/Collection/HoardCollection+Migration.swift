@@ -28,11 +28,11 @@ extension HoardCollection {
     /// How many keys a lazy migration remembers at most; more are migrated on a later read.
     static var pendingLimit: Int { 100_000 }
 
-    /// Rewrites, in `txn`, the records remembered for a lazy migration; returns how many it rewrote.
+    /// Rewrites, in `txn`, the records remembered for a lazy migration (by any handle of the
+    /// collection: they share ``CollectionState``); returns how many it rewrote.
     @discardableResult
     func migratePending(in txn: borrowing WriteTransaction) throws -> Int {
-        guard migration == .lazy else { return 0 }
-        let keys = pendingMigrations.withLock { pending -> Set<[UInt8]> in
+        let keys = state.pendingMigrations.withLock { pending -> Set<[UInt8]> in
             defer { pending.removeAll() }
             return pending
         }

@@ -123,7 +123,7 @@ extension HoardCollection {
             let model = try decodePayload(payload, version: header.version)
             if header.version < currentVersion && migration == .lazy {
                 let key = key()
-                pendingMigrations.withLock { pending in
+                state.pendingMigrations.withLock { pending in
                     if pending.count < Self.pendingLimit { pending.insert(key) }
                 }
             }

@@ -1,7 +1,6 @@
 internal import LMDB
 public import VariableCoding
 internal import CBOR
-internal import Synchronization
 
 /// The stored models of one type: a named LMDB database of records keyed by the models' IDs.
 ///
@@ -20,8 +19,8 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     public let timeToLive: Int64?
     /// What happens to records read in an older version.
     public let migration: MigrationPolicy
-    /// Keys of records read in an older version, to rewrite (with ``MigrationPolicy/lazy``).
-    let pendingMigrations = Mutex<Set<[UInt8]>>([])
+    /// What this collection's handles share in the process.
+    let state: CollectionState
     let store: Store
     let database: Database
     /// Deterministic CBOR: equal models give equal bytes, so changes can be found by comparing bytes.
@@ -40,8 +39,9 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     let olderScanned: [Int: CBORPropertyTable]
     let currentEmitted: CBORPropertyTable?
 
-    init(store: Store, name: String, timeToLive: Int64?, migration: MigrationPolicy) throws {
+    init(store: Store, name: String, state: CollectionState, timeToLive: Int64?, migration: MigrationPolicy) throws {
         self.store = store
+        self.state = state
         self.name = name
         self.timeToLive = timeToLive
         self.migration = migration

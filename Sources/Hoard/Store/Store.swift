@@ -2,6 +2,7 @@ public import LMDB
 public import Logging
 internal import CBOR
 internal import Dispatch
+internal import Synchronization
 #if canImport(Glibc)
 internal import Glibc
 #elseif canImport(Darwin)
@@ -78,6 +79,8 @@ public final class Store: Sendable {
     let meta: Database?
     /// Where async writes run (see Store+Async.swift).
     let writerQueue = DispatchQueue(label: "hoard.store.writer")
+    /// What the handles of one collection share in this process, by collection name.
+    let collectionStates = Mutex<[String: CollectionState]>([:])
 
     /// Opens the store at `path`, creating it (unless read-only) when it does not exist.
     ///
@@ -171,6 +174,10 @@ public final class Store: Sendable {
     /// The first open records the type's key sets in the registry; later opens check that every
     /// local key set recorded before is unchanged and record new versions.
     ///
+    /// Every call returns a new handle, with the settings given here; the handles of one
+    /// collection share its state in this process (``CollectionState``: the records a lazy
+    /// migration will rewrite), so any handle's next write rewrites what a lazy one remembered.
+    ///
     /// - Throws: ``HoardError/keySetChanged(type:collection:version:differences:)`` when a recorded
     ///   key set differs from the code's.
     ///
@@ -181,7 +188,18 @@ public final class Store: Sendable {
     public func collection<Model>(
         _ type: Model.Type, named name: String? = nil, timeToLive: Int64? = nil, migration: MigrationPolicy = .never
     ) throws -> HoardCollection<Model> {
-        try HoardCollection(store: self, name: name ?? String(describing: Model.self), timeToLive: timeToLive, migration: migration)
+        let name = name ?? String(describing: Model.self)
+        return try HoardCollection(store: self, name: name, state: state(of: name), timeToLive: timeToLive, migration: migration)
+    }
+
+    /// The state the handles of collection `name` share, made at its first open.
+    func state(of name: String) -> CollectionState {
+        collectionStates.withLock { states in
+            if let state = states[name] { return state }
+            let state = CollectionState()
+            states[name] = state
+            return state
+        }
     }
 
     /// Runs `body` in a read transaction: a consistent snapshot of every collection.
