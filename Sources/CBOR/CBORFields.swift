@@ -22,13 +22,13 @@ internal import Darwin
 ///
 /// The names should be distinct: of two equal names, decoding finds only the first, and
 /// encoding both is refused as a duplicate key.
-public final class CBORKeyTable: @unchecked Sendable {
+package final class CBORKeyTable: @unchecked Sendable {
     // @unchecked: immutable after init; `storage` is owned and never written again.
 
     /// The key names, by field number.
-    public let names: [String]
+    package let names: [String]
     /// The number of fields.
-    public let count: Int
+    package let count: Int
     /// Every key encoded (head and UTF-8), back to back.
     private let storage: UnsafeMutableRawPointer
     private let spans: UnsafeMutableBufferPointer<KeyBytes>
@@ -46,7 +46,7 @@ public final class CBORKeyTable: @unchecked Sendable {
     }
 
     /// A table of `names`, field `n` being `names[n]`.
-    public init(_ names: [String]) {
+    package init(_ names: [String]) {
         self.names = names
         self.count = names.count
         let writer = Writer()
@@ -136,7 +136,7 @@ extension CBORDecoder {
     ///
     /// - Throws: ``CBORDecodingError`` for malformed bytes, `DecodingError.typeMismatch` when
     ///   the item is not a map, and whatever `body` throws.
-    public func decodeFields<R>(from buffer: UnsafeRawBufferPointer, keys: CBORKeyTable, _ body: (CBORFieldReader) throws -> R) throws -> R {
+    package func decodeFields<R>(from buffer: UnsafeRawBufferPointer, keys: CBORKeyTable, _ body: (CBORFieldReader) throws -> R) throws -> R {
         let state = DecoderState.take(reader: Reader(buffer, maxDepth: maxDepth), userInfo: userInfoBox)
         defer { DecoderState.recycle(state) }
         let head = try state.reader.head(at: 0)
@@ -172,7 +172,7 @@ extension CBORDecoder {
     }
 
     /// ``decodeFields(from:keys:_:)-(UnsafeRawBufferPointer,_,_)`` over an array of bytes.
-    public func decodeFields<R>(from bytes: [UInt8], keys: CBORKeyTable, _ body: (CBORFieldReader) throws -> R) throws -> R {
+    package func decodeFields<R>(from bytes: [UInt8], keys: CBORKeyTable, _ body: (CBORFieldReader) throws -> R) throws -> R {
         try bytes.withUnsafeBytes { try decodeFields(from: $0, keys: keys, body) }
     }
 }
@@ -210,7 +210,7 @@ extension DecoderState {
 ///
 /// Each method behaves as the same method of a keyed decoding container: a field the map does
 /// not hold throws `DecodingError.keyNotFound`; values are checked and converted the same way.
-public final class CBORFieldReader {
+package final class CBORFieldReader {
     let state: DecoderState
     let generation: Int
     let keys: CBORKeyTable
@@ -222,10 +222,10 @@ public final class CBORFieldReader {
     }
 
     /// The key names, by field number.
-    public var names: [String] { keys.names }
+    package var names: [String] { keys.names }
 
     /// Whether the map holds the field (with any value, `null` included).
-    public func contains(field: Int) -> Bool {
+    package func contains(field: Int) -> Bool {
         generation == state.generation && field >= 0 && field < keys.count && state.fieldValues[field] >= 0
     }
 
@@ -255,18 +255,18 @@ public final class CBORFieldReader {
         }
     }
 
-    public func decodeNil(field: Int) throws -> Bool { try state.isNil(at: try valueOffset(field)) }
-    public func decode(_ type: Bool.Type, field: Int) throws -> Bool { try primitive(field) { try state.decodeBool(at: $0) } }
-    public func decode(_ type: String.Type, field: Int) throws -> String { try primitive(field) { try state.decodeString(at: $0) } }
-    public func decode(_ type: Double.Type, field: Int) throws -> Double { try primitive(field) { try state.decodeDouble(at: $0) } }
-    public func decode(_ type: Float.Type, field: Int) throws -> Float { try primitive(field) { try state.decodeFloat(at: $0) } }
-    public func decode(_ type: Int.Type, field: Int) throws -> Int { try primitive(field) { try state.decodeInteger(type, at: $0) } }
-    public func decode(_ type: Int32.Type, field: Int) throws -> Int32 { try primitive(field) { try state.decodeInteger(type, at: $0) } }
-    public func decode(_ type: Int64.Type, field: Int) throws -> Int64 { try primitive(field) { try state.decodeInteger(type, at: $0) } }
-    public func decode(_ type: UInt64.Type, field: Int) throws -> UInt64 { try primitive(field) { try state.decodeInteger(type, at: $0) } }
+    package func decodeNil(field: Int) throws -> Bool { try state.isNil(at: try valueOffset(field)) }
+    package func decode(_ type: Bool.Type, field: Int) throws -> Bool { try primitive(field) { try state.decodeBool(at: $0) } }
+    package func decode(_ type: String.Type, field: Int) throws -> String { try primitive(field) { try state.decodeString(at: $0) } }
+    package func decode(_ type: Double.Type, field: Int) throws -> Double { try primitive(field) { try state.decodeDouble(at: $0) } }
+    package func decode(_ type: Float.Type, field: Int) throws -> Float { try primitive(field) { try state.decodeFloat(at: $0) } }
+    package func decode(_ type: Int.Type, field: Int) throws -> Int { try primitive(field) { try state.decodeInteger(type, at: $0) } }
+    package func decode(_ type: Int32.Type, field: Int) throws -> Int32 { try primitive(field) { try state.decodeInteger(type, at: $0) } }
+    package func decode(_ type: Int64.Type, field: Int) throws -> Int64 { try primitive(field) { try state.decodeInteger(type, at: $0) } }
+    package func decode(_ type: UInt64.Type, field: Int) throws -> UInt64 { try primitive(field) { try state.decodeInteger(type, at: $0) } }
 
     /// Any other value, through the decoder's `Decoder` (its coding path starts at the field).
-    public func decode<T: Decodable>(_ type: T.Type, field: Int) throws -> T {
+    package func decode<T: Decodable>(_ type: T.Type, field: Int) throws -> T {
         let offset = try valueOffset(field)
         return try state.decodeNested(type, at: offset, key: FieldKey(keys.names[field]))
     }
@@ -281,7 +281,7 @@ extension CBOREncoder {
     /// The bytes are those of the same map written through `Encoder`: entries in the order they
     /// were written, or (``deterministic``) in the order of their encoded keys; a field written
     /// twice is refused. `writer` is valid only inside `fields`.
-    public func encodeFields<R>(
+    package func encodeFields<R>(
         keys: CBORKeyTable, _ fields: (CBORFieldWriter) throws -> Void, reading body: (UnsafeRawBufferPointer) throws -> R
     ) throws -> R {
         try withState(prefix: nil) { state in
@@ -316,7 +316,7 @@ extension CBOREncoder {
     }
 
     /// Encodes one map whose entries `fields` writes by the field numbers of `keys`.
-    public func encodeFields(keys: CBORKeyTable, _ fields: (CBORFieldWriter) throws -> Void) throws -> [UInt8] {
+    package func encodeFields(keys: CBORKeyTable, _ fields: (CBORFieldWriter) throws -> Void) throws -> [UInt8] {
         try encodeFields(keys: keys, fields, reading: { Array($0) })
     }
 }
@@ -330,7 +330,7 @@ struct FieldRange {
 /// The map being encoded, written by the field numbers of a ``CBORKeyTable``; made by
 /// ``CBOREncoder/encodeFields(keys:_:)`` and valid only inside its call. Each method writes the
 /// field's value, as a keyed encoding container's method of the same name does.
-public final class CBORFieldWriter {
+package final class CBORFieldWriter {
     let state: EncoderState
     /// `state.writer`, held here so that writing a value borrows it from this object instead of
     /// retaining it around every call (one atomic increment and decrement per field otherwise).
@@ -368,18 +368,18 @@ public final class CBORFieldWriter {
         state.fieldRanges[field].end = writer.count
     }
 
-    public func encodeNil(field: Int) throws { try begin(field); writer.append(0xF6); end(field) }
-    public func encode(_ value: Bool, field: Int) throws { try begin(field); writer.append(value ? 0xF5 : 0xF4); end(field) }
-    public func encode(_ value: String, field: Int) throws { try begin(field); writer.text(value); end(field) }
-    public func encode(_ value: Double, field: Int) throws { try begin(field); writer.double(value); end(field) }
-    public func encode(_ value: Float, field: Int) throws { try begin(field); writer.double(Double(value)); end(field) }
-    public func encode(_ value: Int, field: Int) throws { try begin(field); writer.int(Int64(value)); end(field) }
-    public func encode(_ value: Int32, field: Int) throws { try begin(field); writer.int(Int64(value)); end(field) }
-    public func encode(_ value: Int64, field: Int) throws { try begin(field); writer.int(value); end(field) }
-    public func encode(_ value: UInt64, field: Int) throws { try begin(field); writer.head(0, value); end(field) }
+    package func encodeNil(field: Int) throws { try begin(field); writer.append(0xF6); end(field) }
+    package func encode(_ value: Bool, field: Int) throws { try begin(field); writer.append(value ? 0xF5 : 0xF4); end(field) }
+    package func encode(_ value: String, field: Int) throws { try begin(field); writer.text(value); end(field) }
+    package func encode(_ value: Double, field: Int) throws { try begin(field); writer.double(value); end(field) }
+    package func encode(_ value: Float, field: Int) throws { try begin(field); writer.double(Double(value)); end(field) }
+    package func encode(_ value: Int, field: Int) throws { try begin(field); writer.int(Int64(value)); end(field) }
+    package func encode(_ value: Int32, field: Int) throws { try begin(field); writer.int(Int64(value)); end(field) }
+    package func encode(_ value: Int64, field: Int) throws { try begin(field); writer.int(value); end(field) }
+    package func encode(_ value: UInt64, field: Int) throws { try begin(field); writer.head(0, value); end(field) }
 
     /// Any other value, through the encoder's `Encoder` (its coding path starts at the field).
-    public func encode<T: Encodable>(_ value: T, field: Int) throws {
+    package func encode<T: Encodable>(_ value: T, field: Int) throws {
         try begin(field)
         try state.encodeNested(value, key: FieldKey(keys.names[field]))
         end(field)

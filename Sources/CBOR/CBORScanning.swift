@@ -17,11 +17,11 @@ internal import Darwin
 
 /// The key names of a model's properties, numbered by property: `names[p]` is the key of
 /// property `p`, or `nil` when the key set has none for it.
-public final class CBORPropertyTable: @unchecked Sendable {
+package final class CBORPropertyTable: @unchecked Sendable {
     // @unchecked: immutable after init; the buffers are owned and never written again.
 
     /// The key names, by property number.
-    public let names: [String?]
+    package let names: [String?]
     /// A table of the names that exist, numbered by field.
     let keys: CBORKeyTable
     /// Per property: its field and encoded key.
@@ -51,7 +51,7 @@ public final class CBORPropertyTable: @unchecked Sendable {
 
     /// A table of `names`, or `nil` when generated code cannot use it: two properties with one
     /// key name, or more than 64 keys (the scanner tracks keys seen in one word).
-    public init?(_ names: [String?]) {
+    package init?(_ names: [String?]) {
         let present = names.indices.filter { names[$0] != nil }
         let keyNames = present.compactMap { names[$0] }
         guard keyNames.count <= 64, Set(keyNames).count == keyNames.count else { return nil }
@@ -111,7 +111,7 @@ public final class CBORPropertyTable: @unchecked Sendable {
 /// }
 /// // otherwise: decode the ordinary way
 /// ```
-public struct CBORFieldScanner {
+package struct CBORFieldScanner {
     private let base: UnsafeRawPointer
     private let end: Int
     private var offset: Int
@@ -126,7 +126,7 @@ public struct CBORFieldScanner {
 
     /// `nil` when `bytes` do not start with a definite map that could hold only `table`'s keys.
     /// The bytes and the table must stay valid while the scanner is used.
-    public init?(_ bytes: UnsafeRawBufferPointer, table: CBORPropertyTable) {
+    package init?(_ bytes: UnsafeRawBufferPointer, table: CBORPropertyTable) {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return nil }
         self.base = base
         self.end = bytes.count
@@ -167,7 +167,7 @@ public struct CBORFieldScanner {
     }
 
     /// The property of the next entry's key, `nil` after the last entry or when declining.
-    public mutating func nextProperty() -> Int? {
+    package mutating func nextProperty() -> Int? {
         guard remaining > 0 && !declined else { return nil }
         // A deterministic map holds the keys in the table's order: the key expected at this
         // position, if short, is compared with one load. (The general case is a function of its
@@ -209,10 +209,10 @@ public struct CBORFieldScanner {
     }
 
     /// Whether every entry was read and the bytes end with the map.
-    public var isComplete: Bool { !declined && remaining == 0 && offset == end }
+    package var isComplete: Bool { !declined && remaining == 0 && offset == end }
 
     /// Consumes `null` (or `undefined`, which the general decoder also reads as nil).
-    public mutating func skipNull() -> Bool {
+    package mutating func skipNull() -> Bool {
         guard !declined, offset < end else { return false }
         let byte = base.load(fromByteOffset: offset, as: UInt8.self)
         guard byte == 0xF6 || byte == 0xF7 else { return false }
@@ -220,7 +220,7 @@ public struct CBORFieldScanner {
         return true
     }
 
-    public mutating func bool() -> Bool? {
+    package mutating func bool() -> Bool? {
         guard !declined, offset < end else { return decline() }
         switch base.load(fromByteOffset: offset, as: UInt8.self) {
         case 0xF4: offset += 1; return false
@@ -229,7 +229,7 @@ public struct CBORFieldScanner {
         }
     }
 
-    public mutating func string() -> String? {
+    package mutating func string() -> String? {
         guard !declined, let head = readHead(), head.major == 3, head.argument <= UInt64(end - offset) else { return decline() }
         let bytes = UnsafeRawBufferPointer(start: base + offset, count: Int(head.argument))
         // ASCII, the common case, needs no further check; the check is cheaper here than a call.
@@ -248,23 +248,23 @@ public struct CBORFieldScanner {
         return String(decoding: bytes.assumingMemoryBound(to: UInt8.self), as: UTF8.self)
     }
 
-    public mutating func double() -> Double? {
+    package mutating func double() -> Double? {
         guard !declined, let head = readHead(), let value = exactDouble(major: head.major, info: head.info, argument: head.argument) else {
             return decline()
         }
         return value
     }
 
-    public mutating func float() -> Float? {
+    package mutating func float() -> Float? {
         guard let value = double() else { return nil }
         if let float = Float(exactly: value) { return float }
         return value.isNaN ? .nan : decline()
     }
 
-    public mutating func int() -> Int? { integer(Int.self) }
-    public mutating func int32() -> Int32? { integer(Int32.self) }
-    public mutating func int64() -> Int64? { integer(Int64.self) }
-    public mutating func uint64() -> UInt64? { integer(UInt64.self) }
+    package mutating func int() -> Int? { integer(Int.self) }
+    package mutating func int32() -> Int32? { integer(Int32.self) }
+    package mutating func int64() -> Int64? { integer(Int64.self) }
+    package mutating func uint64() -> UInt64? { integer(UInt64.self) }
 
     /// As the general decoder's `decodeInteger`: a CBOR integer that fits `T` exactly.
     @inline(__always)
@@ -289,7 +289,7 @@ public struct CBORFieldScanner {
 /// Writes one map by the property numbers of a ``CBORPropertyTable``; made by a
 /// ``CBOREmitSession``. Writing a property twice, one without a key, or a number of entries
 /// other than announced makes the emitter decline.
-public struct CBORFieldEmitter: ~Copyable {
+package struct CBORFieldEmitter: ~Copyable {
     private let writer: Writer
     // Unowned: the session keeps the table alive for the emitter's whole life, which cannot
     // outlast the call (the emitter cannot be copied, and only a session makes one). A strong
@@ -298,7 +298,7 @@ public struct CBORFieldEmitter: ~Copyable {
     private unowned(unsafe) let table: CBORPropertyTable
     /// The properties with keys, in the order the encoder writes them (the table's memory:
     /// valid while the table is, which the emitter holds).
-    public let propertyOrder: UnsafeBufferPointer<Int>
+    package let propertyOrder: UnsafeBufferPointer<Int>
     private var announced = -1
     private var written = 0
     private var seen: UInt64 = 0
@@ -312,11 +312,11 @@ public struct CBORFieldEmitter: ~Copyable {
 
     var isComplete: Bool { !declined && written == announced }
 
-    public func hasKey(_ property: Int) -> Bool {
+    package func hasKey(_ property: Int) -> Bool {
         property >= 0 && property < table.properties.count && table.properties[property].field >= 0
     }
 
-    public mutating func beginMap(count: Int) {
+    package mutating func beginMap(count: Int) {
         // Once, and before any entry: a head written after entries could still match their number.
         guard announced < 0, written == 0, count >= 0 else { declined = true; return }
         announced = count
@@ -343,14 +343,14 @@ public struct CBORFieldEmitter: ~Copyable {
         return true
     }
 
-    public mutating func emit(_ value: Bool, property: Int) { if key(property) { writer.append(value ? 0xF5 : 0xF4) } }
-    public mutating func emit(_ value: String, property: Int) { if key(property) { writer.text(value) } }
-    public mutating func emit(_ value: Double, property: Int) { if key(property) { writer.double(value) } }
-    public mutating func emit(_ value: Float, property: Int) { if key(property) { writer.double(Double(value)) } }
-    public mutating func emit(_ value: Int, property: Int) { if key(property) { writer.int(Int64(value)) } }
-    public mutating func emit(_ value: Int32, property: Int) { if key(property) { writer.int(Int64(value)) } }
-    public mutating func emit(_ value: Int64, property: Int) { if key(property) { writer.int(value) } }
-    public mutating func emit(_ value: UInt64, property: Int) { if key(property) { writer.head(0, value) } }
+    package mutating func emit(_ value: Bool, property: Int) { if key(property) { writer.append(value ? 0xF5 : 0xF4) } }
+    package mutating func emit(_ value: String, property: Int) { if key(property) { writer.text(value) } }
+    package mutating func emit(_ value: Double, property: Int) { if key(property) { writer.double(value) } }
+    package mutating func emit(_ value: Float, property: Int) { if key(property) { writer.double(Double(value)) } }
+    package mutating func emit(_ value: Int, property: Int) { if key(property) { writer.int(Int64(value)) } }
+    package mutating func emit(_ value: Int32, property: Int) { if key(property) { writer.int(Int64(value)) } }
+    package mutating func emit(_ value: Int64, property: Int) { if key(property) { writer.int(value) } }
+    package mutating func emit(_ value: UInt64, property: Int) { if key(property) { writer.head(0, value) } }
 }
 
 extension CBOREncoder {
@@ -361,7 +361,7 @@ extension CBOREncoder {
     ///
     /// The bytes are those the general encoder writes for the same entries: keys in the order of
     /// their encoding when ``deterministic``, else in property order.
-    public func emitFields<R>(
+    package func emitFields<R>(
         table: CBORPropertyTable, _ fill: (inout CBORFieldEmitter) -> Bool,
         reading body: (UnsafeRawBufferPointer) throws -> R, otherwise: () throws -> R
     ) throws -> R {
@@ -375,7 +375,7 @@ extension CBOREncoder {
     /// Runs `body` with a session that writes maps by the property numbers of `table`, one
     /// after another into one buffer: for many records in a row, the buffer is found and
     /// prepared once rather than per record.
-    public func withFieldEmitting<R>(table: CBORPropertyTable, _ body: (inout CBOREmitSession) throws -> R) rethrows -> R {
+    package func withFieldEmitting<R>(table: CBORPropertyTable, _ body: (inout CBOREmitSession) throws -> R) rethrows -> R {
         try ThreadWriter.with { writer in
             var session = CBOREmitSession(writer: writer, table: table, deterministic: deterministic)
             return try body(&session)
@@ -385,7 +385,7 @@ extension CBOREncoder {
 
 /// Writes maps, one at a time, through ``CBORFieldEmitter``s that share one buffer; made by
 /// ``CBOREncoder/withFieldEmitting(table:_:)`` and valid only inside it.
-public struct CBOREmitSession: ~Copyable {
+package struct CBOREmitSession: ~Copyable {
     private let writer: Writer
     // Unowned for the emitter's reason: `withFieldEmitting` keeps the table alive for the
     // session's whole life, which cannot outlast the call.
@@ -401,7 +401,7 @@ public struct CBOREmitSession: ~Copyable {
     /// Writes one map through `fill`, and returns its bytes: valid until the next `emit` or the
     /// end of the session. `nil` when `fill` returns `false` or leaves the map other than it
     /// announced; the caller then encodes the ordinary way.
-    public mutating func emit(_ fill: (inout CBORFieldEmitter) -> Bool) -> UnsafeRawBufferPointer? {
+    package mutating func emit(_ fill: (inout CBORFieldEmitter) -> Bool) -> UnsafeRawBufferPointer? {
         writer.reset()
         var emitter = CBORFieldEmitter(writer: writer, table: table, deterministic: deterministic)
         guard fill(&emitter), emitter.isComplete else { return nil }

@@ -20,6 +20,7 @@
 
 /// One key set's key names by field number (`keyNames[n]` is field `n`), for coders with direct
 /// field access. Field numbers mean something only together with the layout that gave them.
+@_documentation(visibility: internal)
 public struct FieldLayout<Model>: Sendable {
     @usableFromInline let table: KeyTable<Model>
 
@@ -34,6 +35,7 @@ extension KeySets {
     /// wrapper or a transform): such key sets are coded through Codable.
     ///
     /// - Throws: what coding with `keySet` would throw (an invalid declaration, an unknown key set).
+    @_documentation(visibility: internal)
     public func fieldLayout(for keySet: KeySetID) throws -> FieldLayout<Model>? {
         let table = try table(for: keySet)
         guard !table.hasNestedKeys, table.wrapper.isEmpty, !table.slots.contains(where: { $0.transform != nil }) else {
@@ -52,6 +54,7 @@ extension KeySets {
 ///
 /// A class, so that the decoding container holds and passes it as one reference: copying a
 /// value of unknown type in an existential costs a call through its value witnesses each time.
+@_documentation(visibility: internal)
 public protocol FieldDecoding: AnyObject {
     /// Whether the data holds the field, with any value (`null` included).
     func contains(field: Int) -> Bool
@@ -72,6 +75,7 @@ public protocol FieldDecoding: AnyObject {
 /// A coder's write access to one model's fields, numbered by a ``FieldLayout``: each call writes
 /// the field's key and the value (the coder orders and checks the keys as its format requires).
 /// A class, as ``FieldDecoding`` is.
+@_documentation(visibility: internal)
 public protocol FieldEncoding: AnyObject {
     func encodeNil(field: Int) throws
     func encode(_ value: Bool, field: Int) throws
@@ -89,6 +93,7 @@ public protocol FieldEncoding: AnyObject {
 extension VariablyDecodable {
     /// Decodes the model from a coder's direct field access, numbered by `layout`.
     @inlinable
+    @_documentation(visibility: internal)
     public init(fields: any FieldDecoding, layout: FieldLayout<Self>) throws {
         try self.init(from: DecodingContainer(fields: fields, table: layout.table))
     }
@@ -97,6 +102,7 @@ extension VariablyDecodable {
 extension VariablyEncodable {
     /// Encodes the model through a coder's direct field access, numbered by `layout`.
     @inlinable
+    @_documentation(visibility: internal)
     public func encode(fields: any FieldEncoding, layout: FieldLayout<Self>) throws {
         var container = EncodingContainer(fields: fields, table: layout.table)
         try encode(to: &container)

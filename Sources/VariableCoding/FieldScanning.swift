@@ -15,6 +15,7 @@
 
 /// Thrown by generated code that declines to read a payload (see ``FieldScanning``). Thrown as a
 /// typed error: declining allocates nothing.
+@_documentation(visibility: internal)
 public struct FieldScanDeclined: Error {
     public init() {}
 }
@@ -24,6 +25,7 @@ public struct FieldScanDeclined: Error {
 /// Generated code calls ``nextProperty()`` until it returns `nil`, reads each property's value
 /// with the method of its type, and at the end asks ``isComplete``. Every method returns `nil`
 /// (or `false`) to decline; once it has declined, the scanner stays declined.
+@_documentation(visibility: internal)
 public protocol FieldScanning {
     /// The number of the next entry's property; `nil` after the last entry, or when the entry is
     /// not one generated code can read (then ``isComplete`` is `false`).
@@ -48,6 +50,7 @@ public protocol FieldScanning {
 /// less the optional properties that are `nil`), then goes through ``propertyOrder`` and writes
 /// each property's value with its number: the emitter writes the key. It returns `false` to
 /// decline (a property it cannot write), and the coder then runs the ordinary path.
+@_documentation(visibility: internal)
 public protocol FieldEmitting: ~Copyable {
     /// The numbers of the properties the key set has keys for, in the order the coder writes
     /// them. Valid while the emitter is. (A buffer rather than an array, so that generated code
@@ -68,21 +71,26 @@ public protocol FieldEmitting: ~Copyable {
 
 extension VariablyDecodable {
     /// No generated code: every payload takes the ordinary path.
+    @_documentation(visibility: internal)
     public static var scannedProperties: [PartialKeyPath<Self>] { [] }
     /// No generated code: declines.
+    @_documentation(visibility: internal)
     public static func scan<S: FieldScanning>(_ scanner: inout S) throws(FieldScanDeclined) -> Self { throw FieldScanDeclined() }
 }
 
 extension VariablyEncodable {
     /// No generated code: every payload takes the ordinary path.
+    @_documentation(visibility: internal)
     public static var emittedProperties: [PartialKeyPath<Self>] { [] }
     /// No generated code: declines.
+    @_documentation(visibility: internal)
     public func emit<E: FieldEmitting & ~Copyable>(into emitter: inout E) -> Bool { false }
 }
 
 extension FieldLayout {
     /// For each of `properties`, the field number of its key in this layout, or `nil` when the
     /// key set has no key for it.
+    @_documentation(visibility: internal)
     public func fields(of properties: [PartialKeyPath<Model>]) -> [Int?] {
         properties.map { table.field(for: $0) }
     }

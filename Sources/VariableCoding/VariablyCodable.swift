@@ -13,14 +13,17 @@ public protocol VariablyDecodable: Decodable {
     /// implement it: the default (``init(fields:layout:)-(FieldDecoding,_)``) is declared as a
     /// requirement only so that each model gets a copy compiled for its own type, which spares
     /// generic callers (a storage engine) a runtime type-metadata lookup per model.
+    @_documentation(visibility: internal)
     init(fields: any FieldDecoding, layout: FieldLayout<Self>) throws
     /// The stored properties that generated code (``scan(_:)``) reads, numbered by their place
     /// here. Empty unless the `@VariablyCoded` macro wrote it.
+    @_documentation(visibility: internal)
     static var scannedProperties: [PartialKeyPath<Self>] { get }
     /// Generated code: the model read from `scanner`, exactly as ``init(from:)-(DecodingContainer<Self>)``
     /// would read it. It throws ``FieldScanDeclined`` to have the coder take that ordinary path
     /// (see ``FieldScanning``); the coder also takes it when the scanner is not complete afterwards.
     /// (Not an optional result: generic callers would look up the metadata of `Self?` on every call.)
+    @_documentation(visibility: internal)
     static func scan<S: FieldScanning>(_ scanner: inout S) throws(FieldScanDeclined) -> Self
 }
 
@@ -33,12 +36,15 @@ public protocol VariablyEncodable: Encodable {
     /// Encodes the model through a coder's direct field access, numbered by `layout`. Do not
     /// implement it: like ``VariablyDecodable/init(fields:layout:)-(FieldDecoding,_)``, it is a
     /// requirement only so that each model gets a copy compiled for its own type.
+    @_documentation(visibility: internal)
     func encode(fields: any FieldEncoding, layout: FieldLayout<Self>) throws
     /// The stored properties that generated code (``emit(into:)``) writes, numbered by their
     /// place here. Empty unless the `@VariablyCoded` macro wrote it.
+    @_documentation(visibility: internal)
     static var emittedProperties: [PartialKeyPath<Self>] { get }
     /// Generated code: writes the model into `emitter` exactly as ``encode(to:)-(EncodingContainer<Self>)``
     /// would, or returns `false` to have the coder take that ordinary path (see ``FieldEmitting``).
+    @_documentation(visibility: internal)
     func emit<E: FieldEmitting & ~Copyable>(into emitter: inout E) -> Bool
 }
 

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 seconds=${1:-60}
 out=.build-fuzz
 mkdir -p "$out/corpus"
-swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name CBORFuzz \
+swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name CBORFuzz -package-name Hoard \
     Sources/CBOR/*.swift Sources/CBOR/Internals/*.swift tools/fuzz/FuzzCBOR.swift \
     -o "$out/fuzz-cbor" 2>&1 | grep -v "^$" || true
 [ -x "$out/fuzz-cbor" ] || { echo "error: the fuzz target did not build" >&2; exit 1; }

@@ -1,4 +1,4 @@
-public import VariableCoding
+internal import VariableCoding
 internal import CBOR
 
 /// How a collection codes the payloads of one flat local key set: field by field, with the key
