@@ -70,6 +70,10 @@ let package = Package(
 
         // Helpers shared by the test targets (temporary stores, child processes).
         .target(name: "TestSupport", dependencies: ["LMDB"], swiftSettings: strict),
+        // The Hoard tests' shared models and helpers (a store per test, records of older
+        // versions, HoardError expectations by case); apart from TestSupport, which the LMDB and
+        // CBOR tests and the probe use without the store.
+        .target(name: "HoardTestSupport", dependencies: ["Hoard", "LMDB", "CBOR", "VariableCoding", "TestSupport"], swiftSettings: strict),
 
         // The `hoard` command-line tool; `hoard demo` is the README's main job.
         .executableTarget(
@@ -120,7 +124,7 @@ let package = Package(
         .testTarget(
             name: "HoardTests",
             dependencies: [
-                "Hoard", "LMDB", "CBOR", "VariableCoding", "VariableCodingMacros", "TestSupport", "LMDBProbe", "HoardCLI",
+                "Hoard", "LMDB", "CBOR", "VariableCoding", "VariableCodingMacros", "TestSupport", "HoardTestSupport", "LMDBProbe", "HoardCLI",
                 "CrashHarness", "CrashWorkload",
                 .product(name: "Logging", package: "swift-log"),
             ],

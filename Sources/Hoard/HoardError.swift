@@ -28,6 +28,27 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     /// The ID is not valid as a key (too long).
     case invalidID(collection: String, reason: String)
 
+    /// The cases without their values, to match on (`catch let error as HoardError where error.kind == .newerRecord`).
+    public enum Kind: Sendable, Hashable {
+        case notAHoardStore, newerFormat, newerRecord, corruptRecord, keySetChanged, decoding, keyKindChanged, corruptRegistry, encoding, invalidID
+    }
+
+    /// Which case this is.
+    public var kind: Kind {
+        switch self {
+        case .notAHoardStore: .notAHoardStore
+        case .newerFormat: .newerFormat
+        case .newerRecord: .newerRecord
+        case .corruptRecord: .corruptRecord
+        case .keySetChanged: .keySetChanged
+        case .decoding: .decoding
+        case .keyKindChanged: .keyKindChanged
+        case .corruptRegistry: .corruptRegistry
+        case .encoding: .encoding
+        case .invalidID: .invalidID
+        }
+    }
+
     /// The key of the record the error is about (a damaged, newer or undecodable record, a model
     /// that did not encode), or `nil` when it is not about one record.
     public var key: StoredKey? {

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Hoard
+import HoardTestSupport
 import Synchronization
 import TestSupport
 import Testing

@@ -1,5 +1,6 @@
 import CBOR
 import Hoard
+import HoardTestSupport
 import LMDB
 import Synchronization
 import TestSupport

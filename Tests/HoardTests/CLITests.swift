@@ -1,6 +1,7 @@
 import CBOR
 import Foundation
 import Hoard
+import HoardTestSupport
 import LMDB
 import TestSupport
 import Testing
@@ -514,7 +515,7 @@ struct CLITests {
                 let meta = try environment.openDatabase("hoard.meta")
                 try environment.write { txn in try txn.put([0xFF], forKey: Array("collection:Tag".utf8), in: meta) }
             }
-            expectHoardError(["registry entry of collection Tag is damaged"]) {
+            expectHoardError(.corruptRegistry, ["registry entry of collection Tag is damaged"]) {
                 _ = try Store(path: path, options: testOptions).collection(Tag.self)
             }
             let schema = try hoard("schema", path, "Tag")
@@ -554,7 +555,7 @@ struct CLITests {
                 ]).encoded()
                 try environment.write { txn in try txn.put(twice, forKey: Array("collection:Tag".utf8), in: meta) }
             }
-            expectHoardError(["registry entry of collection Tag is damaged", "'01' is not a version number"]) {
+            expectHoardError(.corruptRegistry, ["registry entry of collection Tag is damaged", "'01' is not a version number"]) {
                 _ = try Store(path: path, options: testOptions).schema(of: "Tag")
             }
             #expect(try hoard("schema", path, "Tag").stderr.contains("'01' is not a version number"))

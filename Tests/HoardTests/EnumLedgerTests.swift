@@ -1,4 +1,5 @@
 import Hoard
+import HoardTestSupport
 import Testing
 import VariableCoding
 
@@ -80,10 +81,10 @@ struct EnumLedgerTests {
         try withStore { store, _ in
             let tickets = try store.collection(Ticket<Priority>.self, named: "tickets")
             try tickets.put(Ticket(id: 1, priority: .high, previous: [.low]))
-            expectHoardError(["EditedPriority at 'previous' in Ticket<EditedPriority>", "local key set 1", "case 'high': raw value 'URGENT' recorded, 'PRESSING' now"]) {
+            expectHoardError(.keySetChanged, ["EditedPriority at 'previous' in Ticket<EditedPriority>", "local key set 1", "case 'high': raw value 'URGENT' recorded, 'PRESSING' now"]) {
                 _ = try store.collection(Ticket<EditedPriority>.self, named: "tickets")
             }
-            expectHoardError(["LaterPriority at 'previous'", "local key set 2", "case 'low' (raw value 'high') added"]) {
+            expectHoardError(.keySetChanged, ["LaterPriority at 'previous'", "local key set 2", "case 'low' (raw value 'high') added"]) {
                 _ = try store.collection(Ticket<LaterPriority>.self, named: "tickets")
             }
             #expect(try store.collection(Ticket<Priority>.self, named: "tickets").get(1)?.priority == .high)

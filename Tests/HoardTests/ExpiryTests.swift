@@ -1,5 +1,6 @@
 import Foundation
 import Hoard
+import HoardTestSupport
 import Synchronization
 import TestSupport
 import Testing
@@ -53,8 +54,9 @@ struct ExpiryTests {
             let result = try notes.scanSkippingDamaged()
             #expect(result.models.map(\.id) == [1, 3, 5])
             #expect(result.damaged.count == 2)
-            #expect("\(result.damaged[0])".contains("Note[2]") && "\(result.damaged[0])".contains("checksum"))
-            #expect("\(result.damaged[1])".contains("Note[4]") && "\(result.damaged[1])".contains("version 7"))
+            #expect(result.damaged.map(\.kind) == [.corruptRecord, .newerRecord])
+            #expect(result.damaged.map { $0.key?.id(as: Int64.self) } == [2, 4])
+            #expect("\(result.damaged[0])".contains("checksum") && "\(result.damaged[1])".contains("version 7"))
             #expect(try notes.count() == 5)
             // purgeExpired leaves damaged records alone.
             #expect(try notes.purgeExpired() == 0)

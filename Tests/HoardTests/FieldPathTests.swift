@@ -1,6 +1,7 @@
 import CBOR
 import Foundation
 import Hoard
+import HoardTestSupport
 import LMDB
 import TestSupport
 import Testing

@@ -1,6 +1,7 @@
 import CBOR
 import Foundation
 import Hoard
+import HoardTestSupport
 import LMDB
 import TestSupport
 import Testing
@@ -216,7 +217,7 @@ struct NestedVersionTests {
     func frozenNested() throws {
         try withStore { store, _ in
             _ = try store.collection(Framed.self)
-            expectHoardError(["TamperedFrame at 'frame' in TamperedFramed", "collection Framed", "local key set 1", "'width': key 'W' recorded, 'WD' now"]) {
+            expectHoardError(.keySetChanged, ["TamperedFrame at 'frame' in TamperedFramed", "collection Framed", "local key set 1", "'width': key 'W' recorded, 'WD' now"]) {
                 _ = try store.collection(TamperedFramed.self, named: "Framed")
             }
             _ = try store.collection(Framed.self)
@@ -230,7 +231,7 @@ struct NestedVersionTests {
             try old.put(FramedTwiceOld(id: 1, frame: OldFrame(width: 7)))
             #expect(try store.schema(of: "boxes")?.nested.first?.versionUsed == [1: 1, 2: 1])
             // Frame's version 2 (key WIDTH) would read the outer version 2's record, written with key W.
-            expectHoardError(["Frame at 'frame' in FramedTwice", "version 2 hold its version 1", "read them with its version 2"]) {
+            expectHoardError(.keySetChanged, ["Frame at 'frame' in FramedTwice", "version 2 hold its version 1", "read them with its version 2"]) {
                 _ = try store.collection(FramedTwice.self, named: "boxes")
             }
             #expect(try old.get(1)?.frame.width == 7)

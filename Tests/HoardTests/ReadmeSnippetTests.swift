@@ -1,5 +1,6 @@
 import Foundation
 import Hoard
+import HoardTestSupport
 import TestSupport
 import Testing
 import VariableCoding

@@ -1,105 +1,11 @@
 import CBOR
 import Foundation
 import Hoard
+import HoardTestSupport
 import LMDB
 import TestSupport
 import Testing
 import VariableCoding
-
-/// A note as three app versions stored it: version 1 called the text BODY and had the stars as
-/// text; version 2 renamed BODY to TEXT; version 3 made STARS a number and added PINNED.
-struct Note: VariablyCodable, Identifiable, Equatable, Sendable {
-    var id: Int64
-    var text: String
-    var stars: Int
-    var pinned: Bool
-
-    static let keySets = KeySets<Note>(
-        local: [
-            1: [\.id: "ID", \.text: "BODY", \.stars: "STARS"],
-            2: [\.id: "ID", \.text: "TEXT", \.stars: "STARS"],
-            3: [\.id: "ID", \.text: "TEXT", \.stars: "STARS", \.pinned: "PINNED"],
-        ],
-        remote: ["v1": [\.id: "id", \.text: "text", \.stars: "stars"]]
-    )
-
-    init(id: Int64, text: String, stars: Int, pinned: Bool) { (self.id, self.text, self.stars, self.pinned) = (id, text, stars, pinned) }
-    init(from container: DecodingContainer<Note>) throws {
-        id = try container.decodeValue(for: \.id)
-        text = try container.decodeValue(for: \.text)
-        if let version = container.localVersion, version < 3 {
-            stars = Int(try container.decodeValue(String.self, forProperty: \.stars)) ?? 0
-        } else {
-            stars = try container.decodeValue(for: \.stars)
-        }
-        pinned = try container.decodeValue(for: \.pinned, default: false)
-    }
-    func encode(to container: inout EncodingContainer<Note>) throws {
-        try container.encodeValue(id, for: \.id)
-        try container.encodeValue(text, for: \.text)
-        if let version = container.localVersion, version < 3 {
-            try container.encodeValue(String(stars), forProperty: \.stars)
-        } else {
-            try container.encodeValue(stars, for: \.stars)
-        }
-        try container.encodeValue(pinned, for: \.pinned)
-    }
-}
-
-/// The same collection declared by other code whose version 1 differs from what was recorded.
-struct TamperedNote: VariablyCodable, Identifiable {
-    var id: Int64
-    var text: String
-    static let keySets = KeySets<TamperedNote>(local: [1: [\.id: "ID", \.text: "CONTENT"]])
-    init(from container: DecodingContainer<TamperedNote>) throws { id = 0; text = "" }
-    func encode(to container: inout EncodingContainer<TamperedNote>) throws {}
-}
-
-struct Tag: VariablyCodable, Identifiable, Equatable {
-    var id: String
-    var uses: Int
-    static let keySets = KeySets<Tag>(local: [1: [\.id: "id", \.uses: "uses"]])
-    init(id: String, uses: Int) { (self.id, self.uses) = (id, uses) }
-    init(from container: DecodingContainer<Tag>) throws {
-        id = try container.decodeValue(for: \.id)
-        uses = try container.decodeValue(for: \.uses)
-    }
-    func encode(to container: inout EncodingContainer<Tag>) throws {
-        try container.encodeValue(id, for: \.id)
-        try container.encodeValue(uses, for: \.uses)
-    }
-}
-
-let testOptions = Store.Options(durability: .riskStoreOnOSCrash, clock: { 1_700_000_000_000 })
-
-func withStore<R>(_ body: (Store, String) throws -> R) throws -> R {
-    try withTemporaryDirectory { dir in
-        let path = dir + "/store"
-        return try body(try Store(path: path, options: testOptions), path)
-    }
-}
-
-/// Writes a record the way an earlier app version did: its key set, its version in the header.
-func writeRecord(_ note: Note, version: Int, in store: Store, header: ((inout [UInt8]) -> Void)? = nil) throws {
-    let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(version)]).encode(note)
-    var record = RecordHeader(version: version, writtenAt: 42, expiresAt: nil).record(with: payload)
-    header?(&record)
-    let db = try store.environment.openDatabase("c:Note")
-    try store.environment.write { txn in try txn.put(record, forKey: note.id.keyBytes, in: db) }
-}
-
-func expectHoardError(_ fragments: [String], sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void) {
-    do {
-        try body()
-        Issue.record("no error; expected one mentioning \(fragments)", sourceLocation: sourceLocation)
-    } catch let error as HoardError {
-        for fragment in fragments {
-            #expect("\(error)".contains(fragment), "'\(error)' lacks '\(fragment)'", sourceLocation: sourceLocation)
-        }
-    } catch {
-        Issue.record("expected a HoardError, got \(error)", sourceLocation: sourceLocation)
-    }
-}
 
 @Suite("Store")
 struct StoreTests {
@@ -243,7 +149,7 @@ struct StoreTests {
             let notes = try store.collection(Note.self)
             // Version 4, which this code does not know (its payload here is version 3's shape).
             try writeRecord(Note(id: 9, text: "future", stars: 1, pinned: false), version: 4, in: store)
-            expectHoardError(["Note[9]", "version 4", "current version 3"]) { _ = try notes.get(9) }
+            expectHoardError(.newerRecord, ["Note[9]", "version 4", "current version 3"]) { _ = try notes.get(9) }
         }
     }
 
@@ -253,16 +159,16 @@ struct StoreTests {
             let notes = try store.collection(Note.self)
             let note = Note(id: 5, text: "fine", stars: 2, pinned: false)
             try writeRecord(note, version: 3, in: store) { $0[$0.count - 1] ^= 0xFF }
-            expectHoardError(["Note[5]", "damaged", "checksum mismatch"]) { _ = try notes.get(5) }
+            expectHoardError(.corruptRecord, ["Note[5]", "damaged", "checksum mismatch"]) { _ = try notes.get(5) }
             try writeRecord(note, version: 3, in: store) { $0[0] = 0x00 }
-            expectHoardError(["Note[5]", "does not start with \"HR\""]) { _ = try notes.get(5) }
+            expectHoardError(.corruptRecord, ["Note[5]", "does not start with \"HR\""]) { _ = try notes.get(5) }
             let db = try store.environment.openDatabase("c:Note")
             try store.environment.write { txn in try txn.put([0x48, 0x52, 1], forKey: Int64(5).keyBytes, in: db) }
-            expectHoardError(["Note[5]", "fewer than the 28-byte header"]) { _ = try notes.get(5) }
+            expectHoardError(.corruptRecord, ["Note[5]", "fewer than the 28-byte header"]) { _ = try notes.get(5) }
             // A payload that is valid CBOR with a valid checksum but not a Note.
             let record = RecordHeader(version: 3, writtenAt: 0, expiresAt: nil).record(with: [0x01])
             try store.environment.write { txn in try txn.put(record, forKey: Int64(5).keyBytes, in: db) }
-            expectHoardError(["Note[5]", "version 3", "does not decode"]) { _ = try notes.get(5) }
+            expectHoardError(.decoding, ["Note[5]", "version 3", "does not decode"]) { _ = try notes.get(5) }
             // Nothing else is affected.
             try notes.put(Note(id: 6, text: "other", stars: 1, pinned: true))
             #expect(try notes.get(6)?.text == "other")
@@ -273,7 +179,7 @@ struct StoreTests {
     func frozenKeySets() throws {
         try withStore { store, _ in
             _ = try store.collection(Note.self)
-            expectHoardError(["TamperedNote", "collection Note", "local key set 1", "'text': key 'BODY' recorded, 'CONTENT' now"]) {
+            expectHoardError(.keySetChanged, ["TamperedNote", "collection Note", "local key set 1", "'text': key 'BODY' recorded, 'CONTENT' now"]) {
                 _ = try store.collection(TamperedNote.self, named: "Note")
             }
             // The same declarations open again without complaint.
@@ -285,7 +191,7 @@ struct StoreTests {
     func keyKindChanged() throws {
         try withStore { store, _ in
             _ = try store.collection(Note.self, named: "things")
-            expectHoardError(["Tag (collection things)", "recorded int IDs", "uses string IDs"]) {
+            expectHoardError(.keyKindChanged, ["Tag (collection things)", "recorded int IDs", "uses string IDs"]) {
                 _ = try store.collection(Tag.self, named: "things")
             }
             #expect(try store.schema(of: "things")?.keyKind == .int)
@@ -302,7 +208,7 @@ struct StoreTests {
                 try env.write { txn in try txn.put([1], forKey: [1], in: db) }
             }
             let before = try fileSize(path + "/data.mdb")
-            expectHoardError(["not a Hoard store", "someone-elses"]) { _ = try Store(path: path) }
+            expectHoardError(.notAHoardStore, ["not a Hoard store", "someone-elses"]) { _ = try Store(path: path) }
             #expect(try fileSize(path + "/data.mdb") == before)
             let env = try Environment(path: path, options: .init(readOnly: true))
             #expect(throws: LMDBError.self) { try env.openDatabase("hoard.meta") }
@@ -314,7 +220,7 @@ struct StoreTests {
                 let meta = try store.environment.openDatabase("hoard.meta")
                 try store.environment.write { txn in try txn.put(Array("2".utf8), forKey: Array("format".utf8), in: meta) }
             }
-            expectHoardError(["format 2", "reads format 1"]) { _ = try Store(path: path) }
+            expectHoardError(.newerFormat, ["format 2", "reads format 1"]) { _ = try Store(path: path) }
         }
     }
 
@@ -342,7 +248,7 @@ struct StoreTests {
                 let meta = try env.openDatabase("hoard.meta", create: true)
                 try env.write { txn in try txn.put([1], forKey: [1], in: meta) }
             }
-            expectHoardError(["not a Hoard store"]) { _ = try Store(path: path) }
+            expectHoardError(.notAHoardStore, ["not a Hoard store"]) { _ = try Store(path: path) }
         }
     }
 
@@ -414,7 +320,7 @@ struct RollbackTests {
             try writeRecord(Note(id: 2, text: "v2", stars: 2, pinned: false), version: 2, in: store)
             let old = try store.collection(NoteBeforeVersion3.self, named: "Note")
             #expect(try old.get(2)?.text == "v2")
-            expectHoardError(["Note[1]", "version 3", "current version 2"]) { _ = try old.get(1) }
+            expectHoardError(.newerRecord, ["Note[1]", "version 3", "current version 2"]) { _ = try old.get(1) }
         }
     }
 }

@@ -1,6 +1,7 @@
 import CBOR
 import Foundation
 import Hoard
+import HoardTestSupport
 import LMDB
 import TestSupport
 import Testing
@@ -148,7 +149,7 @@ struct SynchronizeTests {
         try withStore { store, _ in
             let notes = try store.collection(Note.self)
             try notes.put(Note(id: 1, text: "kept", stars: 1, pinned: false))
-            expectHoardError(["Note", "2 appears twice"]) {
+            expectHoardError(.invalidID, ["Note", "2 appears twice"]) {
                 try notes.synchronize(with: [Note(id: 2, text: "a", stars: 1, pinned: false), Note(id: 2, text: "b", stars: 1, pinned: false)])
             }
             #expect(try notes.scan().map(\.text) == ["kept"])
@@ -160,7 +161,7 @@ struct SynchronizeTests {
         try withStore { store, _ in
             let items = try store.collection(Fragile.self)
             try items.put(Fragile(id: 1, text: "kept"))
-            expectHoardError(["Fragile[3]", "does not encode", "boom"]) {
+            expectHoardError(.encoding, ["Fragile[3]", "does not encode", "boom"]) {
                 try items.synchronize(with: [Fragile(id: 2, text: "new"), Fragile(id: 3, text: "boom"), Fragile(id: 4, text: "new")])
             }
             #expect(try items.scan().map(\.text) == ["kept"])
@@ -173,7 +174,7 @@ struct SynchronizeTests {
             let notes = try store.collection(Note.self)
             try notes.put(Note(id: 1, text: "kept", stars: 1, pinned: false))
             let before = try notes.scan()
-            expectHoardError(["outside the scope"]) {
+            expectHoardError(.invalidID, ["outside the scope"]) {
                 try notes.synchronize(with: [Note(id: 5, text: "n", stars: 1, pinned: false), Note(id: 99, text: "far", stars: 1, pinned: false)],
                                       scope: .range(from: 0, through: 10))
             }

@@ -1,0 +1,109 @@
+// Models and helpers the Hoard test files share: the sample models (Note in three versions,
+// Tag with string IDs), a store in a temporary directory, records written as an older app
+// version wrote them, and expectations on HoardError by case.
+internal import CBOR
+public import Hoard
+internal import LMDB
+internal import TestSupport
+public import Testing
+public import VariableCoding
+
+/// A note as three app versions stored it: version 1 called the text BODY and had the stars as
+/// text; version 2 renamed BODY to TEXT; version 3 made STARS a number and added PINNED.
+public struct Note: VariablyCodable, Identifiable, Equatable, Sendable {
+    public var id: Int64
+    public var text: String
+    public var stars: Int
+    public var pinned: Bool
+
+    public static let keySets = KeySets<Note>(
+        local: [
+            1: [\.id: "ID", \.text: "BODY", \.stars: "STARS"],
+            2: [\.id: "ID", \.text: "TEXT", \.stars: "STARS"],
+            3: [\.id: "ID", \.text: "TEXT", \.stars: "STARS", \.pinned: "PINNED"],
+        ],
+        remote: ["v1": [\.id: "id", \.text: "text", \.stars: "stars"]]
+    )
+
+    public init(id: Int64, text: String, stars: Int, pinned: Bool) { (self.id, self.text, self.stars, self.pinned) = (id, text, stars, pinned) }
+    public init(from container: DecodingContainer<Note>) throws {
+        id = try container.decodeValue(for: \.id)
+        text = try container.decodeValue(for: \.text)
+        if let version = container.localVersion, version < 3 {
+            stars = Int(try container.decodeValue(String.self, forProperty: \.stars)) ?? 0
+        } else {
+            stars = try container.decodeValue(for: \.stars)
+        }
+        pinned = try container.decodeValue(for: \.pinned, default: false)
+    }
+    public func encode(to container: inout EncodingContainer<Note>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(text, for: \.text)
+        if let version = container.localVersion, version < 3 {
+            try container.encodeValue(String(stars), forProperty: \.stars)
+        } else {
+            try container.encodeValue(stars, for: \.stars)
+        }
+        try container.encodeValue(pinned, for: \.pinned)
+    }
+}
+
+/// The same collection declared by other code whose version 1 differs from what was recorded.
+public struct TamperedNote: VariablyCodable, Identifiable {
+    public var id: Int64
+    public var text: String
+    public static let keySets = KeySets<TamperedNote>(local: [1: [\.id: "ID", \.text: "CONTENT"]])
+    public init(from container: DecodingContainer<TamperedNote>) throws { id = 0; text = "" }
+    public func encode(to container: inout EncodingContainer<TamperedNote>) throws {}
+}
+
+public struct Tag: VariablyCodable, Identifiable, Equatable {
+    public var id: String
+    public var uses: Int
+    public static let keySets = KeySets<Tag>(local: [1: [\.id: "id", \.uses: "uses"]])
+    public init(id: String, uses: Int) { (self.id, self.uses) = (id, uses) }
+    public init(from container: DecodingContainer<Tag>) throws {
+        id = try container.decodeValue(for: \.id)
+        uses = try container.decodeValue(for: \.uses)
+    }
+    public func encode(to container: inout EncodingContainer<Tag>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(uses, for: \.uses)
+    }
+}
+
+public let testOptions = Store.Options(durability: .riskStoreOnOSCrash, clock: { 1_700_000_000_000 })
+
+public func withStore<R>(_ body: (Store, String) throws -> R) throws -> R {
+    try withTemporaryDirectory { dir in
+        let path = dir + "/store"
+        return try body(try Store(path: path, options: testOptions), path)
+    }
+}
+
+/// Writes a record the way an earlier app version did: its key set, its version in the header.
+public func writeRecord(_ note: Note, version: Int, in store: Store, header: ((inout [UInt8]) -> Void)? = nil) throws {
+    let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(version)]).encode(note)
+    var record = RecordHeader(version: version, writtenAt: 42, expiresAt: nil).record(with: payload)
+    header?(&record)
+    let db = try store.environment.openDatabase("c:Note")
+    try store.environment.write { txn in try txn.put(record, forKey: note.id.keyBytes, in: db) }
+}
+
+/// Expects `body` to throw a ``HoardError`` of `kind` whose message names every one of
+/// `fragments` (the collection, key, versions or key names the error must mention).
+public func expectHoardError(
+    _ kind: HoardError.Kind, _ fragments: [String] = [], sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void
+) {
+    do {
+        try body()
+        Issue.record("no error; expected \(kind) mentioning \(fragments)", sourceLocation: sourceLocation)
+    } catch let error as HoardError {
+        #expect(error.kind == kind, "'\(error)' is not \(kind)", sourceLocation: sourceLocation)
+        for fragment in fragments {
+            #expect("\(error)".contains(fragment), "'\(error)' lacks '\(fragment)'", sourceLocation: sourceLocation)
+        }
+    } catch {
+        Issue.record("expected a HoardError (\(kind)), got \(error)", sourceLocation: sourceLocation)
+    }
+}
