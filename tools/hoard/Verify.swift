@@ -24,11 +24,31 @@ struct Verify: StoreCommand {
 
     @OptionGroup var store: StoreOptions
 
-    struct Problem {
-        var collection: String
-        var id: String
-        var key: [UInt8]
-        var reason: String
+    /// What verify found wrong: a record, as the `HoardError` the library gives for a damaged or
+    /// newer record (one type for damaged records everywhere), or a whole collection.
+    enum Problem {
+        case record(HoardError)
+        case collection(String, reason: String)
+
+        var collection: String {
+            switch self {
+            case .record(.corruptRecord(let collection, _, _)), .record(.newerRecord(let collection, _, _, _)): collection
+            case .record(let error): "\(error)"
+            case .collection(let name, _): name
+            }
+        }
+
+        var key: StoredKey? { if case .record(let error) = self { error.key } else { nil } }
+
+        var reason: String {
+            switch self {
+            case .record(.corruptRecord(_, _, let reason)): reason
+            case .record(.newerRecord(_, _, let version, let current)):
+                "written with key-set version \(version), newer than the registry's current \(current)"
+            case .record(let error): "\(error)"
+            case .collection(_, let reason): reason
+            }
+        }
     }
 
     func run() throws {
@@ -44,11 +64,11 @@ struct Verify: StoreCommand {
                 recorded = try opened.schema(of: name)
             } catch let error as HoardError {
                 guard case .corruptRegistry = error else { throw error }
-                problems.append(Problem(collection: name, id: "-", key: [], reason: "\(error): its records cannot be checked"))
+                problems.append(.collection(name, reason: "\(error): its records cannot be checked"))
                 continue
             }
             guard let schema = recorded, let database = try opened.recordDatabase(of: name) else {
-                problems.append(Problem(collection: name, id: "-", key: [], reason: "the collection has no registry entry: its records cannot be named"))
+                problems.append(.collection(name, reason: "the collection has no registry entry: its records cannot be named"))
                 continue
             }
             found.append((name, schema, database))
@@ -60,8 +80,8 @@ struct Verify: StoreCommand {
                 var progress = Progress("verify \(name)", total: try txn.count(in: database))
                 var done = 0
                 try txn.forEach(in: database) { key, record in
-                    if let reason = check(key: key, record: record, shape: shape, topLevel: topLevel) {
-                        problems.append(Problem(collection: name, id: shape.describeKey(key), key: Array(key), reason: reason))
+                    if let problem = check(key: key, record: record, shape: shape, topLevel: topLevel) {
+                        problems.append(.record(problem))
                     }
                     done += 1
                     if done & 0x3FFF == 0 {
@@ -79,11 +99,14 @@ struct Verify: StoreCommand {
                 ("collections", .int(Int64(names.count))),
                 ("records", .int(Int64(records))),
                 ("problems", .array(problems.map {
-                    .object([("collection", .string($0.collection)), ("id", .string($0.id)), ("key", .string(hexString($0.key))), ("problem", .string($0.reason))])
+                    .object([
+                        ("collection", .string($0.collection)), ("id", .string($0.key?.text ?? "-")),
+                        ("key", .string(hexString($0.key?.bytes ?? []))), ("problem", .string($0.reason)),
+                    ])
                 })),
             ]).text)
         } else {
-            for problem in problems { say("\(problem.collection)[\(problem.id)]: \(Terminal.red(problem.reason))") }
+            for problem in problems { say("\(problem.collection)[\(problem.key?.text ?? "-")]: \(Terminal.red(problem.reason))") }
             let summary = "verified \(records) records in \(names.count) collection\(names.count == 1 ? "" : "s"): "
             say(summary + (problems.isEmpty ? Terminal.green("no problems") : Terminal.red("\(problems.count) problem\(problems.count == 1 ? "" : "s")")))
         }
@@ -92,21 +115,24 @@ struct Verify: StoreCommand {
 
     /// What is wrong with one record, or `nil`. Payloads are validated in place, without
     /// building values: verify must keep up with hundreds of thousands of records a second.
-    private func check(key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer, shape: CollectionShape, topLevel: [Int: KeyNames]) -> String? {
+    private func check(key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer, shape: CollectionShape, topLevel: [Int: KeyNames]) -> HoardError? {
+        // The key is copied only for a record with a problem.
+        var stored: StoredKey { StoredKey(key, kind: shape.keyKind) }
+        let damaged = { (reason: String) in HoardError.corruptRecord(collection: shape.name, key: stored, reason: reason) }
         if !shape.keyKind.accepts(key) {
-            return "the key 0x\(hexString(key)) is not a \(shape.keyKind.rawValue) ID"
+            return damaged("the key 0x\(hexString(key)) is not a \(shape.keyKind.rawValue) ID")
         }
         let header: RecordHeader
         let payload: UnsafeRawBufferPointer
         do throws(RecordDamage) {
             (header, payload) = try RecordHeader.parse(record)
         } catch {
-            return error.reason
+            return damaged(error.reason)
         }
         guard let known = topLevel[header.version] else {
             return header.version > shape.schema.currentVersion
-                ? "written with key-set version \(header.version), newer than the registry's current \(shape.schema.currentVersion)"
-                : "written with key-set version \(header.version), which the registry does not record"
+                ? .newerRecord(collection: shape.name, key: stored, version: header.version, current: shape.schema.currentVersion)
+                : damaged("written with key-set version \(header.version), which the registry does not record")
         }
         var seen = KeyNames.Seen()
         do {
@@ -117,11 +143,11 @@ struct Verify: StoreCommand {
                 }
                 guard seen.insert(index) else { throw PayloadProblem("the payload has key '\(known.names[index])' twice") }
             }
-            if major != 5 { return "the payload is not a CBOR map" }
+            if major != 5 { return damaged("the payload is not a CBOR map") }
         } catch let problem as PayloadProblem {
-            return problem.reason
+            return damaged(problem.reason)
         } catch {
-            return "the payload is not valid CBOR: \(error)"
+            return damaged("the payload is not valid CBOR: \(error)")
         }
         return nil
     }
