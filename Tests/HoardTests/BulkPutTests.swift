@@ -153,9 +153,18 @@ struct BulkPutTests {
             #expect {
                 try store.write { txn in try notes.put(batch, insertOnly: true, in: txn) }
             } throws: { error in
-                (error as? LMDBError)?.kind == .keyExists
+                // LMDB's error names the key as the collection's IDs read (KeyKind), not as hex.
+                guard let error = error as? LMDBError else { return false }
+                return error.kind == .keyExists && error.context.contains("key 7 in database 'c:Note'")
             }
             #expect(try notes.scan().map(\.text) == ["first"])
+            let tags = try store.collection(Tag.self)
+            try tags.put(Tag(id: "0x10", uses: 1))
+            #expect {
+                try store.write { txn in try tags.put(Tag(id: "0x10", uses: 2), insertOnly: true, in: txn) }
+            } throws: { error in
+                (error as? LMDBError)?.context.contains(#"key "0x10" in database 'c:Tag'"#) == true
+            }
             try store.write { txn in try notes.put(batch.filter { $0.id != 7 }, insertOnly: true, in: txn) }
             #expect(try notes.count() == 10)
             #expect(try notes.get(7)?.text == "first")
