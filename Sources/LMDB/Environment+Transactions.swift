@@ -10,6 +10,8 @@ internal import Darwin
 final class WriteState {
     /// A put or delete inside the closure hit `MDB_MAP_FULL`; LMDB has poisoned the transaction.
     var mapFull = false
+    /// Bytes of keys and values put so far (``Transaction/bytesWritten``).
+    var bytesWritten = 0
 }
 
 extension Environment {

@@ -155,6 +155,10 @@ extension Transaction {
 // MARK: - Writing
 
 extension Transaction where Access == ReadWriteAccess {
+    /// The bytes of keys and values this transaction has put so far (nested transactions
+    /// included, undone ones too): what a caller batching writes into one transaction bounds.
+    public var bytesWritten: Int { state?.bytesWritten ?? 0 }
+
     /// Stores `value` under `key`, replacing any value unless `options` say otherwise.
     ///
     /// - Throws: ``LMDBError/Kind/keyExists`` with ``PutOptions/noOverwrite`` (key present) or
@@ -181,6 +185,7 @@ extension Transaction where Access == ReadWriteAccess {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
         try finishWrite(mdb_put(handle, database.dbi, &k, &v, Self.lmdbFlags(options)), "mdb_put", key, database, options)
+        state?.bytesWritten &+= key.count &+ value.count
     }
 
     /// Reserves `count` bytes under `key` and lets `fill` write the value in place, saving a copy.
@@ -206,6 +211,7 @@ extension Transaction where Access == ReadWriteAccess {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: count, mv_data: nil)
         try finishWrite(mdb_put(handle, database.dbi, &k, &v, Self.lmdbFlags(options) | flags(MDB_RESERVE)), "mdb_put", key, database, options)
+        state?.bytesWritten &+= key.count &+ count
         return UnsafeMutableRawBufferPointer(start: v.mv_data, count: count)
     }
 

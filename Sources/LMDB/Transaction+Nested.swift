@@ -1,0 +1,36 @@
+internal import CLMDB
+
+extension Transaction where Access == ReadWriteAccess {
+    /// Runs `body` in a transaction nested in this one: when `body` throws, what it wrote is
+    /// undone and this transaction goes on without it; when it returns, its writes become part of
+    /// this transaction, committed or aborted with it.
+    ///
+    /// This is how one write transaction can carry the writes of several callers that must not
+    /// fail each other (a group commit): each runs nested, and a failing one leaves the others.
+    /// While `body` runs, use only the transaction it is handed, not this one (LMDB refuses
+    /// operations on a parent with an open child, with ``LMDBError/Kind/badState``).
+    ///
+    /// - Returns: what `body` returns.
+    /// - Throws: what `body` throws (nothing of it stays), or ``LMDBError`` when the nested
+    ///   transaction cannot begin or be merged into this one.
+    ///
+    /// The corresponding C functions are `mdb_txn_begin` with a parent, `mdb_txn_commit` and `mdb_txn_abort`.
+    public func nested<R>(_ body: (borrowing WriteTransaction) throws -> R) throws -> R {
+        var child: OpaquePointer?
+        try check(mdb_txn_begin(environment.handle, handle, 0, &child), "mdb_txn_begin", "a nested transaction in \(environment.path)")
+        guard let child else {
+            throw LMDBError(.badState, operation: "mdb_txn_begin", context: "no nested transaction returned in \(environment.path)")
+        }
+        let result: R
+        do {
+            result = try body(WriteTransaction(handle: child, environment: environment, state: state))
+        } catch {
+            mdb_txn_abort(child)
+            throw error
+        }
+        let rc = mdb_txn_commit(child)  // frees the child whatever the outcome
+        if rc == MDB_MAP_FULL { state?.mapFull = true }
+        try check(rc, "mdb_txn_commit", "a nested transaction in \(environment.path)")
+        return result
+    }
+}
