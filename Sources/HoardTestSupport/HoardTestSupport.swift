@@ -57,7 +57,7 @@ public struct TamperedNote: VariablyCodable, Identifiable {
     public func encode(to container: inout EncodingContainer<TamperedNote>) throws {}
 }
 
-public struct Tag: VariablyCodable, Identifiable, Equatable {
+public struct Tag: VariablyCodable, Identifiable, Equatable, Sendable {
     public var id: String
     public var uses: Int
     public static let keySets = KeySets<Tag>(local: [1: [\.id: "id", \.uses: "uses"]])

@@ -121,21 +121,24 @@ extension HoardCollection {
     /// Deletes every expired record, in one transaction; returns how many.
     @discardableResult
     public func purgeExpired() throws -> Int {
+        try store.environment.write { txn in try purgeExpired(in: txn) }
+    }
+
+    /// Deletes every expired record in `txn`; returns how many.
+    @discardableResult
+    public func purgeExpired(in txn: borrowing WriteTransaction) throws -> Int {
         let now = store.options.clock()
-        let purged = try store.environment.write { txn in
-            var purged = 0
-            try txn.withCursor(in: database) { cursor in
-                var entry = try cursor.first()
-                while let current = entry {
-                    // A record whose header cannot be read is damaged, not expired: it stays.
-                    if let header = try? RecordHeader.parse(current.value).0, header.isExpired(at: now) {
-                        try cursor.deleteCurrent()
-                        purged += 1
-                    }
-                    entry = try cursor.next()
+        var purged = 0
+        try txn.withCursor(in: database) { cursor in
+            var entry = try cursor.first()
+            while let current = entry {
+                // A record whose header cannot be read is damaged, not expired: it stays.
+                if let header = try? RecordHeader.parse(current.value).0, header.isExpired(at: now) {
+                    try cursor.deleteCurrent()
+                    purged += 1
                 }
+                entry = try cursor.next()
             }
-            return purged
         }
         if purged > 0 { store.logger.info("purged expired records", metadata: ["collection": "\(name)", "count": "\(purged)"]) }
         return purged

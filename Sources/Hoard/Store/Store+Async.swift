@@ -1,57 +1,77 @@
-import Dispatch
 public import LMDB
 
 // Async writes. LMDB serializes writers with a lock that may be held by another thread or
 // process for a while; a task that waited for it on Swift's cooperative thread pool would take a
 // pool thread away from every other task. So async writes run on the store's own serial writer
-// queue (a Dispatch thread, not a pool thread) and the task suspends until they are done.
+// queue (a Dispatch thread, not a pool thread) and the task suspends until they are done; writes
+// of many tasks are gathered into one commit there (Store+GroupCommit.swift).
 // Reads never wait for the writer lock, so the synchronous reads serve async code as they are.
+//
+// Which to use: the synchronous calls are one call, one transaction, one commit, run on the
+// calling thread; use them from threads of your own, for a transaction that must hold several
+// calls together, and where writes come one at a time. The async calls suit a service, where
+// many requests write at once: each caller waits only for the commit that carries its write,
+// and one flush serves them all.
 
 extension Store {
-    /// Runs `body` in one write transaction on the store's writer queue, suspending the calling
-    /// task (not blocking a thread of the cooperative pool) until it has committed or failed.
+    /// Runs `body` as one write of the store's next group commit, suspending the calling task
+    /// (not blocking a thread of the cooperative pool) until the commit that holds it is durable
+    /// (in the store's durability mode), and returns what `body` returned.
+    ///
+    /// Writes made concurrently from many tasks share one write transaction and one commit. Each
+    /// runs in a transaction nested in the shared one: when `body` throws, what it wrote is undone
+    /// and the error comes back to this caller alone; the other writes commit. Writes run in the
+    /// order they were made, so a task's writes apply in its order, and a write made after
+    /// another's `await` returned sees it. A lone writer commits at once.
+    ///
+    /// A task cancelled while its write waits keeps waiting: a write once made is carried out,
+    /// and its outcome reported, never half-withdrawn.
     ///
     /// Like the synchronous ``write(_:)``, `body` may run more than once when the map grows.
+    ///
+    /// - Throws: what `body` throws (nothing of it is stored), or the `LMDBError` of a commit that
+    ///   failed (nothing of the batch is stored).
     public func write<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) async throws -> R {
-        try await onWriterQueue { try self.environment.write(body) }
-    }
-
-    /// Runs `work` on the store's serial writer queue and returns its result to the suspended task.
-    func onWriterQueue<R: Sendable>(_ work: @escaping @Sendable () throws -> R) async throws -> R {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
-            writerQueue.async {
-                continuation.resume(with: Result { try work() })
-            }
-        }
+        try await submit(body)
     }
 }
 
 extension HoardCollection where Model: Sendable {
-    /// Stores `model` without blocking the cooperative thread pool while waiting for the writer lock.
+    /// Stores `model` as one write of the store's next group commit (see ``Store/write(_:)-(_)``),
+    /// with the records a lazy migration remembered.
     public func put(_ model: Model, expiry: Expiry = .collectionDefault) async throws {
-        try await store.onWriterQueue { try self.put(model, expiry: expiry) }
+        try await store.submit { txn in
+            try self.migratePending(in: txn)
+            try self.put(model, expiry: expiry, in: txn)
+        }
     }
 
-    /// Stores `models` in one transaction, without blocking the cooperative thread pool.
+    /// Stores `models` together, as one write of the store's next group commit: all or none.
     public func put(_ models: [Model], expiry: Expiry = .collectionDefault) async throws {
-        try await store.onWriterQueue { try self.put(models, expiry: expiry) }
+        try await store.submit { txn in
+            try self.migratePending(in: txn)
+            try self.put(models, expiry: expiry, in: txn)
+        }
     }
 
-    /// Removes the record under `id`, without blocking the cooperative thread pool.
+    /// Removes the record under `id` as one write of the store's next group commit; returns whether there was one.
     @discardableResult
     public func delete(_ id: Model.ID) async throws -> Bool {
-        try await store.onWriterQueue { try self.delete(id) }
+        try await store.submit { txn in
+            try self.migratePending(in: txn)
+            return try self.delete(id, in: txn)
+        }
     }
 
-    /// Deletes the expired records, without blocking the cooperative thread pool.
+    /// Deletes the expired records, as one write of the store's next group commit; returns how many.
     @discardableResult
     public func purgeExpired() async throws -> Int {
-        try await store.onWriterQueue { try self.purgeExpired() }
+        try await store.submit { txn in try self.purgeExpired(in: txn) }
     }
 
-    /// Rewrites the records remembered for a lazy migration, without blocking the cooperative thread pool.
+    /// Rewrites the records remembered for a lazy migration, as one write of the store's next group commit.
     @discardableResult
     public func flushMigrations() async throws -> Int {
-        try await store.onWriterQueue { try self.flushMigrations() }
+        try await store.submit { txn in try self.migratePending(in: txn) }
     }
 }

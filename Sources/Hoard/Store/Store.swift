@@ -44,6 +44,8 @@ public final class Store: Sendable {
         /// Where the store reports what it does (opening, registry changes, migrations, damaged
         /// records skipped, purges). By default nothing is logged.
         public var logger: Logger
+        /// How many async writes one commit gathers at most (see ``Store/write(_:)-(_)``).
+        public var groupCommit: GroupCommitLimits
 
         public init(
             durability: Environment.Durability = .durable,
@@ -52,7 +54,8 @@ public final class Store: Sendable {
             maxReaders: Int = 126,
             readOnly: Bool = false,
             clock: @escaping @Sendable () -> Int64 = Store.systemClock,
-            logger: Logger = Logger(label: "hoard", factory: { _ in SwiftLogNoOpLogHandler() })
+            logger: Logger = Logger(label: "hoard", factory: { _ in SwiftLogNoOpLogHandler() }),
+            groupCommit: GroupCommitLimits = GroupCommitLimits()
         ) {
             self.durability = durability
             self.maxMapSize = maxMapSize
@@ -61,6 +64,7 @@ public final class Store: Sendable {
             self.readOnly = readOnly
             self.clock = clock
             self.logger = logger
+            self.groupCommit = groupCommit
         }
     }
 
@@ -81,6 +85,8 @@ public final class Store: Sendable {
     let writerQueue = DispatchQueue(label: "hoard.store.writer")
     /// What the handles of one collection share in this process, by collection name.
     let collectionStates = Mutex<[String: CollectionState]>([:])
+    /// The async writes waiting for the next commit (Store+GroupCommit.swift).
+    let groupCommit = GroupCommit()
 
     /// Opens the store at `path`, creating it (unless read-only) when it does not exist.
     ///

@@ -1,0 +1,187 @@
+internal import Dispatch
+internal import LMDB
+internal import Synchronization
+
+// Group commit. LMDB has one writer at a time, and a durable commit costs one or two flushes
+// (hundreds of microseconds), whatever it holds. So the async writes of many tasks are gathered:
+// while a commit is in flight, new writes queue; the next transaction takes every queued write
+// (up to a bound) and one commit makes them all durable. A lone writer finds the queue empty and
+// commits at once: nothing ever waits on a timer to gather more.
+//
+// Each write runs in a transaction nested in the batch's (LMDB's nested transactions), so a write
+// that throws is undone alone and reported to its caller; the others commit. The batch runs on
+// the store's serial writer queue, a Dispatch thread, so waiting for LMDB's writer lock never
+// blocks a thread of Swift's cooperative pool.
+
+/// How the store's group commit has gone so far (``Store/writeStatistics``).
+public struct WriteStatistics: Sendable, Hashable {
+    /// Commits of gathered writes (each one transaction and one flush in the store's durability mode).
+    public var commits = 0
+    /// Writes that committed.
+    public var writes = 0
+    /// Writes that failed on their own (their error went to their caller; the rest of their batch committed).
+    public var failedWrites = 0
+    /// Writes whose whole batch failed to commit (a full disk, say): each caller got that error.
+    public var abortedWrites = 0
+    /// The most writes one commit carried.
+    public var largestBatch = 0
+    /// Time writes spent queued before their batch took them, added up.
+    public var waitingTime: Duration = .zero
+    /// Writes queued now, waiting for the writer.
+    public var queued = 0
+
+    /// Writes per commit on average (0 before the first commit).
+    public var writesPerCommit: Double { commits == 0 ? 0 : Double(writes + failedWrites) / Double(commits) }
+}
+
+extension Store {
+    /// How many writes one commit gathers at most, and how many bytes of keys and values: past
+    /// either, the batch commits and the rest waits for the next one, so that a caller's wait
+    /// stays short under load.
+    public struct GroupCommitLimits: Sendable, Hashable {
+        public var writes: Int
+        public var bytes: Int
+
+        public init(writes: Int = 1_000, bytes: Int = 4 << 20) {
+            precondition(writes > 0 && bytes > 0, "GroupCommitLimits: both limits must be positive")
+            self.writes = writes
+            self.bytes = bytes
+        }
+    }
+
+    /// How the store's async writes have been gathered into commits so far.
+    public var writeStatistics: WriteStatistics {
+        groupCommit.statistics.withLock { statistics in
+            var copy = statistics
+            copy.queued = groupCommit.queue.withLock { $0.pending.count - $0.head }
+            return copy
+        }
+    }
+
+    /// Runs `body` as one write of the next group commit and returns its result once that commit
+    /// is durable (in the store's durability mode); see ``write(_:)-(_)``.
+    func submit<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) async throws -> R {
+        let enqueued = ContinuousClock.now
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
+            let result = ResultBox<R>()
+            let request = GroupCommit.Request(enqueued: enqueued, run: { txn in result.value = try body(txn) }, finish: { outcome in
+                switch (outcome, result.value) {
+                case (.success, let value?): continuation.resume(returning: value)
+                case (.failure(let error), _): continuation.resume(throwing: error)
+                case (.success, nil): preconditionFailure("group commit: a write was reported committed without having run")
+                }
+            })
+            if groupCommit.enqueue(request) {
+                writerQueue.async { self.drainGroupCommit() }
+            }
+        }
+    }
+
+    /// Commits batches of queued writes until none are left.
+    private func drainGroupCommit() {
+        while groupCommit.hasPending() {
+            commitOneBatch()
+        }
+    }
+
+    /// Takes queued writes into one write transaction, each in a nested transaction of its own,
+    /// until the queue is empty or a limit is reached, commits, and tells each caller.
+    private func commitOneBatch() {
+        let limits = options.groupCommit
+        var taken: [GroupCommit.Request] = []
+        var outcomes: [Result<Void, any Error>] = []
+        var waited: Duration = .zero
+        var committed = true
+        do {
+            try environment.write { txn in
+                // A map that had to grow makes LMDB run this again from the start: the writes
+                // taken in the failed attempt run again first, in their order.
+                outcomes.removeAll(keepingCapacity: true)
+                for request in taken { outcomes.append(Result { try txn.nested { try request.run($0) } }) }
+                while taken.count < limits.writes, txn.bytesWritten < limits.bytes, let request = groupCommit.dequeue() {
+                    waited += ContinuousClock.now - request.enqueued
+                    taken.append(request)
+                    let outcome = Result { try txn.nested { try request.run($0) } }
+                    outcomes.append(outcome)
+                    // A full map: LMDB runs the batch again once the map has grown; take no more now.
+                    if case .failure(let error as LMDBError) = outcome, error.kind == .mapFull { break }
+                }
+            }
+        } catch {
+            // The batch did not commit (nothing of it is stored): every caller gets the error.
+            committed = false
+            outcomes = taken.map { _ in .failure(error) }
+        }
+        guard !taken.isEmpty else { return }
+        let failed = outcomes.filter { if case .failure = $0 { true } else { false } }.count
+        groupCommit.statistics.withLock { statistics in
+            if !committed {
+                statistics.abortedWrites += taken.count
+            } else {
+                statistics.commits += 1
+                statistics.writes += taken.count - failed
+                statistics.failedWrites += failed
+                statistics.largestBatch = max(statistics.largestBatch, taken.count)
+            }
+            statistics.waitingTime += waited
+        }
+        for (request, outcome) in zip(taken, outcomes) { request.finish(outcome) }
+    }
+}
+
+/// The queue of writes waiting for the next group commit, and what the commits did.
+final class GroupCommit: Sendable {
+    struct Request: Sendable {
+        let enqueued: ContinuousClock.Instant
+        let run: @Sendable (borrowing WriteTransaction) throws -> Void
+        let finish: @Sendable (Result<Void, any Error>) -> Void
+    }
+
+    struct Queue {
+        var pending: [Request] = []
+        /// The first request not taken yet (taken ones are dropped in bulk, not one by one).
+        var head = 0
+        /// Whether a drain is scheduled or running on the writer queue.
+        var draining = false
+    }
+
+    let queue = Mutex(Queue())
+    let statistics = Mutex(WriteStatistics())
+
+    /// Queues `request`; returns whether the caller must schedule a drain (none is running).
+    func enqueue(_ request: Request) -> Bool {
+        queue.withLock { queue in
+            queue.pending.append(request)
+            defer { queue.draining = true }
+            return !queue.draining
+        }
+    }
+
+    /// The next queued request, or `nil`.
+    func dequeue() -> Request? {
+        queue.withLock { queue in
+            guard queue.head < queue.pending.count else { return nil }
+            defer { queue.head += 1 }
+            return queue.pending[queue.head]
+        }
+    }
+
+    /// Whether requests are queued; when none are, the drain ends (and the next enqueue starts
+    /// another), decided under the lock so that no request is left without a drain.
+    func hasPending() -> Bool {
+        queue.withLock { queue in
+            if queue.head > 0 {
+                queue.pending.removeFirst(queue.head)
+                queue.head = 0
+            }
+            if queue.pending.isEmpty { queue.draining = false }
+            return !queue.pending.isEmpty
+        }
+    }
+}
+
+/// Where a write's result waits for its commit. Written by the write (on the writer queue, maybe
+/// more than once when the map grows) and read once its commit is done, on the same queue.
+private final class ResultBox<Value>: @unchecked Sendable {
+    var value: Value?
+}
