@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 //
 // Hoard's benchmarks, a package of their own (as swift-nio keeps its Benchmarks/) so that
 // comparison-only dependencies never reach the library's users. Every figure is a ratio against
@@ -10,6 +10,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "Hoard", path: "../.."),
+        // The reference for durable writes (write-bench): SQLite as a Swift service would use it.
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
     ],
     targets: [
         // The raw C API, for the baselines: the same system liblmdb the LMDB module wraps.
@@ -49,6 +51,11 @@ let package = Package(
             name: "cli-bench",
             dependencies: ["CLMDBRaw", "BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"), .product(name: "LMDB", package: "Hoard")],
             path: "Sources/CLIBench"
+        ),
+        .executableTarget(
+            name: "write-bench",
+            dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"), .product(name: "LMDB", package: "Hoard"), .product(name: "GRDB", package: "GRDB.swift")],
+            path: "Sources/WriteBench"
         ),
         .executableTarget(
             name: "lmdb-bench",
