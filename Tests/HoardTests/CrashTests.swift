@@ -36,6 +36,37 @@ struct CrashTests {
         }
     }
 
+    @Test("group commit: 16 writer tasks killed 40 times (durable) and 20 times (no-sync); every acknowledged write is there, no write half applied, no failed write stored")
+    func groupCommit() async throws {
+        for durability in [Environment.Durability.durable, .riskStoreOnOSCrash] {
+            try await offPoolInTemporaryDirectory { dir in
+                let driver = try ConcurrentCrashDriver(
+                    storePath: dir + "/store", workload: builtExecutable("CrashWorkload"), hoard: builtExecutable("hoard"),
+                    seed: SeededGenerator.seedFromEnvironment() &+ 7
+                )
+                driver.durability = durability
+                let kills = durability == .durable ? 40 : 20
+                let report = try driver.run(kills: kills)
+                #expect(report.violations.isEmpty, "\(durability): \(report.violations)")
+                #expect(report.kills == kills)
+                #expect(report.commitsVerified > kills, "kills should land after acknowledged writes: \(report)")
+            }
+        }
+    }
+
+    @Test("the group-commit driver catches a workload that acknowledges before it writes")
+    func groupCommitCatchesEarlyAcknowledgements() async throws {
+        try await offPoolInTemporaryDirectory { dir in
+            let driver = try ConcurrentCrashDriver(
+                storePath: dir + "/store", workload: builtExecutable("CrashWorkload"), hoard: builtExecutable("hoard"),
+                seed: SeededGenerator.seedFromEnvironment() &+ 8
+            )
+            driver.earlyAck = true
+            let report = try driver.run(kills: 60)
+            #expect(!report.violations.isEmpty, "60 kills of an early-acknowledging workload went unnoticed: \(report)")
+        }
+    }
+
     @Test("the driver catches a workload that splits one update across two transactions")
     func catchesSplitUpdates() async throws {
         try await offPoolInTemporaryDirectory { dir in

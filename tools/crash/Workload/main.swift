@@ -6,6 +6,7 @@
 //   CrashWorkload PATH --seed S --start N [--count C] [--durability durable|nosync] [--mode correct|split|early-ack]
 //                 [--grow-limit BYTES]
 //   CrashWorkload PATH --migrate-stepwise BATCH
+//   CrashWorkload PATH --concurrent WRITERS [--durability durable|nosync] [--mode early-ack] [--count STEPS]
 //
 // --migrate-stepwise runs `migrate(batchSize: BATCH)` on collection Item, writing "batch SCANNED"
 // after each committed batch and then waiting for a line on stdin, so that a test can kill it
@@ -37,6 +38,19 @@ if arguments.count >= 2, let batch = commandLineValue("migrate-stepwise").flatMa
             return readLine() != nil
         }
         emit("finished \(progress.scanned)")
+        exit(0)
+    } catch {
+        emit("crash-workload: \(error)", to: 2)
+        exit(1)
+    }
+}
+if arguments.count >= 2, let writers = commandLineValue("concurrent").flatMap(Int.init) {
+    // Group commit: WRITERS tasks of async writes (tools/crash/Harness/Concurrent.swift).
+    do {
+        try await runConcurrentWorkload(
+            path: arguments[1], writers: writers, durability: commandLineValue("durability") == "nosync" ? .riskStoreOnOSCrash : .durable,
+            steps: commandLineValue("count").flatMap(Int.init) ?? 1_000_000, earlyAck: commandLineValue("mode") == "early-ack"
+        )
         exit(0)
     } catch {
         emit("crash-workload: \(error)", to: 2)
