@@ -54,7 +54,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "write-bench",
-            dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"), .product(name: "LMDB", package: "Hoard"), .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"), .product(name: "GRDB", package: "GRDB.swift")],
             path: "Sources/WriteBench"
         ),
         .executableTarget(

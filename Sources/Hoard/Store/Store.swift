@@ -47,6 +47,12 @@ public final class Store: Sendable {
         /// How many async writes one commit gathers at most (see ``Store/write(_:)-(_)``).
         public var groupCommit: GroupCommitLimits
 
+        /// The options to choose for a cache: durability ``Environment/Durability/riskLastCommitOnOSCrash``,
+        /// whose whole risk is that an operating-system crash or power loss may undo the last
+        /// commit made before it (the store stays intact; a process crash loses nothing). It
+        /// makes one flush per commit instead of two (docs/RELIABILITY.md has the costs).
+        public static var cache: Options { Options(durability: .riskLastCommitOnOSCrash) }
+
         public init(
             durability: Environment.Durability = .durable,
             maxMapSize: Int? = nil,
