@@ -126,6 +126,27 @@ struct GroupCommitTests {
         }
     }
 
+    @Test("a write transaction that cannot begin (a read-only store) fails the queued writes, and the queue goes on")
+    func cannotBegin() async throws {
+        try await withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            // Written synchronously, and the store let go, before it is opened read-only (one open per file).
+            func create() throws { try Store(path: path, options: testOptions).collection(Note.self).put(Note(id: 1, text: "one", stars: 1, pinned: false)) }
+            try create()
+            var readOnly = testOptions
+            readOnly.readOnly = true
+            let store = try Store(path: path, options: readOnly)
+            let notes = try store.collection(Note.self)
+            for attempt in 0..<3 {
+                await #expect(throws: LMDBError.self, "attempt \(attempt)") {
+                    try await notes.put(Note(id: 2, text: "two", stars: 2, pinned: false))
+                }
+            }
+            #expect(store.writeStatistics.abortedWrites == 3 && store.writeStatistics.queued == 0)
+            #expect(try notes.get(2) == nil)
+        }
+    }
+
     @Test("a task cancelled while its write waits: the write is carried out and reported")
     func cancelledWhileWaiting() async throws {
         try await withTemporaryDirectory { dir in

@@ -51,11 +51,9 @@ extension Store {
 
     /// How the store's async writes have been gathered into commits so far.
     public var writeStatistics: WriteStatistics {
-        groupCommit.statistics.withLock { statistics in
-            var copy = statistics
-            copy.queued = groupCommit.queue.withLock { $0.pending.count - $0.head }
-            return copy
-        }
+        var statistics = groupCommit.statistics.withLock { $0 }
+        statistics.queued = groupCommit.queue.withLock { $0.pending.count - $0.head }
+        return statistics
     }
 
     /// Runs `body` as one write of the next group commit and returns its result once that commit
@@ -109,7 +107,13 @@ extension Store {
             }
         } catch {
             // The batch did not commit (nothing of it is stored): every caller gets the error.
+            // When the transaction could not even begin (a read-only store, no reader slot for
+            // the writer), nothing was taken yet: the queued writes get the error, so that the
+            // drain does not try them again and again.
             committed = false
+            if taken.isEmpty {
+                while taken.count < limits.writes, let request = groupCommit.dequeue() { taken.append(request) }
+            }
             outcomes = taken.map { _ in .failure(error) }
         }
         guard !taken.isEmpty else { return }
@@ -125,7 +129,11 @@ extension Store {
             }
             statistics.waitingTime += waited
         }
-        for (request, outcome) in zip(taken, outcomes) { request.finish(outcome) }
+        // The writes' closures (and what they hold: collections, the store) are let go before any
+        // caller resumes, so that a caller finds nothing of its write still referenced.
+        let finishes = taken.map(\.finish)
+        taken = []
+        for (finish, outcome) in zip(finishes, outcomes) { finish(outcome) }
     }
 }
 
@@ -138,8 +146,10 @@ final class GroupCommit: Sendable {
     }
 
     struct Queue {
-        var pending: [Request] = []
-        /// The first request not taken yet (taken ones are dropped in bulk, not one by one).
+        /// Requests in order; a taken one is set to `nil` at once (releasing what its closures
+        /// hold) and the taken slots are dropped in bulk.
+        var pending: [Request?] = []
+        /// The first request not taken yet.
         var head = 0
         /// Whether a drain is scheduled or running on the writer queue.
         var draining = false
@@ -161,7 +171,10 @@ final class GroupCommit: Sendable {
     func dequeue() -> Request? {
         queue.withLock { queue in
             guard queue.head < queue.pending.count else { return nil }
-            defer { queue.head += 1 }
+            defer {
+                queue.pending[queue.head] = nil
+                queue.head += 1
+            }
             return queue.pending[queue.head]
         }
     }
