@@ -64,7 +64,9 @@ let package = Package(
         // The product: typed collections of VariablyCodable models in LMDB, records in CBOR.
         .target(
             name: "Hoard",
-            dependencies: ["LMDB", "VariableCoding", "CBOR", "CCRC32", .product(name: "Logging", package: "swift-log")],
+            // VariableCoding and its macro are re-exported (Exports.swift): `import Hoard` is all an
+            // app writes to declare models and store them.
+            dependencies: ["LMDB", "VariableCoding", "VariableCodingMacros", "CBOR", "CCRC32", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 

@@ -3,33 +3,19 @@ import Hoard
 import HoardTestSupport
 import TestSupport
 import Testing
-import VariableCoding
-import VariableCodingMacros
 
 // The README's examples ("Models with several key sets", "Using the store"), compiled and run
-// here. The lines between each pair of markers must appear in README.md as they are (indentation
+// here and in ReadmeModel.swift (the model's declaration, in a file that imports Hoard alone).
+// The lines between each pair of markers must appear in README.md as they are (indentation
 // aside), which a test checks: so the README cannot drift away from code that builds and works.
-
-// README begin: declaration
-@VariablyCoded
-struct User: Identifiable {
-    var id: Int64
-    var name: String
-    var age: Int = 0          // the default when a key set or a record has no age
-    var nickname: String?     // nil when missing or null
-
-    static let keySets = KeySets<User>(
-        local: [1: [\.id: "ID", \.name: "NAME", \.age: "AGE", \.nickname: "NICK"]],
-        remote: ["v1": [\.id: "id", \.name: "user_name", \.age: "user_age", \.nickname: "nick"]]
-    )
-}
-// README end
 
 @Suite("README")
 struct ReadmeSnippetTests {
-    /// The marked blocks of this file, each as trimmed lines.
+    /// The marked blocks of this file and ReadmeModel.swift, each as trimmed lines.
     func markedBlocks() throws -> [[String]] {
-        let source = try String(contentsOfFile: #filePath, encoding: .utf8)
+        let here = URL(fileURLWithPath: #filePath)
+        let model = here.deletingLastPathComponent().appendingPathComponent("ReadmeModel.swift").path
+        let source = try String(contentsOfFile: model, encoding: .utf8) + "\n" + String(contentsOfFile: here.path, encoding: .utf8)
         var blocks: [[String]] = []
         var current: [String]?
         for line in source.split(separator: "\n", omittingEmptySubsequences: false) {

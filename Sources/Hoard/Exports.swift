@@ -1,0 +1,5 @@
+// One import: an app that writes `import Hoard` declares its models (`VariablyCodable`,
+// `KeySets`, `@VariablyCoded`) and stores them, as `import GRDB` is all a GRDB user writes.
+// VariableCoding stays a module of its own for those who want only the coding layer.
+@_exported public import VariableCoding
+@_exported public import VariableCodingMacros
