@@ -2,9 +2,11 @@
 // Tag with string IDs), a store in a temporary directory, records written as an older app
 // version wrote them, and expectations on HoardError by case.
 internal import CBOR
+public import Foundation
 public import Hoard
 internal import LMDB
 internal import TestSupport
+internal import Synchronization
 public import Testing
 public import VariableCoding
 
@@ -72,7 +74,9 @@ public struct Tag: VariablyCodable, Identifiable, Equatable, Sendable {
     }
 }
 
-public let testOptions = Store.Options(durability: .riskStoreOnOSCrash, clock: { 1_700_000_000_000 })
+/// Options for test stores: no flushes (the tests check logic, not fsync) and a clock that stands
+/// still at 2023-11-14T22:13:20Z.
+public let testOptions = Store.Options(durability: .riskStoreOnOSCrash, clock: { Date(timeIntervalSince1970: 1_700_000_000) })
 
 public func withStore<R>(_ body: (Store, String) throws -> R) throws -> R {
     try withTemporaryDirectory { dir in
@@ -105,5 +109,28 @@ public func expectHoardError(
         }
     } catch {
         Issue.record("expected a HoardError (\(kind)), got \(error)", sourceLocation: sourceLocation)
+    }
+}
+
+/// A clock that stands still until told to move, for a store's `Options.clock`: expiry can then
+/// be tested without waiting. It starts at 1,000 s after 1970 (records keep milliseconds:
+/// 1,000,000).
+public final class ManualClock: Sendable {
+    private let milliseconds = Mutex<Int64>(1_000_000)
+
+    public init() {}
+
+    /// Moves the clock on by `duration` (to the millisecond).
+    public func advance(by duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        milliseconds.withLock { $0 += seconds * 1000 + attoseconds / 1_000_000_000_000_000 }
+    }
+
+    /// The time now, in milliseconds since 1970 (as records store it).
+    public var nowMilliseconds: Int64 { milliseconds.withLock { $0 } }
+
+    /// The clock to pass as `Store.Options.clock`.
+    public var read: @Sendable () -> Date {
+        { [self] in Date(timeIntervalSince1970: Double(nowMilliseconds) / 1000) }
     }
 }

@@ -1,4 +1,5 @@
 import CBOR
+import Foundation
 import Hoard
 import HoardTestSupport
 import LMDB
@@ -56,7 +57,8 @@ struct Choosy: VariablyCodable, Identifiable, Equatable, Sendable {
 /// A clock that moves on by one millisecond each time it is read, and counts its reads.
 final class TickingClock: Sendable {
     let reads = Mutex<Int64>(0)
-    var read: @Sendable () -> Int64 { { [self] in reads.withLock { $0 += 1; return 5_000 + $0 } } }
+    /// 5,001 ms after 1970 at the first read, then a millisecond more at each.
+    var read: @Sendable () -> Date { { [self] in Date(timeIntervalSince1970: Double(reads.withLock { $0 += 1; return 5_000 + $0 }) / 1000) } }
     var count: Int64 { reads.withLock { $0 } }
 }
 
@@ -83,14 +85,14 @@ struct BulkPutTests {
             let each = try store.collection(Model.self, named: "Each")
 
             let before = clock.count
-            try store.write { txn in try bulk.put(models, expiry: .after(milliseconds: 1_000_000), in: txn) }
+            try store.write { txn in try bulk.put(models, expiry: .after(.seconds(1_000)), in: txn) }
             #expect(clock.count == before + 1)
             let headers = try models.map { try #require(try bulk.header(of: $0.id)) }
             let writtenAt = try #require(headers.first?.writtenAt)
             #expect(headers.allSatisfy { $0.writtenAt == writtenAt && $0.expiresAt == writtenAt + 1_000_000 && $0.version == Model.keySets.currentVersion })
 
             try store.write { txn in
-                for model in models { try each.put(model, expiry: .after(milliseconds: 1_000_000), in: txn) }
+                for model in models { try each.put(model, expiry: .after(.seconds(1_000)), in: txn) }
             }
             #expect(clock.count == before + 1 + Int64(models.count))
             for model in models {

@@ -49,7 +49,7 @@ func makeSampleStore(_ path: String) throws {
     try writeRecord(Note(id: 1, text: "first, in version 1", stars: 2, pinned: false), version: 1, in: store)
     try writeRecord(Note(id: 2, text: "second, in version 1", stars: 5, pinned: false), version: 1, in: store)
     try notes.put([Note(id: 3, text: "third", stars: 1, pinned: true), Note(id: 4, text: "fourth", stars: 4, pinned: false)])
-    try notes.put(Note(id: -5, text: "expired", stars: 0, pinned: false), expiry: .at(milliseconds: 1_000))
+    try notes.put(Note(id: -5, text: "expired", stars: 0, pinned: false), expiry: .at(Date(timeIntervalSince1970: 1)))
     let tags = try store.collection(Tag.self)
     try tags.put([Tag(id: "swift", uses: 3), Tag(id: "swiftui", uses: 1), Tag(id: "lmdb", uses: 7)])
 }

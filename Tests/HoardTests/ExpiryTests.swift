@@ -6,11 +6,6 @@ import TestSupport
 import Testing
 
 /// A clock the test moves by hand: no sleeps.
-final class ManualClock: Sendable {
-    let now = Mutex<Int64>(1_000_000)
-    func advance(by milliseconds: Int64) { now.withLock { $0 += milliseconds } }
-    var read: @Sendable () -> Int64 { { [self] in now.withLock { $0 } } }
-}
 
 @Suite("Expiry and damaged records in scans")
 struct ExpiryTests {
@@ -19,22 +14,22 @@ struct ExpiryTests {
         let clock = ManualClock()
         try withTemporaryDirectory { dir in
             let store = try Store(path: dir + "/store", options: .init(durability: .riskStoreOnOSCrash, clock: clock.read))
-            let notes = try store.collection(Note.self, timeToLive: 1_000)
+            let notes = try store.collection(Note.self, timeToLive: .seconds(1))
             try notes.put(Note(id: 1, text: "default ttl", stars: 1, pinned: false))
             try notes.put(Note(id: 2, text: "forever", stars: 1, pinned: false), expiry: .never)
-            try notes.put(Note(id: 3, text: "short", stars: 1, pinned: false), expiry: .after(milliseconds: 10))
-            try notes.put(Note(id: 4, text: "fixed", stars: 1, pinned: false), expiry: .at(milliseconds: 1_000_500))
+            try notes.put(Note(id: 3, text: "short", stars: 1, pinned: false), expiry: .after(.milliseconds(10)))
+            try notes.put(Note(id: 4, text: "fixed", stars: 1, pinned: false), expiry: .at(Date(timeIntervalSince1970: 1_000.5)))
             #expect(try notes.header(of: 1)?.expiresAt == 1_001_000)
             #expect(try notes.header(of: 2)?.expiresAt == nil)
             #expect(try notes.scan().map(\.id) == [1, 2, 3, 4])
 
-            clock.advance(by: 10)  // id 3 expires exactly now
+            clock.advance(by: .milliseconds(10))  // id 3 expires exactly now
             #expect(try notes.get(3) == nil)
             #expect(try notes.contains(3) == false)
             #expect(try notes.scan().map(\.id) == [1, 2, 4])
             #expect(try notes.count() == 4)  // not purged yet
 
-            clock.advance(by: 5_000)
+            clock.advance(by: .seconds(5))
             #expect(try notes.scan().map(\.id) == [2])
             #expect(try notes.purgeExpired() == 3)
             #expect(try notes.count() == 1)

@@ -27,7 +27,7 @@ struct InteropTests {
             let tags = [Tag(id: "", uses: 1), Tag(id: "swift", uses: 9)]
             do {
                 let store = try Store(path: path, options: testOptions)
-                try store.collection(Note.self).put(notes[0], expiry: .at(milliseconds: 1_900_000_000_000))
+                try store.collection(Note.self).put(notes[0], expiry: .at(Date(timeIntervalSince1970: 1_900_000_000)))
                 try store.collection(Note.self).put(notes[1])
                 try store.collection(Tag.self).put(tags)
                 // A nested model whose key changed between versions: one record of each version.

@@ -71,7 +71,7 @@ struct ReadmeSnippetTests {
         try withStore { store, _ in
             // (The README opens its store at a fixed path; here it is a temporary one.)
             // README begin: store usage
-            let users = try store.collection(User.self, timeToLive: 86_400_000, migration: .lazy)
+            let users = try store.collection(User.self, timeToLive: .seconds(86_400), migration: .lazy)
             try users.put(try JSONDecoder().decode([User].self, from: serverJSON, keySet: .remote("v1")))  // bulk: one transaction, one write time
             let ada = try users.get(1)                       // nil when absent or expired
             let page = try users.scan(from: 100, through: 200, limit: 20)

@@ -117,7 +117,7 @@ struct StoreTests {
             let note = Note(id: 7, text: "kept", stars: 3, pinned: true)
             do {
                 let store = try Store(path: path, options: testOptions)
-                try store.collection(Note.self).put(note, expiry: .at(milliseconds: 1_800_000_000_000))
+                try store.collection(Note.self).put(note, expiry: .at(Date(timeIntervalSince1970: 1_800_000_000)))
             }
             let store = try Store(path: path, options: Store.Options(readOnly: true))
             let notes = try store.collection(Note.self)

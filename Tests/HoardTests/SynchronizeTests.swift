@@ -65,7 +65,7 @@ struct SynchronizeTests {
                         let (n, version, expires): (Note, Int, Int64?) = switch entry {
                         case .current(let n): (n, 3, nil)
                         case .older(let n, let v): (n, v, nil)
-                        case .expired(let n): (n, 3, clock.read() - 1)
+                        case .expired(let n): (n, 3, clock.nowMilliseconds - 1)
                         case .damaged: (Note(id: id, text: "x", stars: 1, pinned: false), 3, nil)
                         case .newer(let n): (n, 5, nil)
                         }

@@ -21,13 +21,13 @@ extension HoardCollection {
             return try txn.withValue(forKey: key, in: database, { $0 })
         }
         guard let record = found else { return nil }
-        return try decode(record, key: { id.keyBytes }, now: store.options.clock())
+        return try decode(record, key: { id.keyBytes }, now: store.options.now())
     }
 
     /// Whether a live (unexpired) record is stored under `id`; reads its header only.
     public func contains(_ id: Model.ID) throws -> Bool {
         guard let header = try header(of: id) else { return false }
-        return !header.isExpired(at: store.options.clock())
+        return !header.isExpired(at: store.options.now())
     }
 
     /// The number of records, expired ones not yet purged included (read from the B-tree, no scan).
@@ -53,7 +53,7 @@ extension HoardCollection {
     /// without building an array: for large collections. Expired records are skipped; the first
     /// damaged record throws. Return ``IterationStep/stop`` from `body` to end early.
     public func forEach(keys: KeyRange = .all, reverse: Bool = false, _ body: (Model) throws -> IterationStep) throws {
-        let now = store.options.clock()
+        let now = store.options.now()
         try store.environment.read { txn in
             try txn.forEach(in: database, range: keys, reverse: reverse) { key, record in
                 guard let model = try decode(record, key: { Array(key) }, now: now) else { return .next }
@@ -69,7 +69,7 @@ extension HoardCollection {
     }
 
     func scan(keys: KeyRange, reverse: Bool, limit: Int, skippingDamaged: Bool) throws -> ScanResult<Model> {
-        let now = store.options.clock()
+        let now = store.options.now()
         return try store.environment.read { txn in
             var result = ScanResult<Model>(models: [], damaged: [])
             guard limit > 0 else { return result }

@@ -1,4 +1,9 @@
 public import LMDB
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
 internal import CBOR
 
 // Writing: puts of one model or many (a bulk put shares its clock read and emit buffer), deletes,
@@ -61,12 +66,12 @@ extension HoardCollection {
     /// The header of a record written now with `expiry`.
     @inline(__always)
     private func header(for expiry: Expiry) -> RecordHeader {
-        let now = store.options.clock()
+        let now = store.options.now()
         let expiresAt: Int64? = switch expiry {
-        case .collectionDefault: timeToLive.map { now + $0 }
+        case .collectionDefault: timeToLiveMilliseconds.map { now.addingSaturating($0) }
         case .never: nil
-        case .at(let time): time
-        case .after(let duration): now + duration
+        case .at(let time): time.storedMilliseconds
+        case .after(let duration): now.addingSaturating(duration.storedMilliseconds)
         }
         return RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
     }
@@ -127,7 +132,7 @@ extension HoardCollection {
     /// Deletes every expired record in `txn`; returns how many.
     @discardableResult
     public func purgeExpired(in txn: borrowing WriteTransaction) throws -> Int {
-        let now = store.options.clock()
+        let now = store.options.now()
         var purged = 0
         try txn.withCursor(in: database) { cursor in
             var entry = try cursor.first()
@@ -145,15 +150,15 @@ extension HoardCollection {
     }
 }
 
-/// When a stored record stops being visible.
+/// When a stored record stops being visible (records keep it to the millisecond).
 public enum Expiry: Sendable, Hashable {
     /// The collection's time to live, if it has one, else never.
     case collectionDefault
     /// Never.
     case never
-    /// At a time, in milliseconds since 1970.
-    case at(milliseconds: Int64)
-    /// After a duration from now, in milliseconds.
-    case after(milliseconds: Int64)
+    /// At a point in time.
+    case at(Date)
+    /// After a duration from the write (a bulk put's records share one write time).
+    case after(Duration)
 }
 

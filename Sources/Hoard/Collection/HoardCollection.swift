@@ -15,8 +15,10 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     // (Synchronize/).
     /// The collection's name (its database is `c:NAME`).
     public let name: String
-    /// How long records live when a put does not say, in milliseconds; `nil` for forever.
-    public let timeToLive: Int64?
+    /// How long records live when a put does not say; `nil` for forever.
+    public let timeToLive: Duration?
+    /// ``timeToLive`` in milliseconds, as records store it.
+    let timeToLiveMilliseconds: Int64?
     /// What happens to records read in an older version.
     public let migration: MigrationPolicy
     /// What this collection's handles share in the process.
@@ -39,11 +41,12 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     let olderScanned: [Int: CBORPropertyTable]
     let currentEmitted: CBORPropertyTable?
 
-    init(store: Store, name: String, state: CollectionState, timeToLive: Int64?, migration: MigrationPolicy) throws {
+    init(store: Store, name: String, state: CollectionState, timeToLive: Duration?, migration: MigrationPolicy) throws {
         self.store = store
         self.state = state
         self.name = name
         self.timeToLive = timeToLive
+        timeToLiveMilliseconds = timeToLive?.storedMilliseconds
         self.migration = migration
         let keySets = Model.keySets
         localVersions = Set(keySets.localVersions)

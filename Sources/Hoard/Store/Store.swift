@@ -1,4 +1,9 @@
 public import LMDB
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
 public import Logging
 internal import CBOR
 internal import Dispatch
@@ -39,8 +44,14 @@ public final class Store: Sendable {
         public var maxReaders: Int
         /// Open read-only: nothing is created or written.
         public var readOnly: Bool
-        /// The clock records are stamped with, in milliseconds since 1970 (injectable for tests).
-        public var clock: @Sendable () -> Int64
+        /// The clock records are stamped with, and expiry is judged by: `nil` (the default) for the
+        /// system clock (``Store/systemClock``, read without making a `Date`); a clock of your own
+        /// for tests. Records store times to the millisecond.
+        public var clock: (@Sendable () -> Date)? {
+            didSet { now = Self.milliseconds(of: clock) }
+        }
+        /// The clock in milliseconds since 1970, as records store times: what the store reads.
+        private(set) var now: @Sendable () -> Int64
         /// Where the store reports what it does (opening, registry changes, migrations, damaged
         /// records skipped, purges). By default nothing is logged.
         public var logger: Logger
@@ -59,7 +70,7 @@ public final class Store: Sendable {
             maxCollections: Int = 63,
             maxReaders: Int = 126,
             readOnly: Bool = false,
-            clock: @escaping @Sendable () -> Int64 = Store.systemClock,
+            clock: (@Sendable () -> Date)? = nil,
             logger: Logger = Logger(label: "hoard", factory: { _ in SwiftLogNoOpLogHandler() }),
             groupCommit: GroupCommitLimits = GroupCommitLimits()
         ) {
@@ -69,8 +80,14 @@ public final class Store: Sendable {
             self.maxReaders = maxReaders
             self.readOnly = readOnly
             self.clock = clock
+            self.now = Self.milliseconds(of: clock)
             self.logger = logger
             self.groupCommit = groupCommit
+        }
+
+        private static func milliseconds(of clock: (@Sendable () -> Date)?) -> @Sendable () -> Int64 {
+            guard let clock else { return Store.systemClock }
+            return { clock().storedMilliseconds }
         }
     }
 
@@ -155,7 +172,8 @@ public final class Store: Sendable {
     /// put stamps its record, so the precise clock alone cost a tenth of a put's time over LMDB's
     /// own. Stamps and expiries are therefore accurate to a few milliseconds, as in caches that
     /// keep a cached clock (memcached's is updated once a second); pass another `clock` in
-    /// ``Options`` for more.
+    /// ``Options`` for more. (In milliseconds, as records store times: for comparing with a
+    /// ``RecordHeader``'s.)
     public static let systemClock: @Sendable () -> Int64 = {
         var now = timespec()
         #if os(Linux)
@@ -194,11 +212,11 @@ public final class Store: Sendable {
     ///   key set differs from the code's.
     ///
     /// - Parameters:
-    ///   - timeToLive: how long records live, in milliseconds, when a put does not say; `nil` for forever.
+    ///   - timeToLive: how long records live when a put does not say (stored to the millisecond); `nil` for forever.
     ///   - migration: whether records read in an older version are rewritten in the current one
     ///     lazily (in the collection's next write) or left as they are.
     public func collection<Model>(
-        _ type: Model.Type, named name: String? = nil, timeToLive: Int64? = nil, migration: MigrationPolicy = .never
+        _ type: Model.Type, named name: String? = nil, timeToLive: Duration? = nil, migration: MigrationPolicy = .never
     ) throws -> HoardCollection<Model> {
         let name = name ?? String(describing: Model.self)
         return try HoardCollection(store: self, name: name, state: state(of: name), timeToLive: timeToLive, migration: migration)

@@ -77,8 +77,8 @@ extension HoardCollection {
         }
 
         // 2. Merge with the stored scope, then apply the plan, in one transaction.
-        let now = store.options.clock()
-        let expiresAt = timeToLive.map { now + $0 }
+        let now = store.options.now()
+        let expiresAt = timeToLiveMilliseconds.map { now.addingSaturating($0) }
         if dryRun {
             return try store.environment.read { txn in result(of: try plan(incoming, scope, range, now, txn), incoming) }
         }

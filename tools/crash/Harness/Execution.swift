@@ -1,6 +1,7 @@
 public import Hoard
 public import LMDB
 import Synchronization
+import Foundation
 
 /// How the workload runs its operations. Anything but `.correct` breaks a promise on purpose, so
 /// that the suite can show the driver catching it.
@@ -18,7 +19,9 @@ let logicalNow = Atomic<Int64>(0)
 
 /// Opens the workload's store with its logical clock.
 public func openWorkloadStore(_ path: String, durability: Environment.Durability, clock: (@Sendable () -> Int64)? = nil) throws -> Store {
-    try Store(path: path, options: .init(durability: durability, clock: clock ?? { logicalNow.load(ordering: .relaxed) }))
+    // The logical clock counts milliseconds, as records store times; the store takes a Date.
+    let milliseconds = clock ?? { logicalNow.load(ordering: .relaxed) }
+    return try Store(path: path, options: .init(durability: durability, clock: { Date(timeIntervalSince1970: Double(milliseconds()) / 1000) }))
 }
 
 /// Runs operation `index` against `store`.
@@ -39,7 +42,7 @@ public func execute(_ operation: Operation, index: Int, store: Store, mode: Work
     switch operation {
     case .put(let items, let expiries):
         try halves(items) { part, txn in
-            for item in part { try a.put(item, expiry: expiries[item.id].map { .at(milliseconds: $0) } ?? .never, in: txn) }
+            for item in part { try a.put(item, expiry: expiries[item.id].map { .at(Date(timeIntervalSince1970: Double($0) / 1000)) } ?? .never, in: txn) }
         }
     case .delete(let ids):
         try store.write { txn in
