@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "VariableCoding", targets: ["VariableCoding"]),
         .library(name: "VariableCodingMacros", targets: ["VariableCodingMacros"]),
         .library(name: "Hoard", targets: ["Hoard"]),
+        .library(name: "HoardTesting", targets: ["HoardTesting"]),
         .executable(name: "hoard", targets: ["HoardCLI"]),
     ],
     dependencies: [
@@ -70,12 +71,15 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // For applications' own tests: a temporary store, a manual clock, contents compared by ID.
+        .target(name: "HoardTesting", dependencies: ["Hoard"], swiftSettings: strict),
+
         // Helpers shared by the test targets (temporary stores, child processes).
         .target(name: "TestSupport", dependencies: ["LMDB"], swiftSettings: strict),
         // The Hoard tests' shared models and helpers (a store per test, records of older
         // versions, HoardError expectations by case); apart from TestSupport, which the LMDB and
         // CBOR tests and the probe use without the store.
-        .target(name: "HoardTestSupport", dependencies: ["Hoard", "LMDB", "CBOR", "VariableCoding", "TestSupport"], swiftSettings: strict),
+        .target(name: "HoardTestSupport", dependencies: ["Hoard", "HoardTesting", "LMDB", "CBOR", "VariableCoding", "TestSupport"], swiftSettings: strict),
 
         // The `hoard` command-line tool; `hoard demo` is the README's main job.
         .executableTarget(
@@ -126,7 +130,7 @@ let package = Package(
         .testTarget(
             name: "HoardTests",
             dependencies: [
-                "Hoard", "LMDB", "CBOR", "VariableCoding", "VariableCodingMacros", "TestSupport", "HoardTestSupport", "LMDBProbe", "HoardCLI",
+                "Hoard", "LMDB", "CBOR", "VariableCoding", "VariableCodingMacros", "TestSupport", "HoardTestSupport", "HoardTesting", "LMDBProbe", "HoardCLI",
                 "CrashHarness", "CrashWorkload",
                 .product(name: "Logging", package: "swift-log"),
             ],

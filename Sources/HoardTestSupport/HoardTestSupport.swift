@@ -2,11 +2,11 @@
 // Tag with string IDs), a store in a temporary directory, records written as an older app
 // version wrote them, and expectations on HoardError by case.
 internal import CBOR
-public import Foundation
+internal import Foundation
 public import Hoard
+@_exported public import HoardTesting
 internal import LMDB
 internal import TestSupport
-internal import Synchronization
 public import Testing
 public import VariableCoding
 
@@ -109,28 +109,5 @@ public func expectHoardError(
         }
     } catch {
         Issue.record("expected a HoardError (\(kind)), got \(error)", sourceLocation: sourceLocation)
-    }
-}
-
-/// A clock that stands still until told to move, for a store's `Options.clock`: expiry can then
-/// be tested without waiting. It starts at 1,000 s after 1970 (records keep milliseconds:
-/// 1,000,000).
-public final class ManualClock: Sendable {
-    private let milliseconds = Mutex<Int64>(1_000_000)
-
-    public init() {}
-
-    /// Moves the clock on by `duration` (to the millisecond).
-    public func advance(by duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        milliseconds.withLock { $0 += seconds * 1000 + attoseconds / 1_000_000_000_000_000 }
-    }
-
-    /// The time now, in milliseconds since 1970 (as records store it).
-    public var nowMilliseconds: Int64 { milliseconds.withLock { $0 } }
-
-    /// The clock to pass as `Store.Options.clock`.
-    public var read: @Sendable () -> Date {
-        { [self] in Date(timeIntervalSince1970: Double(nowMilliseconds) / 1000) }
     }
 }

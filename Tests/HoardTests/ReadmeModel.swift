@@ -6,7 +6,7 @@ import Foundation
 import Hoard
 
 @VariablyCoded
-struct User: Identifiable {
+struct User: Identifiable, Equatable {
     var id: Int64
     var name: String
     var age: Int = 0          // the default when a key set or a record has no age

@@ -11,11 +11,11 @@ import Testing
 
 @Suite("README")
 struct ReadmeSnippetTests {
-    /// The marked blocks of this file and ReadmeModel.swift, each as trimmed lines.
+    /// The marked blocks of this file, ReadmeModel.swift and HoardTestingExampleTests.swift, each as trimmed lines.
     func markedBlocks() throws -> [[String]] {
         let here = URL(fileURLWithPath: #filePath)
-        let model = here.deletingLastPathComponent().appendingPathComponent("ReadmeModel.swift").path
-        let source = try String(contentsOfFile: model, encoding: .utf8) + "\n" + String(contentsOfFile: here.path, encoding: .utf8)
+        let others = ["ReadmeModel.swift", "HoardTestingExampleTests.swift"].map { here.deletingLastPathComponent().appendingPathComponent($0).path }
+        let source = try (others + [here.path]).map { try String(contentsOfFile: $0, encoding: .utf8) }.joined(separator: "\n")
         var blocks: [[String]] = []
         var current: [String]?
         for line in source.split(separator: "\n", omittingEmptySubsequences: false) {
@@ -39,7 +39,7 @@ struct ReadmeSnippetTests {
         let readme = try String(contentsOfFile: readmePath, encoding: .utf8)
             .split(separator: "\n", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         let blocks = try markedBlocks()
-        #expect(blocks.count == 3)
+        #expect(blocks.count == 4)
         for block in blocks {
             let found = readme.indices.contains { start in
                 start + block.count <= readme.count && Array(readme[start..<start + block.count]) == block
