@@ -53,7 +53,9 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .target(name: "VariableCodingMacros", dependencies: ["VariableCoding", "VariableCodingMacrosPlugin"], swiftSettings: strict),
+        .target(
+            name: "VariableCodingMacros", dependencies: ["VariableCoding", "VariableCodingMacrosPlugin"],
+            swiftSettings: strict),
 
         // RFC 8949 CBOR as a Codable coder; pure Swift, no LMDB.
         .target(name: "CBOR", swiftSettings: strict),
@@ -67,7 +69,10 @@ let package = Package(
             name: "Hoard",
             // VariableCoding and its macro are re-exported (Exports.swift): `import Hoard` is all an
             // app writes to declare models and store them.
-            dependencies: ["LMDB", "VariableCoding", "VariableCodingMacros", "CBOR", "CCRC32", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "LMDB", "VariableCoding", "VariableCodingMacros", "CBOR", "CCRC32",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
 
@@ -79,12 +84,18 @@ let package = Package(
         // The Hoard tests' shared models and helpers (a store per test, records of older
         // versions, HoardError expectations by case); apart from TestSupport, which the LMDB and
         // CBOR tests and the probe use without the store.
-        .target(name: "HoardTestSupport", dependencies: ["Hoard", "HoardTesting", "LMDB", "CBOR", "VariableCoding", "TestSupport"], swiftSettings: strict),
+        .target(
+            name: "HoardTestSupport",
+            dependencies: ["Hoard", "HoardTesting", "LMDB", "CBOR", "VariableCoding", "TestSupport"],
+            swiftSettings: strict),
 
         // The `hoard` command-line tool; `hoard demo` is the README's main job.
         .executableTarget(
             name: "HoardCLI",
-            dependencies: ["Hoard", "LMDB", "CBOR", "VariableCoding", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "Hoard", "LMDB", "CBOR", "VariableCoding",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             path: "tools/hoard",
             swiftSettings: strict
         ),
@@ -130,7 +141,8 @@ let package = Package(
         .testTarget(
             name: "HoardTests",
             dependencies: [
-                "Hoard", "LMDB", "CBOR", "VariableCoding", "VariableCodingMacros", "TestSupport", "HoardTestSupport", "HoardTesting", "LMDBProbe", "HoardCLI",
+                "Hoard", "LMDB", "CBOR", "VariableCoding", "VariableCodingMacros", "TestSupport", "HoardTestSupport",
+                "HoardTesting", "LMDBProbe", "HoardCLI",
                 "CrashHarness", "CrashWorkload",
                 .product(name: "Logging", package: "swift-log"),
             ],

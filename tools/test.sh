@@ -13,6 +13,10 @@ if [ ! -x .build-py/bin/python ] || ! .build-py/bin/python -c "import lmdb, cbor
 fi
 export HOARD_PYTHON="$PWD/.build-py/bin/python"
 
+# The house format (.swift-format: 120 columns, 4-space indentation); `swift format -i -r Sources
+# Tests tools Package.swift` applies it.
+swift format lint --strict -r Sources Tests tools Package.swift
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 swift build --build-tests 2>&1 | tee "$log"

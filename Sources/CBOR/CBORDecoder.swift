@@ -145,7 +145,8 @@ final class DecoderState: Decoder, @unchecked Sendable {
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         let head = try reader.head(at: offset)
         guard head.major == 5 else { throw mismatch([String: Int].self, at: offset, expected: "a map") }
-        return KeyedDecodingContainer(KeyedDecoding<Key>(state: self, map: try indexMap(head, at: offset), codingPath: path))
+        return KeyedDecodingContainer(
+            KeyedDecoding<Key>(state: self, map: try indexMap(head, at: offset), codingPath: path))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -184,9 +185,16 @@ final class DecoderState: Decoder, @unchecked Sendable {
     func mismatch(_ type: Any.Type, at offset: Int, expected: String) -> DecodingError {
         let found = describe(at: offset)
         if found == "null" || found == "undefined" {
-            return .valueNotFound(type, .init(codingPath: path, debugDescription: "expected \(expected) but found \(found) at byte offset \(offset)"))
+            return .valueNotFound(
+                type,
+                .init(
+                    codingPath: path,
+                    debugDescription: "expected \(expected) but found \(found) at byte offset \(offset)"))
         }
-        return .typeMismatch(type, .init(codingPath: path, debugDescription: "expected \(expected) but found \(found) at byte offset \(offset)"))
+        return .typeMismatch(
+            type,
+            .init(
+                codingPath: path, debugDescription: "expected \(expected) but found \(found) at byte offset \(offset)"))
     }
 
     func withPath(_ error: CBORDecodingError) -> CBORDecodingError {
@@ -203,7 +211,8 @@ final class DecoderState: Decoder, @unchecked Sendable {
         case DecodingError.typeMismatch(let type, let context):
             return DecodingError.typeMismatch(type, .init(codingPath: path, debugDescription: context.debugDescription))
         case DecodingError.valueNotFound(let type, let context):
-            return DecodingError.valueNotFound(type, .init(codingPath: path, debugDescription: context.debugDescription))
+            return DecodingError.valueNotFound(
+                type, .init(codingPath: path, debugDescription: context.debugDescription))
         case DecodingError.dataCorrupted(let context):
             return DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: context.debugDescription))
         default:
@@ -242,17 +251,22 @@ final class DecoderState: Decoder, @unchecked Sendable {
         default:
             throw mismatch(type, at: offset, expected: "an integer")
         }
-        throw DecodingError.dataCorrupted(.init(
-            codingPath: path,
-            debugDescription: "\(head.major == 0 ? "" : "-1 - ")\(head.argument) at byte offset \(offset) does not fit in \(T.self)"
-        ))
+        throw DecodingError.dataCorrupted(
+            .init(
+                codingPath: path,
+                debugDescription:
+                    "\(head.major == 0 ? "" : "-1 - ")\(head.argument) at byte offset \(offset) does not fit in \(T.self)"
+            ))
     }
 
     func decodeDouble(at offset: Int) throws -> Double {
         let head = try reader.head(at: offset)
         if let value = exactDouble(major: head.major, info: head.info, argument: head.argument) { return value }
         guard head.major > 1 else {
-            throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "the integer at byte offset \(offset) does not fit in Double exactly"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: path,
+                    debugDescription: "the integer at byte offset \(offset) does not fit in Double exactly"))
         }
         throw mismatch(Double.self, at: offset, expected: "a number")
     }
@@ -260,7 +274,10 @@ final class DecoderState: Decoder, @unchecked Sendable {
     func decodeFloat(at offset: Int) throws -> Float {
         let value = try decodeDouble(at: offset)
         guard let float = Float(exactly: value) ?? (value.isNaN ? .nan : nil) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "\(value) at byte offset \(offset) does not fit in Float exactly"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: path,
+                    debugDescription: "\(value) at byte offset \(offset) does not fit in Float exactly"))
         }
         return float
     }
@@ -312,7 +329,8 @@ final class DecoderState: Decoder, @unchecked Sendable {
         }
         let text = try decodeString(at: head.contentOffset)
         guard let date = try? Date(text, strategy: .iso8601) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "'\(text)' at byte offset \(offset) is not an RFC 3339 date"))
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: path, debugDescription: "'\(text)' at byte offset \(offset) is not an RFC 3339 date"))
         }
         return date
     }
@@ -328,7 +346,8 @@ final class DecoderState: Decoder, @unchecked Sendable {
 
     /// Where the content of an item that may carry `tag` starts: after the tag, or the item
     /// itself when it has none. Any other tag is a type mismatch.
-    private func skippingOptionalTag(_ tag: UInt64, at offset: Int, for type: Any.Type, expected: String) throws -> Int {
+    private func skippingOptionalTag(_ tag: UInt64, at offset: Int, for type: Any.Type, expected: String) throws -> Int
+    {
         let head = try reader.head(at: offset)
         guard head.major == 6 else { return offset }
         guard head.argument == tag else { throw mismatch(type, at: offset, expected: expected) }
@@ -339,7 +358,8 @@ final class DecoderState: Decoder, @unchecked Sendable {
         let position = try skippingOptionalTag(32, at: offset, for: URL.self, expected: "a URL (tag 32)")
         let text = try decodeString(at: position)
         guard let url = URL(string: text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "'\(text)' at byte offset \(offset) is not a valid URL"))
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: path, debugDescription: "'\(text)' at byte offset \(offset) is not a valid URL"))
         }
         return url
     }
@@ -348,7 +368,10 @@ final class DecoderState: Decoder, @unchecked Sendable {
         let position = try skippingOptionalTag(37, at: offset, for: UUID.self, expected: "a UUID (tag 37)")
         let bytes = try decodeData(at: position)
         guard bytes.count == 16 else {
-            throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "a UUID needs 16 bytes, found \(bytes.count) at byte offset \(offset)"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: path,
+                    debugDescription: "a UUID needs 16 bytes, found \(bytes.count) at byte offset \(offset)"))
         }
         return bytes.withUnsafeBytes { raw in
             UUID(uuid: raw.loadUnaligned(as: uuid_t.self))
@@ -420,23 +443,30 @@ extension DecoderState {
                 // The common key: a text string shorter than 24 bytes, its length in the head.
                 keyOffset = position + 1
                 keyLength = try reader.checkLength(UInt64(initial & 0x1F), from: keyOffset)
-                entries.append(MapEntry(keyOffset: keyOffset, keyLength: keyLength, intKey: 0, valueOffset: keyOffset + keyLength))
+                entries.append(
+                    MapEntry(keyOffset: keyOffset, keyLength: keyLength, intKey: 0, valueOffset: keyOffset + keyLength))
             } else {
                 let keyHead = try reader.head(at: position)
                 switch keyHead.major {
                 case 3 where !keyHead.isIndefinite:
                     keyOffset = keyHead.contentOffset
                     keyLength = try reader.checkLength(keyHead.argument, from: keyOffset)
-                    entries.append(MapEntry(keyOffset: keyOffset, keyLength: keyLength, intKey: 0, valueOffset: keyOffset + keyLength))
+                    entries.append(
+                        MapEntry(
+                            keyOffset: keyOffset, keyLength: keyLength, intKey: 0, valueOffset: keyOffset + keyLength))
                 case 3:
                     // A chunked key (rare): joined once and compared as text.
                     chunkedKeys[entries.count] = try reader.string(keyHead, at: position)
-                    entries.append(MapEntry(keyOffset: -1, keyLength: 0, intKey: 0, valueOffset: try reader.skip(at: position, depth: depth)))
+                    entries.append(
+                        MapEntry(
+                            keyOffset: -1, keyLength: 0, intKey: 0,
+                            valueOffset: try reader.skip(at: position, depth: depth)))
                     (keyOffset, keyLength) = (-1, 0)
                     needsFullCheck = true
                 case 0, 1:
                     let value = try decodeInteger(Int64.self, at: position)
-                    entries.append(MapEntry(keyOffset: 0, keyLength: -1, intKey: value, valueOffset: keyHead.contentOffset))
+                    entries.append(
+                        MapEntry(keyOffset: 0, keyLength: -1, intKey: value, valueOffset: keyHead.contentOffset))
                     (keyOffset, keyLength) = (-1, -1)
                     needsFullCheck = true
                 default:
@@ -484,7 +514,8 @@ extension DecoderState {
             if keyLength == 0 { return i }
             let other = entries[i].keyOffset
             if base.load(fromByteOffset: other, as: UInt8.self) == base.load(fromByteOffset: keyOffset, as: UInt8.self)
-                && (keyLength == 1 || memcmp(base + other + 1, base + keyOffset + 1, keyLength - 1) == 0) {
+                && (keyLength == 1 || memcmp(base + other + 1, base + keyOffset + 1, keyLength - 1) == 0)
+            {
                 return i
             }
         }
@@ -520,8 +551,10 @@ extension DecoderState {
                         } else if x.keyOffset == -1 || y.keyOffset == -1 {
                             same = keyText(i) == keyText(j)  // a chunked key equals its plain form
                         } else {
-                            same = x.keyLength == y.keyLength
-                                && (x.keyLength == 0 || memcmp(reader.base! + x.keyOffset, reader.base! + y.keyOffset, x.keyLength) == 0)
+                            same =
+                                x.keyLength == y.keyLength
+                                && (x.keyLength == 0
+                                    || memcmp(reader.base! + x.keyOffset, reader.base! + y.keyOffset, x.keyLength) == 0)
                         }
                         if same {
                             duplicate = i
@@ -545,12 +578,16 @@ extension DecoderState {
     /// The index in `list` of the definite text key `utf8`, trying `start` first and going round:
     /// models read their properties in the order they wrote them, so the first try usually hits.
     @inline(__always)
-    private static func search(_ list: UnsafeMutableBufferPointer<MapEntry>, from start: Int, for utf8: UnsafeBufferPointer<UInt8>, in reader: Reader) -> Int? {
+    private static func search(
+        _ list: UnsafeMutableBufferPointer<MapEntry>, from start: Int, for utf8: UnsafeBufferPointer<UInt8>,
+        in reader: Reader
+    ) -> Int? {
         var i = start
         for _ in 0..<list.count {
             let entry = list[i]
             if entry.keyLength == utf8.count && entry.keyOffset >= 0
-                && (utf8.count == 0 || memcmp(reader.base! + entry.keyOffset, utf8.baseAddress!, utf8.count) == 0) {
+                && (utf8.count == 0 || memcmp(reader.base! + entry.keyOffset, utf8.baseAddress!, utf8.count) == 0)
+            {
                 return i
             }
             i = i + 1 == list.count ? 0 : i + 1
@@ -561,7 +598,8 @@ extension DecoderState {
     /// The entry number of `key` in `map`, or `nil`; starts at the entry after the last one found.
     func find(_ key: some CodingKey, in map: MapReference) throws -> Int? {
         guard map.generation == generation else {
-            throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "a keyed container was used after its decode call had ended"))
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: path, debugDescription: "a keyed container was used after its decode call had ended"))
         }
         guard map.count > 0 else { return nil }
         var name = key.stringValue
@@ -607,7 +645,9 @@ struct KeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     @inline(__always)
     private func valueOffset(_ key: Key) throws -> Int {
         guard let i = try state.find(key, in: map) else {
-            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no value for key '\(key.stringValue)' in the map"))
+            throw DecodingError.keyNotFound(
+                key, .init(codingPath: codingPath, debugDescription: "no value for key '\(key.stringValue)' in the map")
+            )
         }
         return state.entries[i].valueOffset
     }
@@ -624,20 +664,48 @@ struct KeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func decodeNil(forKey key: Key) throws -> Bool { try state.isNil(at: try valueOffset(key)) }
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try primitive(key) { try state.decodeBool(at: $0) } }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try primitive(key) { try state.decodeString(at: $0) } }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try primitive(key) { try state.decodeDouble(at: $0) } }
-    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try primitive(key) { try state.decodeFloat(at: $0) } }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try primitive(key) { try state.decodeInteger(type, at: $0) } }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try primitive(key) { try state.decodeInteger(type, at: $0) } }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try primitive(key) { try state.decodeInteger(type, at: $0) } }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
+        try primitive(key) { try state.decodeBool(at: $0) }
+    }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String {
+        try primitive(key) { try state.decodeString(at: $0) }
+    }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
+        try primitive(key) { try state.decodeDouble(at: $0) }
+    }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
+        try primitive(key) { try state.decodeFloat(at: $0) }
+    }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int {
+        try primitive(key) { try state.decodeInteger(type, at: $0) }
+    }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 {
+        try primitive(key) { try state.decodeInteger(type, at: $0) }
+    }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 {
+        try primitive(key) { try state.decodeInteger(type, at: $0) }
+    }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 {
+        try primitive(key) { try state.decodeInteger(type, at: $0) }
+    }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 {
+        try primitive(key) { try state.decodeInteger(type, at: $0) }
+    }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt {
+        try primitive(key) { try state.decodeInteger(type, at: $0) }
+    }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 {
+        try primitive(key) { try state.decodeInteger(type, at: $0) }
+    }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 {
+        try primitive(key) { try state.decodeInteger(type, at: $0) }
+    }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 {
+        try primitive(key) { try state.decodeInteger(type, at: $0) }
+    }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 {
+        try primitive(key) { try state.decodeInteger(type, at: $0) }
+    }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         try state.decodeNested(type, at: try valueOffset(key), key: key)
@@ -650,13 +718,17 @@ struct KeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return try state.decodeNested(type, at: offset, key: key)
     }
 
-    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+    func nestedContainer<NestedKey: CodingKey>(
+        keyedBy type: NestedKey.Type, forKey key: Key
+    ) throws -> KeyedDecodingContainer<NestedKey> {
         let offset = try valueOffset(key)
         state.path.append(key)
         defer { state.path.removeLast() }
         let head = try state.reader.head(at: offset)
         guard head.major == 5 else { throw state.mismatch([String: Int].self, at: offset, expected: "a map") }
-        return KeyedDecodingContainer(KeyedDecoding<NestedKey>(state: state, map: try state.indexMap(head, at: offset), codingPath: codingPath + [key]))
+        return KeyedDecodingContainer(
+            KeyedDecoding<NestedKey>(
+                state: state, map: try state.indexMap(head, at: offset), codingPath: codingPath + [key]))
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
@@ -702,7 +774,10 @@ struct UnkeyedDecoding: UnkeyedDecodingContainer {
 
     private mutating func next() throws -> Int {
         guard !isAtEnd else {
-            throw DecodingError.valueNotFound(Any.self, .init(codingPath: codingPath + [IndexKey(currentIndex)], debugDescription: "the array has no more items"))
+            throw DecodingError.valueNotFound(
+                Any.self,
+                .init(
+                    codingPath: codingPath + [IndexKey(currentIndex)], debugDescription: "the array has no more items"))
         }
         let offset = position
         // Items sit one level below the array, whose depth is the length of its coding path.
@@ -747,14 +822,18 @@ struct UnkeyedDecoding: UnkeyedDecodingContainer {
         return try state.decodeNested(type, at: offset, key: IndexKey(index))
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy type: NestedKey.Type
+    ) throws -> KeyedDecodingContainer<NestedKey> {
         let index = currentIndex
         let offset = try next()
         state.path.append(IndexKey(index))
         defer { state.path.removeLast() }
         let head = try state.reader.head(at: offset)
         guard head.major == 5 else { throw state.mismatch([String: Int].self, at: offset, expected: "a map") }
-        return KeyedDecodingContainer(KeyedDecoding<NestedKey>(state: state, map: try state.indexMap(head, at: offset), codingPath: codingPath + [IndexKey(index)]))
+        return KeyedDecodingContainer(
+            KeyedDecoding<NestedKey>(
+                state: state, map: try state.indexMap(head, at: offset), codingPath: codingPath + [IndexKey(index)]))
     }
 
     mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {

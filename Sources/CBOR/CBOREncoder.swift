@@ -187,7 +187,8 @@ final class EncoderState: Encoder, @unchecked Sendable {
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        KeyedEncodingContainer(KeyedEncoding<Key>(state: self, id: openContainer(isMap: true, reuse: true), codingPath: path))
+        KeyedEncodingContainer(
+            KeyedEncoding<Key>(state: self, id: openContainer(isMap: true, reuse: true), codingPath: path))
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
@@ -214,7 +215,12 @@ final class EncoderState: Encoder, @unchecked Sendable {
         if stack.count > 0 && stack[stack.count - 1].id == id { return }
         guard frame(id) != nil else {
             throw EncodingError.invalidValue(
-                id, .init(codingPath: path, debugDescription: "CBOR: a container was written to after its parent had moved on; use containers in nested order")
+                id,
+                .init(
+                    codingPath: path,
+                    debugDescription:
+                        "CBOR: a container was written to after its parent had moved on; use containers in nested order"
+                )
             )
         }
         while let last = stack.last, last.id != id { try close() }
@@ -251,11 +257,13 @@ final class EncoderState: Encoder, @unchecked Sendable {
             func order(_ x: KeySpan, _ y: KeySpan) -> Int32 {
                 // Keys of 1–23 bytes differ in their first byte (the head) unless equally long; then
                 // short keys mostly differ in the next one. Both inline, before any memcmp call.
-                let a = bytes.load(fromByteOffset: x.start, as: UInt8.self), b = bytes.load(fromByteOffset: y.start, as: UInt8.self)
+                let a = bytes.load(fromByteOffset: x.start, as: UInt8.self),
+                    b = bytes.load(fromByteOffset: y.start, as: UInt8.self)
                 if a != b { return a < b ? -1 : 1 }
                 let common = min(x.length, y.length)
                 if common > 1 {
-                    let a = bytes.load(fromByteOffset: x.start + 1, as: UInt8.self), b = bytes.load(fromByteOffset: y.start + 1, as: UInt8.self)
+                    let a = bytes.load(fromByteOffset: x.start + 1, as: UInt8.self),
+                        b = bytes.load(fromByteOffset: y.start + 1, as: UInt8.self)
                     if a != b { return a < b ? -1 : 1 }
                     if common > 2 {
                         let c = memcmp(bytes + x.start + 2, bytes + y.start + 2, common - 2)
@@ -284,7 +292,10 @@ final class EncoderState: Encoder, @unchecked Sendable {
                     return nil
                 }
                 var seen = Set<[UInt8]>()
-                for span in spans where !seen.insert(Array(UnsafeRawBufferPointer(start: bytes + span.start, count: span.length))).inserted {
+                for span in spans
+                where !seen.insert(Array(UnsafeRawBufferPointer(start: bytes + span.start, count: span.length)))
+                    .inserted
+                {
                     return span
                 }
                 return nil
@@ -328,7 +339,8 @@ final class EncoderState: Encoder, @unchecked Sendable {
             let name = writer.withBytes { raw in
                 describeKey(Array(raw[duplicate.start..<duplicate.start + duplicate.length]))
             }
-            throw EncodingError.invalidValue(name, .init(codingPath: path, debugDescription: "CBOR: the map would hold the key \(name) twice"))
+            throw EncodingError.invalidValue(
+                name, .init(codingPath: path, debugDescription: "CBOR: the map would hold the key \(name) twice"))
         }
     }
 
@@ -460,14 +472,19 @@ struct KeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
         try state.encodeNested(value, key: key)
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type, forKey key: Key
+    ) -> KeyedEncodingContainer<NestedKey> {
         record { try state.beginEntry(id, key: key) }
-        return KeyedEncodingContainer(KeyedEncoding<NestedKey>(state: state, id: state.openContainer(isMap: true, reuse: false), codingPath: codingPath + [key]))
+        return KeyedEncodingContainer(
+            KeyedEncoding<NestedKey>(
+                state: state, id: state.openContainer(isMap: true, reuse: false), codingPath: codingPath + [key]))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
         record { try state.beginEntry(id, key: key) }
-        return UnkeyedEncoding(state: state, id: state.openContainer(isMap: false, reuse: false), codingPath: codingPath + [key])
+        return UnkeyedEncoding(
+            state: state, id: state.openContainer(isMap: false, reuse: false), codingPath: codingPath + [key])
     }
 
     mutating func superEncoder() -> any Encoder { superEncoder(forKey: Key(stringValue: "super")!) }
@@ -522,16 +539,23 @@ struct UnkeyedEncoding: UnkeyedEncodingContainer {
         try state.encodeNested(value, key: IndexKey(index))
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type
+    ) -> KeyedEncodingContainer<NestedKey> {
         let index = count
         record { try begin() }
-        return KeyedEncodingContainer(KeyedEncoding<NestedKey>(state: state, id: state.openContainer(isMap: true, reuse: false), codingPath: codingPath + [IndexKey(index)]))
+        return KeyedEncodingContainer(
+            KeyedEncoding<NestedKey>(
+                state: state, id: state.openContainer(isMap: true, reuse: false),
+                codingPath: codingPath + [IndexKey(index)]))
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
         let index = count
         record { try begin() }
-        return UnkeyedEncoding(state: state, id: state.openContainer(isMap: false, reuse: false), codingPath: codingPath + [IndexKey(index)])
+        return UnkeyedEncoding(
+            state: state, id: state.openContainer(isMap: false, reuse: false),
+            codingPath: codingPath + [IndexKey(index)])
     }
 
     mutating func superEncoder() -> any Encoder {

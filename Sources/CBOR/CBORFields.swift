@@ -61,10 +61,12 @@ package final class CBORKeyTable: @unchecked Sendable {
         self.storage = storage
         spans = .allocate(capacity: names.count)
         for (field, bound) in bounds.enumerated() {
-            spans.initializeElement(at: field, to: KeyBytes(
-                encoded: UnsafeRawBufferPointer(start: storage + bound.start, count: bound.end - bound.start),
-                utf8: UnsafeRawBufferPointer(start: storage + bound.content, count: bound.end - bound.content)
-            ))
+            spans.initializeElement(
+                at: field,
+                to: KeyBytes(
+                    encoded: UnsafeRawBufferPointer(start: storage + bound.start, count: bound.end - bound.start),
+                    utf8: UnsafeRawBufferPointer(start: storage + bound.content, count: bound.end - bound.content)
+                ))
         }
         ordered = .allocate(capacity: names.count)
         let spans = self.spans
@@ -83,7 +85,9 @@ package final class CBORKeyTable: @unchecked Sendable {
         guard hasEqualNames else { return }
         var written = Set<String>()
         for field in 0..<names.count where ranges[field].start >= 0 && !written.insert(names[field]).inserted {
-            throw EncodingError.invalidValue(names[field], .init(codingPath: path, debugDescription: "CBOR: the map would hold the key '\(names[field])' twice"))
+            throw EncodingError.invalidValue(
+                names[field],
+                .init(codingPath: path, debugDescription: "CBOR: the map would hold the key '\(names[field])' twice"))
         }
     }
 
@@ -136,7 +140,9 @@ extension CBORDecoder {
     ///
     /// - Throws: ``CBORDecodingError`` for malformed bytes, `DecodingError.typeMismatch` when
     ///   the item is not a map, and whatever `body` throws.
-    package func decodeFields<R>(from buffer: UnsafeRawBufferPointer, keys: CBORKeyTable, _ body: (CBORFieldReader) throws -> R) throws -> R {
+    package func decodeFields<R>(
+        from buffer: UnsafeRawBufferPointer, keys: CBORKeyTable, _ body: (CBORFieldReader) throws -> R
+    ) throws -> R {
         let state = DecoderState.take(reader: Reader(buffer, maxDepth: maxDepth), userInfo: userInfoBox)
         defer { DecoderState.recycle(state) }
         let head = try state.reader.head(at: 0)
@@ -155,7 +161,8 @@ extension CBORDecoder {
                 let entry = state.entries[map.base + position]
                 let field: Int?
                 if entry.keyLength >= 0 && entry.keyOffset >= 0 {
-                    field = keys.field(matching: state.reader.bytes(from: entry.keyOffset, count: entry.keyLength), position: position)
+                    field = keys.field(
+                        matching: state.reader.bytes(from: entry.keyOffset, count: entry.keyLength), position: position)
                 } else if entry.keyLength == 0, var name = state.chunkedKeys[map.base + position] {
                     field = name.withUTF8 { keys.field(matching: UnsafeRawBufferPointer($0), position: position) }
                 } else {
@@ -172,7 +179,9 @@ extension CBORDecoder {
     }
 
     /// ``decodeFields(from:keys:_:)-(UnsafeRawBufferPointer,_,_)`` over an array of bytes.
-    package func decodeFields<R>(from bytes: [UInt8], keys: CBORKeyTable, _ body: (CBORFieldReader) throws -> R) throws -> R {
+    package func decodeFields<R>(
+        from bytes: [UInt8], keys: CBORKeyTable, _ body: (CBORFieldReader) throws -> R
+    ) throws -> R {
         try bytes.withUnsafeBytes { try decodeFields(from: $0, keys: keys, body) }
     }
 }
@@ -192,7 +201,8 @@ extension DecoderState {
             guard initial >= 0x60 && initial <= 0x77 else { return nil }
             let keyOffset = position + 1
             let keyLength = try reader.checkLength(UInt64(initial & 0x1F), from: keyOffset)
-            guard let field = keys.field(matching: reader.bytes(from: keyOffset, count: keyLength), position: index) else { return nil }
+            guard let field = keys.field(matching: reader.bytes(from: keyOffset, count: keyLength), position: index)
+            else { return nil }
             // Two keys that name one field are the same key. (`field` is below `keys.count`,
             // which is how many values the caller made room for.)
             guard values[field] < 0 else { throw CBORDecodingError(.duplicateKey(keys.names[field]), at: 0) }
@@ -232,14 +242,21 @@ package final class CBORFieldReader {
     @inline(__always)
     private func valueOffset(_ field: Int) throws -> Int {
         guard generation == state.generation else {
-            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "a field reader was used after its decode call had ended"))
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: [], debugDescription: "a field reader was used after its decode call had ended"))
         }
         guard field >= 0, field < keys.count else {
-            throw DecodingError.keyNotFound(FieldKey("#\(field)"), .init(codingPath: [], debugDescription: "field \(field) is not one of the key table's \(keys.count) fields"))
+            throw DecodingError.keyNotFound(
+                FieldKey("#\(field)"),
+                .init(
+                    codingPath: [],
+                    debugDescription: "field \(field) is not one of the key table's \(keys.count) fields"))
         }
         let offset = state.fieldValues[field]
         guard offset >= 0 else {
-            throw DecodingError.keyNotFound(FieldKey(keys.names[field]), .init(codingPath: [], debugDescription: "no value for key '\(keys.names[field])' in the map"))
+            throw DecodingError.keyNotFound(
+                FieldKey(keys.names[field]),
+                .init(codingPath: [], debugDescription: "no value for key '\(keys.names[field])' in the map"))
         }
         return offset
     }
@@ -256,14 +273,30 @@ package final class CBORFieldReader {
     }
 
     package func decodeNil(field: Int) throws -> Bool { try state.isNil(at: try valueOffset(field)) }
-    package func decode(_ type: Bool.Type, field: Int) throws -> Bool { try primitive(field) { try state.decodeBool(at: $0) } }
-    package func decode(_ type: String.Type, field: Int) throws -> String { try primitive(field) { try state.decodeString(at: $0) } }
-    package func decode(_ type: Double.Type, field: Int) throws -> Double { try primitive(field) { try state.decodeDouble(at: $0) } }
-    package func decode(_ type: Float.Type, field: Int) throws -> Float { try primitive(field) { try state.decodeFloat(at: $0) } }
-    package func decode(_ type: Int.Type, field: Int) throws -> Int { try primitive(field) { try state.decodeInteger(type, at: $0) } }
-    package func decode(_ type: Int32.Type, field: Int) throws -> Int32 { try primitive(field) { try state.decodeInteger(type, at: $0) } }
-    package func decode(_ type: Int64.Type, field: Int) throws -> Int64 { try primitive(field) { try state.decodeInteger(type, at: $0) } }
-    package func decode(_ type: UInt64.Type, field: Int) throws -> UInt64 { try primitive(field) { try state.decodeInteger(type, at: $0) } }
+    package func decode(_ type: Bool.Type, field: Int) throws -> Bool {
+        try primitive(field) { try state.decodeBool(at: $0) }
+    }
+    package func decode(_ type: String.Type, field: Int) throws -> String {
+        try primitive(field) { try state.decodeString(at: $0) }
+    }
+    package func decode(_ type: Double.Type, field: Int) throws -> Double {
+        try primitive(field) { try state.decodeDouble(at: $0) }
+    }
+    package func decode(_ type: Float.Type, field: Int) throws -> Float {
+        try primitive(field) { try state.decodeFloat(at: $0) }
+    }
+    package func decode(_ type: Int.Type, field: Int) throws -> Int {
+        try primitive(field) { try state.decodeInteger(type, at: $0) }
+    }
+    package func decode(_ type: Int32.Type, field: Int) throws -> Int32 {
+        try primitive(field) { try state.decodeInteger(type, at: $0) }
+    }
+    package func decode(_ type: Int64.Type, field: Int) throws -> Int64 {
+        try primitive(field) { try state.decodeInteger(type, at: $0) }
+    }
+    package func decode(_ type: UInt64.Type, field: Int) throws -> UInt64 {
+        try primitive(field) { try state.decodeInteger(type, at: $0) }
+    }
 
     /// Any other value, through the decoder's `Decoder` (its coding path starts at the field).
     package func decode<T: Decodable>(_ type: T.Type, field: Int) throws -> T {
@@ -282,7 +315,8 @@ extension CBOREncoder {
     /// were written, or (``deterministic``) in the order of their encoded keys; a field written
     /// twice is refused. `writer` is valid only inside `fields`.
     package func encodeFields<R>(
-        keys: CBORKeyTable, _ fields: (CBORFieldWriter) throws -> Void, reading body: (UnsafeRawBufferPointer) throws -> R
+        keys: CBORKeyTable, _ fields: (CBORFieldWriter) throws -> Void,
+        reading body: (UnsafeRawBufferPointer) throws -> R
     ) throws -> R {
         try withState(prefix: nil) { state in
             // Values are written one after another as they come, and their ranges noted by field;
@@ -304,7 +338,8 @@ extension CBOREncoder {
             func append(_ field: Int) {
                 let range = state.fieldRanges[field]
                 map.append(keys.encodedKey(field))
-                map.append(UnsafeRawBufferPointer(start: state.writer.base + range.start, count: range.end - range.start))
+                map.append(
+                    UnsafeRawBufferPointer(start: state.writer.base + range.start, count: range.end - range.start))
             }
             if deterministic {
                 for field in keys.ordered where state.fieldRanges[field].start >= 0 { append(field) }
@@ -350,13 +385,24 @@ package final class CBORFieldWriter {
     @inline(__always)
     private func begin(_ field: Int) throws {
         guard state.fieldsToken == token else {
-            throw EncodingError.invalidValue(field, .init(codingPath: [], debugDescription: "CBOR: a field writer was used after its encode call had ended"))
+            throw EncodingError.invalidValue(
+                field,
+                .init(codingPath: [], debugDescription: "CBOR: a field writer was used after its encode call had ended")
+            )
         }
         guard field >= 0, field < keys.count else {
-            throw EncodingError.invalidValue(field, .init(codingPath: state.path, debugDescription: "CBOR: field \(field) is not one of the key table's \(keys.count) fields"))
+            throw EncodingError.invalidValue(
+                field,
+                .init(
+                    codingPath: state.path,
+                    debugDescription: "CBOR: field \(field) is not one of the key table's \(keys.count) fields"))
         }
         guard state.fieldRanges[field].start < 0 else {
-            throw EncodingError.invalidValue(keys.names[field], .init(codingPath: state.path, debugDescription: "CBOR: the map would hold the key '\(keys.names[field])' twice"))
+            throw EncodingError.invalidValue(
+                keys.names[field],
+                .init(
+                    codingPath: state.path,
+                    debugDescription: "CBOR: the map would hold the key '\(keys.names[field])' twice"))
         }
         state.fieldRanges[field].start = writer.count
         state.fieldOrder.append(field)
@@ -369,10 +415,14 @@ package final class CBORFieldWriter {
     }
 
     package func encodeNil(field: Int) throws { try begin(field); writer.append(0xF6); end(field) }
-    package func encode(_ value: Bool, field: Int) throws { try begin(field); writer.append(value ? 0xF5 : 0xF4); end(field) }
+    package func encode(_ value: Bool, field: Int) throws {
+        try begin(field); writer.append(value ? 0xF5 : 0xF4); end(field)
+    }
     package func encode(_ value: String, field: Int) throws { try begin(field); writer.text(value); end(field) }
     package func encode(_ value: Double, field: Int) throws { try begin(field); writer.double(value); end(field) }
-    package func encode(_ value: Float, field: Int) throws { try begin(field); writer.double(Double(value)); end(field) }
+    package func encode(_ value: Float, field: Int) throws {
+        try begin(field); writer.double(Double(value)); end(field)
+    }
     package func encode(_ value: Int, field: Int) throws { try begin(field); writer.int(Int64(value)); end(field) }
     package func encode(_ value: Int32, field: Int) throws { try begin(field); writer.int(Int64(value)); end(field) }
     package func encode(_ value: Int64, field: Int) throws { try begin(field); writer.int(value); end(field) }

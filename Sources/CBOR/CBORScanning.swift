@@ -59,10 +59,16 @@ package final class CBORPropertyTable: @unchecked Sendable {
         let keys = CBORKeyTable(keyNames)
         self.keys = keys
         func key(_ property: Int, _ field: Int) -> PropertyKey {
-            guard field >= 0 else { return PropertyKey(property: property, field: -1, encoded: UnsafeRawBufferPointer(start: nil, count: 0), word: 0, mask: 0) }
+            guard field >= 0 else {
+                return PropertyKey(
+                    property: property, field: -1, encoded: UnsafeRawBufferPointer(start: nil, count: 0), word: 0,
+                    mask: 0)
+            }
             let encoded = keys.encodedKey(field)
             var word: UInt64 = 0
-            withUnsafeMutableBytes(of: &word) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: encoded.prefix(8))) }
+            withUnsafeMutableBytes(of: &word) {
+                $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: encoded.prefix(8)))
+            }
             var mask: UInt64 = 0
             if encoded.count <= 8 {
                 withUnsafeMutableBytes(of: &mask) { bytes in for i in 0..<encoded.count { bytes[i] = 0xFF } }
@@ -74,7 +80,9 @@ package final class CBORPropertyTable: @unchecked Sendable {
         var fieldOfProperty = [Int](repeating: -1, count: names.count)
         for (field, property) in present.enumerated() { fieldOfProperty[property] = field }
         properties = .allocate(capacity: names.count)
-        for property in names.indices { properties.initializeElement(at: property, to: key(property, fieldOfProperty[property])) }
+        for property in names.indices {
+            properties.initializeElement(at: property, to: key(property, fieldOfProperty[property]))
+        }
         expected = .allocate(capacity: present.count)
         for position in present.indices {
             let field = keys.ordered[position]
@@ -150,12 +158,13 @@ package struct CBORFieldScanner {
         guard info <= 27 else { return nil }  // indefinite lengths and reserved values
         let size = 1 &<< Int(info &- 24)
         guard size < end &- offset else { return nil }
-        let argument: UInt64 = switch size {
-        case 1: UInt64(base.load(fromByteOffset: offset &+ 1, as: UInt8.self))
-        case 2: UInt64(UInt16(bigEndian: base.loadUnaligned(fromByteOffset: offset &+ 1, as: UInt16.self)))
-        case 4: UInt64(UInt32(bigEndian: base.loadUnaligned(fromByteOffset: offset &+ 1, as: UInt32.self)))
-        default: UInt64(bigEndian: base.loadUnaligned(fromByteOffset: offset &+ 1, as: UInt64.self))
-        }
+        let argument: UInt64 =
+            switch size {
+            case 1: UInt64(base.load(fromByteOffset: offset &+ 1, as: UInt8.self))
+            case 2: UInt64(UInt16(bigEndian: base.loadUnaligned(fromByteOffset: offset &+ 1, as: UInt16.self)))
+            case 4: UInt64(UInt32(bigEndian: base.loadUnaligned(fromByteOffset: offset &+ 1, as: UInt32.self)))
+            default: UInt64(bigEndian: base.loadUnaligned(fromByteOffset: offset &+ 1, as: UInt64.self))
+            }
         offset &+= 1 &+ size
         return (initial >> 5, info, argument)
     }
@@ -176,7 +185,9 @@ package struct CBORFieldScanner {
         if position < table.expected.count && end &- offset >= 8 {
             let expected = table.expected.baseAddress.unsafelyUnwrapped + position
             let bit: UInt64 = 1 &<< UInt64(truncatingIfNeeded: expected.pointee.field)
-            if base.loadUnaligned(fromByteOffset: offset, as: UInt64.self) & expected.pointee.mask == expected.pointee.word && seen & bit == 0 {
+            if base.loadUnaligned(fromByteOffset: offset, as: UInt64.self) & expected.pointee.mask
+                == expected.pointee.word && seen & bit == 0
+            {
                 seen |= bit
                 offset &+= expected.pointee.encoded.count
                 remaining &-= 1
@@ -230,13 +241,17 @@ package struct CBORFieldScanner {
     }
 
     package mutating func string() -> String? {
-        guard !declined, let head = readHead(), head.major == 3, head.argument <= UInt64(end - offset) else { return decline() }
+        guard !declined, let head = readHead(), head.major == 3, head.argument <= UInt64(end - offset) else {
+            return decline()
+        }
         let bytes = UnsafeRawBufferPointer(start: base + offset, count: Int(head.argument))
         // ASCII, the common case, needs no further check; the check is cheaper here than a call.
         var ascii = true
         var i = 0
         while i &+ 8 <= bytes.count {
-            if bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { ascii = false; break }
+            if bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 {
+                ascii = false; break
+            }
             i &+= 8
         }
         while ascii && i < bytes.count {
@@ -249,7 +264,9 @@ package struct CBORFieldScanner {
     }
 
     package mutating func double() -> Double? {
-        guard !declined, let head = readHead(), let value = exactDouble(major: head.major, info: head.info, argument: head.argument) else {
+        guard !declined, let head = readHead(),
+            let value = exactDouble(major: head.major, info: head.info, argument: head.argument)
+        else {
             return decline()
         }
         return value
@@ -375,7 +392,9 @@ extension CBOREncoder {
     /// Runs `body` with a session that writes maps by the property numbers of `table`, one
     /// after another into one buffer: for many records in a row, the buffer is found and
     /// prepared once rather than per record.
-    package func withFieldEmitting<R>(table: CBORPropertyTable, _ body: (inout CBOREmitSession) throws -> R) rethrows -> R {
+    package func withFieldEmitting<R>(
+        table: CBORPropertyTable, _ body: (inout CBOREmitSession) throws -> R
+    ) rethrows -> R {
         try ThreadWriter.with { writer in
             var session = CBOREmitSession(writer: writer, table: table, deterministic: deterministic)
             return try body(&session)

@@ -47,7 +47,9 @@ public indirect enum CBORValue: Sendable, Hashable {
     /// keys is refused.
     ///
     /// - Throws: ``CBORDecodingError`` with the offset of the first problem.
-    public init(decoding buffer: UnsafeRawBufferPointer, maxDepth: Int = CBORDecoder.defaultMaxDepth) throws(CBORDecodingError) {
+    public init(
+        decoding buffer: UnsafeRawBufferPointer, maxDepth: Int = CBORDecoder.defaultMaxDepth
+    ) throws(CBORDecodingError) {
         let reader = Reader(buffer, maxDepth: maxDepth)
         let end = try reader.skip(at: 0)
         guard end == buffer.count else { throw CBORDecodingError(.trailingBytes(count: buffer.count - end), at: end) }
@@ -86,7 +88,9 @@ public indirect enum CBORValue: Sendable, Hashable {
     }
 
     /// Parses the item at `offset`; with `checkingKeys`, a map with two equal keys is an error.
-    static func parse(_ reader: Reader, at offset: Int, checkingKeys: Bool = true) throws -> (value: CBORValue, end: Int) {
+    static func parse(
+        _ reader: Reader, at offset: Int, checkingKeys: Bool = true
+    ) throws -> (value: CBORValue, end: Int) {
         let head = try reader.head(at: offset)
         switch head.major {
         case 0:
@@ -130,7 +134,9 @@ public indirect enum CBORValue: Sendable, Hashable {
             }
             func checkKeys() throws {
                 guard checkingKeys else { return }
-                try keys.withUnsafeMutableBufferPointer { (keys) throws(CBORDecodingError) in try reader.checkDistinctKeys(keys, ofMapAt: offset) }
+                try keys.withUnsafeMutableBufferPointer { (keys) throws(CBORDecodingError) in
+                    try reader.checkDistinctKeys(keys, ofMapAt: offset)
+                }
             }
             if head.isIndefinite {
                 while try !reader.isBreak(at: position) { try entry() }

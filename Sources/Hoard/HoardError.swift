@@ -30,7 +30,8 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
 
     /// The cases without their values, to match on (`catch let error as HoardError where error.kind == .newerRecord`).
     public enum Kind: Sendable, Hashable {
-        case notAHoardStore, newerFormat, newerRecord, corruptRecord, keySetChanged, decoding, keyKindChanged, corruptRegistry, encoding, invalidID
+        case notAHoardStore, newerFormat, newerRecord, corruptRecord, keySetChanged, decoding, keyKindChanged,
+            corruptRegistry, encoding, invalidID
     }
 
     /// Which case this is.
@@ -53,7 +54,9 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     /// that did not encode), or `nil` when it is not about one record.
     public var key: StoredKey? {
         switch self {
-        case .newerRecord(_, let key, _, _), .corruptRecord(_, let key, _), .decoding(_, let key, _, _), .encoding(_, let key, _): key
+        case .newerRecord(_, let key, _, _), .corruptRecord(_, let key, _), .decoding(_, let key, _, _),
+            .encoding(_, let key, _):
+            key
         default: nil
         }
     }
@@ -61,17 +64,22 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     public var description: String {
         switch self {
         case .notAHoardStore(let path, let found):
-            return "\(path) is an LMDB environment but not a Hoard store (it holds \(found.isEmpty ? "unnamed data" : found.joined(separator: ", "))); nothing was changed"
+            return
+                "\(path) is an LMDB environment but not a Hoard store (it holds \(found.isEmpty ? "unnamed data" : found.joined(separator: ", "))); nothing was changed"
         case .newerFormat(let path, let found, let supported):
-            return "\(path) was written by Hoard format \(found); this code reads format \(supported) and older. Nothing was changed"
+            return
+                "\(path) was written by Hoard format \(found); this code reads format \(supported) and older. Nothing was changed"
         case .newerRecord(let collection, let key, let version, let current):
-            return "\(collection)[\(key)] was written with key-set version \(version), newer than this code's current version \(current) (was the app rolled back?)"
+            return
+                "\(collection)[\(key)] was written with key-set version \(version), newer than this code's current version \(current) (was the app rolled back?)"
         case .corruptRecord(let collection, let key, let reason):
             return "\(collection)[\(key)] is damaged: \(reason)"
         case .keySetChanged(let type, let collection, let version, let differences):
-            return "\(type) (collection \(collection)): local key set \(version) differs from the one the store recorded (\(differences.joined(separator: "; "))); a shipped key set must not change — declare a new version"
+            return
+                "\(type) (collection \(collection)): local key set \(version) differs from the one the store recorded (\(differences.joined(separator: "; "))); a shipped key set must not change — declare a new version"
         case .keyKindChanged(let type, let collection, let recorded, let now):
-            return "\(type) (collection \(collection)): the store recorded \(recorded) IDs, the code uses \(now) IDs; the keys would be misread"
+            return
+                "\(type) (collection \(collection)): the store recorded \(recorded) IDs, the code uses \(now) IDs; the keys would be misread"
         case .corruptRegistry(let collection, let reason):
             return "the registry entry of collection \(collection) is damaged: \(reason)"
         case .decoding(let collection, let key, let version, let underlying):

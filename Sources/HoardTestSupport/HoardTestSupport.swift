@@ -27,7 +27,9 @@ public struct Note: VariablyCodable, Identifiable, Equatable, Sendable {
         remote: ["v1": [\.id: "id", \.text: "text", \.stars: "stars"]]
     )
 
-    public init(id: Int64, text: String, stars: Int, pinned: Bool) { (self.id, self.text, self.stars, self.pinned) = (id, text, stars, pinned) }
+    public init(id: Int64, text: String, stars: Int, pinned: Bool) {
+        (self.id, self.text, self.stars, self.pinned) = (id, text, stars, pinned)
+    }
     public init(from container: DecodingContainer<Note>) throws {
         id = try container.decodeValue(for: \.id)
         text = try container.decodeValue(for: \.text)
@@ -76,7 +78,8 @@ public struct Tag: VariablyCodable, Identifiable, Equatable, Sendable {
 
 /// Options for test stores: no flushes (the tests check logic, not fsync) and a clock that stands
 /// still at 2023-11-14T22:13:20Z.
-public let testOptions = Store.Options(durability: .riskStoreOnOSCrash, clock: { Date(timeIntervalSince1970: 1_700_000_000) })
+public let testOptions = Store.Options(
+    durability: .riskStoreOnOSCrash, clock: { Date(timeIntervalSince1970: 1_700_000_000) })
 
 public func withStore<R>(_ body: (Store, String) throws -> R) throws -> R {
     try withTemporaryDirectory { dir in
@@ -97,7 +100,8 @@ public func writeRecord(_ note: Note, version: Int, in store: Store, header: ((i
 /// Expects `body` to throw a ``HoardError`` of `kind` whose message names every one of
 /// `fragments` (the collection, key, versions or key names the error must mention).
 public func expectHoardError(
-    _ kind: HoardError.Kind, _ fragments: [String] = [], sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void
+    _ kind: HoardError.Kind, _ fragments: [String] = [], sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () throws -> Void
 ) {
     do {
         try body()

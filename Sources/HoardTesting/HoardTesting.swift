@@ -50,7 +50,9 @@ public func withTemporaryStore<R>(options: Store.Options = .testing(), _ body: (
 }
 
 /// The async variant of ``withTemporaryStore(options:_:)``.
-public func withTemporaryStore<R>(options: Store.Options = .testing(), _ body: (Store) async throws -> R) async throws -> R {
+public func withTemporaryStore<R>(
+    options: Store.Options = .testing(), _ body: (Store) async throws -> R
+) async throws -> R {
     let directory = try TemporaryDirectory()
     defer { directory.remove() }
     return try await body(try Store(path: directory.path + "/store", options: options))
@@ -70,7 +72,8 @@ struct TemporaryDirectory {
         var template = Array((base + "/hoard-testing-XXXXXX").utf8CString)
         let made = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.flatMap { mkdtemp($0) } }
         guard let made else {
-            throw TemporaryStoreError(description: "cannot make a temporary directory in \(base): \(String(cString: strerror(errno)))")
+            throw TemporaryStoreError(
+                description: "cannot make a temporary directory in \(base): \(String(cString: strerror(errno)))")
         }
         path = String(cString: made)
     }
@@ -146,6 +149,7 @@ extension HoardCollection where Model: Equatable {
             return .next
         }
         difference.missing = order.filter { !seen.contains($0) }
-        return difference.missing.isEmpty && difference.unexpected.isEmpty && difference.different.isEmpty ? nil : difference
+        return difference.missing.isEmpty && difference.unexpected.isEmpty && difference.different.isEmpty
+            ? nil : difference
     }
 }

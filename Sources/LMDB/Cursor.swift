@@ -64,7 +64,10 @@ public struct Cursor<Access: TransactionAccess>: ~Copyable {
         // MDB_GET_CURRENT on an unpositioned cursor reports EINVAL: no entry there.
         if rc == EINVAL && op == MDB_GET_CURRENT { return nil }
         try check(rc, "mdb_cursor_get", "database \(database.displayName) in \(environment.path)")
-        return (UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size), UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+        return (
+            UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size),
+            UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)
+        )
     }
 
     /// Moves to the first entry of `range` (which may lie past its upper end).

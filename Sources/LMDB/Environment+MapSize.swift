@@ -17,16 +17,20 @@ extension Environment {
                 guard target > current else {
                     throw LMDBError(
                         code: MDB_MAP_FULL, operation: "write",
-                        context: "\(path): the map reached its cap of \(cap) bytes (Options.maxMapSize); nothing of this write was stored"
+                        context:
+                            "\(path): the map reached its cap of \(cap) bytes (Options.maxMapSize); nothing of this write was stored"
                     )
                 }
             }
-            try check(mdb_env_set_mapsize(handle, target), "mdb_env_set_mapsize", "\(path): growing the map to \(target) bytes")
+            try check(
+                mdb_env_set_mapsize(handle, target), "mdb_env_set_mapsize",
+                "\(path): growing the map to \(target) bytes")
         }
         if grown == nil {
             throw LMDBError(
                 code: MDB_MAP_FULL, operation: "write",
-                context: "\(path): the map is full and cannot grow while this thread holds another transaction of the environment; end it first"
+                context:
+                    "\(path): the map is full and cannot grow while this thread holds another transaction of the environment; end it first"
             )
         }
     }
@@ -34,12 +38,15 @@ extension Environment {
     /// Adopts the larger map another process has set (`mdb_env_set_mapsize(env, 0)`).
     func adoptMapGrownElsewhere() throws(LMDBError) {
         let adopted: Void? = try gate.exclusively { () throws(LMDBError) -> Void in
-            try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize", "\(path): adopting the map size set by another process")
+            try check(
+                mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize",
+                "\(path): adopting the map size set by another process")
         }
         if adopted == nil {
             throw LMDBError(
                 code: MDB_MAP_RESIZED, operation: "mdb_txn_begin",
-                context: "\(path): another process grew the map; this thread must end its open transactions before a new one can begin"
+                context:
+                    "\(path): another process grew the map; this thread must end its open transactions before a new one can begin"
             )
         }
     }

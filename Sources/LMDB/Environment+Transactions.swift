@@ -66,7 +66,8 @@ extension Environment {
         _ body: (OpaquePointer, WriteState) throws -> R
     ) throws -> R {
         guard !options.readOnly else {
-            throw LMDBError(.permissionDenied, operation: "write", context: "\(path) was opened read-only", code: EACCES)
+            throw LMDBError(
+                .permissionDenied, operation: "write", context: "\(path) was opened read-only", code: EACCES)
         }
         while true {
             let sizeAtStart = try info().mapSize
@@ -124,7 +125,8 @@ extension Environment {
             case MDB_READERS_FULL:
                 throw LMDBError(
                     code: rc, operation: "mdb_txn_begin",
-                    context: "\(path): all \(options.maxReaders) reader slots are in use; raise Options.maxReaders or shorten read transactions"
+                    context:
+                        "\(path): all \(options.maxReaders) reader slots are in use; raise Options.maxReaders or shorten read transactions"
                 )
             default:
                 throw LMDBError(code: rc, operation: "mdb_txn_begin", context: path)
@@ -165,7 +167,9 @@ extension Environment {
     /// opened, as ``openDatabase(_:create:)`` would.
     ///
     /// - Throws: what ``openDatabase(_:create:)`` throws, or what `initialize` throws.
-    public func createDatabase(_ name: String, initialize: (borrowing WriteTransaction, Database) throws -> Void) throws -> Database {
+    public func createDatabase(
+        _ name: String, initialize: (borrowing WriteTransaction, Database) throws -> Void
+    ) throws -> Database {
         // (An optional closure parameter counts as escaping; this one is called only inside.)
         try withoutActuallyEscaping(initialize) { try openDatabase(name, create: true, initialize: $0) }
     }

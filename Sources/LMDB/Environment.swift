@@ -156,7 +156,9 @@ public final class Environment: @unchecked Sendable {
                 throw LMDBError(.notADirectory, operation: "open", context: "\(path) is not a directory", code: ENOTDIR)
             }
             guard try FileSystem.status(dataPath) != nil else {
-                throw LMDBError(.noSuchFile, operation: "open", context: "no LMDB environment at \(path) (\(dataPath) is missing)", code: ENOENT)
+                throw LMDBError(
+                    .noSuchFile, operation: "open", context: "no LMDB environment at \(path) (\(dataPath) is missing)",
+                    code: ENOENT)
             }
         } else {
             try FileSystem.makeDirectories(directory, mode: 0o700)
@@ -175,10 +177,13 @@ public final class Environment: @unchecked Sendable {
         do {
             try Self.registry.withLock { (open: inout Set<FileIdentity>) throws(LMDBError) in
                 guard !open.contains(id) else {
-                    throw LMDBError(.alreadyOpen, operation: "open", context: "\(path) is already open in this process; share that Environment")
+                    throw LMDBError(
+                        .alreadyOpen, operation: "open",
+                        context: "\(path) is already open in this process; share that Environment")
                 }
                 try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize", path)
-                try check(mdb_env_set_maxreaders(env, UInt32(clamping: options.maxReaders)), "mdb_env_set_maxreaders", path)
+                try check(
+                    mdb_env_set_maxreaders(env, UInt32(clamping: options.maxReaders)), "mdb_env_set_maxreaders", path)
                 try check(mdb_env_set_maxdbs(env, UInt32(clamping: options.maxDatabases)), "mdb_env_set_maxdbs", path)
                 var openFlags = flags(MDB_NOTLS)
                 switch options.durability {
@@ -337,7 +342,8 @@ extension Environment {
             target = destination
         }
         if try FileSystem.status(target) != nil {
-            throw LMDBError(code: EEXIST, operation: "mdb_env_copy", context: "\(target) exists; a copy never replaces a store")
+            throw LMDBError(
+                code: EEXIST, operation: "mdb_env_copy", context: "\(target) exists; a copy never replaces a store")
         }
         let partial = target + ".partial"
         let fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
@@ -348,7 +354,9 @@ extension Environment {
             // The copy runs its own read transaction inside LMDB; it must not overlap a map resize.
             gate.enter(writing: false)
             defer { gate.leave(writing: false) }
-            try check(mdb_env_copyfd2(handle, fd, compacting ? flags(MDB_CP_COMPACT) : 0), "mdb_env_copyfd2", "from \(path) to \(partial)")
+            try check(
+                mdb_env_copyfd2(handle, fd, compacting ? flags(MDB_CP_COMPACT) : 0), "mdb_env_copyfd2",
+                "from \(path) to \(partial)")
         }
         try checkSystem(fsync(fd), "fsync", partial)
         closed = true
@@ -394,11 +402,13 @@ extension Environment {
         final class Lines { var lines: [String] = [] }
         let collected = Lines()
         let rc = withExtendedLifetime(collected) {
-            mdb_reader_list(handle, { message, context in
-                guard let message, let context else { return 0 }
-                Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue().lines.append(String(cString: message))
-                return 0
-            }, Unmanaged.passUnretained(collected).toOpaque())
+            mdb_reader_list(
+                handle,
+                { message, context in
+                    guard let message, let context else { return 0 }
+                    Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue().lines.append(String(cString: message))
+                    return 0
+                }, Unmanaged.passUnretained(collected).toOpaque())
         }
         if rc < 0 { try check(rc, "mdb_reader_list", path) }
         return collected.lines.flatMap { $0.split(separator: "\n") }.compactMap { line in

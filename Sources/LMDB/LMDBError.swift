@@ -103,7 +103,8 @@ public struct LMDBError: Error, Sendable, Equatable, CustomStringConvertible {
         if !context.isEmpty { text += " (\(context))" }
         if operation == "mdb_txn_commit" && (kind == .io || kind == .noSpace) {
             // LMDB turns a write cut short (a full disk, a file-size limit) into EIO.
-            text += "; the disk may be full, over a file-size limit or failing. The transaction did not complete; earlier commits are intact; retry once the cause is fixed"
+            text +=
+                "; the disk may be full, over a file-size limit or failing. The transaction did not complete; earlier commits are intact; retry once the cause is fixed"
         }
         return text
     }

@@ -17,9 +17,12 @@ extension Transaction where Access == ReadWriteAccess {
     /// The corresponding C functions are `mdb_txn_begin` with a parent, `mdb_txn_commit` and `mdb_txn_abort`.
     public func nested<R>(_ body: (borrowing WriteTransaction) throws -> R) throws -> R {
         var child: OpaquePointer?
-        try check(mdb_txn_begin(environment.handle, handle, 0, &child), "mdb_txn_begin", "a nested transaction in \(environment.path)")
+        try check(
+            mdb_txn_begin(environment.handle, handle, 0, &child), "mdb_txn_begin",
+            "a nested transaction in \(environment.path)")
         guard let child else {
-            throw LMDBError(.badState, operation: "mdb_txn_begin", context: "no nested transaction returned in \(environment.path)")
+            throw LMDBError(
+                .badState, operation: "mdb_txn_begin", context: "no nested transaction returned in \(environment.path)")
         }
         let result: R
         do {

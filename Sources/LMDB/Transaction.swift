@@ -94,7 +94,8 @@ extension Transaction {
     public func statistics(of database: Database) throws(LMDBError) -> Environment.Statistics {
         environment.checkOwnership(database)
         var s = MDB_stat()
-        try check(mdb_stat(handle, database.dbi, &s), "mdb_stat", "database \(database.displayName) in \(environment.path)")
+        try check(
+            mdb_stat(handle, database.dbi, &s), "mdb_stat", "database \(database.displayName) in \(environment.path)")
         return Environment.Statistics(s)
     }
 
@@ -109,8 +110,12 @@ extension Transaction {
     public func withCursor<R>(in database: Database, _ body: (borrowing Cursor<Access>) throws -> R) throws -> R {
         environment.checkOwnership(database)
         var cursor: OpaquePointer?
-        try check(mdb_cursor_open(handle, database.dbi, &cursor), "mdb_cursor_open", "database \(database.displayName) in \(environment.path)")
-        guard let cursor else { throw LMDBError(.badState, operation: "mdb_cursor_open", context: "no cursor returned") }
+        try check(
+            mdb_cursor_open(handle, database.dbi, &cursor), "mdb_cursor_open",
+            "database \(database.displayName) in \(environment.path)")
+        guard let cursor else {
+            throw LMDBError(.badState, operation: "mdb_cursor_open", context: "no cursor returned")
+        }
         defer { mdb_cursor_close(cursor) }
         return try body(Cursor(handle: cursor, environment: environment, database: database, state: state))
     }
@@ -180,11 +185,14 @@ extension Transaction where Access == ReadWriteAccess {
     }
 
     @usableFromInline
-    func _put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ database: Database, _ options: PutOptions) throws(LMDBError) {
+    func _put(
+        _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ database: Database, _ options: PutOptions
+    ) throws(LMDBError) {
         try environment.validate(key: key, database: database, "mdb_put")
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
-        try finishWrite(mdb_put(handle, database.dbi, &k, &v, Self.lmdbFlags(options)), "mdb_put", key, database, options)
+        try finishWrite(
+            mdb_put(handle, database.dbi, &k, &v, Self.lmdbFlags(options)), "mdb_put", key, database, options)
         state?.bytesWritten &+= key.count &+ value.count
     }
 
@@ -206,11 +214,15 @@ extension Transaction where Access == ReadWriteAccess {
     }
 
     @usableFromInline
-    func _reserve(_ count: Int, _ key: UnsafeRawBufferPointer, _ database: Database, _ options: PutOptions) throws(LMDBError) -> UnsafeMutableRawBufferPointer {
+    func _reserve(
+        _ count: Int, _ key: UnsafeRawBufferPointer, _ database: Database, _ options: PutOptions
+    ) throws(LMDBError) -> UnsafeMutableRawBufferPointer {
         try environment.validate(key: key, database: database, "mdb_put")
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: count, mv_data: nil)
-        try finishWrite(mdb_put(handle, database.dbi, &k, &v, Self.lmdbFlags(options) | flags(MDB_RESERVE)), "mdb_put", key, database, options)
+        try finishWrite(
+            mdb_put(handle, database.dbi, &k, &v, Self.lmdbFlags(options) | flags(MDB_RESERVE)), "mdb_put", key,
+            database, options)
         state?.bytesWritten &+= key.count &+ count
         return UnsafeMutableRawBufferPointer(start: v.mv_data, count: count)
     }
@@ -256,11 +268,18 @@ extension Transaction where Access == ReadWriteAccess {
 
     /// Turns a write's return code into an error, remembering `MDB_MAP_FULL` so that the write
     /// loop grows the map and runs again, whatever the closure does with the error.
-    func finishWrite(_ rc: Int32, _ operation: StaticString, _ key: UnsafeRawBufferPointer?, _ database: Database, _ options: PutOptions) throws(LMDBError) {
+    func finishWrite(
+        _ rc: Int32, _ operation: StaticString, _ key: UnsafeRawBufferPointer?, _ database: Database,
+        _ options: PutOptions
+    ) throws(LMDBError) {
         guard rc != 0 else { return }
         if rc == MDB_MAP_FULL { state?.mapFull = true }
-        var context = key.map { environment.describe(key: $0, in: database) } ?? "database \(database.displayName) in \(environment.path)"
-        if rc == MDB_KEYEXIST && options.contains(.append) { context += "; with .append the key must sort after every stored key" }
+        var context =
+            key.map { environment.describe(key: $0, in: database) }
+            ?? "database \(database.displayName) in \(environment.path)"
+        if rc == MDB_KEYEXIST && options.contains(.append) {
+            context += "; with .append the key must sort after every stored key"
+        }
         throw LMDBError(code: rc, operation: "\(operation)", context: context)
     }
 
@@ -305,7 +324,8 @@ extension Environment {
         }
         let shown = key.prefix(64)
         let printable = shown.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
-        var text = printable
+        var text =
+            printable
             ? "'" + String(decoding: shown, as: UTF8.self) + "'"
             : "0x" + shown.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
         if key.count > shown.count { text += "… (\(key.count) bytes)" }
@@ -315,7 +335,9 @@ extension Environment {
     /// Names the keys of `database` with `describe` in the context of errors (an `LMDBError`
     /// about a key): for a layer above that knows what its keys encode. Looked up only when an
     /// error is made, so it costs nothing on the paths that succeed.
-    public func describeKeys(of database: Database, with describe: @escaping @Sendable (UnsafeRawBufferPointer) -> String) {
+    public func describeKeys(
+        of database: Database, with describe: @escaping @Sendable (UnsafeRawBufferPointer) -> String
+    ) {
         checkOwnership(database)
         keyDescribers.withLock { $0[database.dbi] = describe }
     }

@@ -96,7 +96,9 @@ public final class ChildProcess {
     /// Sends a command and returns the child's one-line answer.
     public func ask(_ line: String) throws -> String {
         try send(line)
-        guard let answer = try readLine() else { throw TestSupportError("child \(pid) ended without answering '\(line)'") }
+        guard let answer = try readLine() else {
+            throw TestSupportError("child \(pid) ended without answering '\(line)'")
+        }
         return answer
     }
 
@@ -134,7 +136,9 @@ public struct ProcessResult: Sendable {
 
 /// Runs `executable` to its end with `input` on its standard input (empty when `nil`) and its
 /// output captured in files (no pipe can fill up and stall it), plus `environment` additions.
-public func runProcess(_ executable: String, _ arguments: [String], input: [UInt8] = [], environment: [String: String] = [:]) throws -> ProcessResult {
+public func runProcess(
+    _ executable: String, _ arguments: [String], input: [UInt8] = [], environment: [String: String] = [:]
+) throws -> ProcessResult {
     let directory = try makeTemporaryDirectory()
     defer { removeTree(directory) }
     let inPath = directory + "/stdin", outPath = directory + "/stdout", errPath = directory + "/stderr"
@@ -161,7 +165,8 @@ typealias FileActions = posix_spawn_file_actions_t
 /// Starts `executable` with the file actions `configure` adds, in this process's environment
 /// plus `environment`; returns its process id.
 func spawn(
-    _ executable: String, _ arguments: [String], environment: [String: String] = [:], configure: (inout FileActions) -> Void
+    _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+    configure: (inout FileActions) -> Void
 ) throws -> pid_t {
     #if canImport(Darwin)
     var actions: FileActions = nil
@@ -176,7 +181,9 @@ func spawn(
     var index = 0
     while let entry = environ[index] {
         let text = String(cString: entry)
-        if let name = text.split(separator: "=", maxSplits: 1).first, environment[String(name)] == nil { variables.append(text) }
+        if let name = text.split(separator: "=", maxSplits: 1).first, environment[String(name)] == nil {
+            variables.append(text)
+        }
         index += 1
     }
     variables += environment.map { "\($0.key)=\($0.value)" }

@@ -171,7 +171,9 @@ public func productsDirectory() throws -> String {
     // Linux: .build/debug/HoardPackageTests.xctest; Darwin: …/HoardPackageTests.xctest/Contents/MacOS/…
     var bundle = exe
     if let marker = exe.firstRange(of: ".xctest") { bundle = String(exe[..<marker.upperBound]) }
-    guard let slash = bundle.lastIndex(of: "/") else { throw TestSupportError("cannot find the products directory from \(exe)") }
+    guard let slash = bundle.lastIndex(of: "/") else {
+        throw TestSupportError("cannot find the products directory from \(exe)")
+    }
     return String(bundle[..<slash])
 }
 
@@ -225,6 +227,7 @@ public func offPool<R: Sendable>(_ body: @escaping @Sendable () throws -> R) asy
 }
 
 /// ``offPool(_:)`` around ``withTemporaryDirectory(_:)``: how the process-spawning tests begin.
-public func offPoolInTemporaryDirectory<R: Sendable>(_ body: @escaping @Sendable (String) throws -> R) async throws -> R {
+public func offPoolInTemporaryDirectory<R: Sendable>(_ body: @escaping @Sendable (String) throws -> R) async throws -> R
+{
     try await offPool { try withTemporaryDirectory(body) }
 }

@@ -102,7 +102,9 @@ extension DecodingContainer {
                 list.elements.append(element)
             case .failure(let error):
                 if policy == .strict {
-                    throw failure(keyPath, reason: "element '\(attempt.key)' does not decode: \(reason(of: error))", underlying: error)
+                    throw failure(
+                        keyPath, reason: "element '\(attempt.key)' does not decode: \(reason(of: error))",
+                        underlying: error)
                 }
                 list.failures.append(ElementFailure(key: attempt.key, error: error))
             }

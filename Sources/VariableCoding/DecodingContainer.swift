@@ -92,7 +92,9 @@ public struct DecodingContainer<Model> {
 
     /// The property's value as a type of your choice: for a property whose type changed between versions.
     @inlinable
-    public func decodeValue<Value: Decodable>(_ type: Value.Type, forProperty keyPath: PartialKeyPath<Model>) throws -> Value {
+    public func decodeValue<Value: Decodable>(
+        _ type: Value.Type, forProperty keyPath: PartialKeyPath<Model>
+    ) throws -> Value {
         switch try presence(of: type, forProperty: keyPath) {
         case .value(let value): return value
         case .missing: throw failure(keyPath, reason: missingReason(keyPath))
@@ -102,7 +104,9 @@ public struct DecodingContainer<Model> {
 
     /// The property's value, or `defaultValue` when the key is missing (`null` is an error).
     @inlinable
-    public func decodeValue<Value: Decodable>(for keyPath: KeyPath<Model, Value>, default defaultValue: @autoclosure () -> Value) throws -> Value {
+    public func decodeValue<Value: Decodable>(
+        for keyPath: KeyPath<Model, Value>, default defaultValue: @autoclosure () -> Value
+    ) throws -> Value {
         if let value = try? decodeFlat(Value.self, keyPath) { return value }
         switch try presence(of: Value.self, forProperty: keyPath) {
         case .value(let value): return value
@@ -119,14 +123,18 @@ public struct DecodingContainer<Model> {
 
     /// The property's value, or `nil` when the key is missing or `null`.
     @inlinable
-    public func decodeValueIfPresent<Value: Decodable>(_ type: Value.Type, forProperty keyPath: PartialKeyPath<Model>) throws -> Value? {
+    public func decodeValueIfPresent<Value: Decodable>(
+        _ type: Value.Type, forProperty keyPath: PartialKeyPath<Model>
+    ) throws -> Value? {
         if case .value(let value) = try presence(of: type, forProperty: keyPath) { return value }
         return nil
     }
 
     /// Whether the property is missing, `null` or has a value; errors only for a value of the wrong type.
     @inlinable
-    public func presence<Value: Decodable>(of type: Value.Type, forProperty keyPath: PartialKeyPath<Model>) throws -> Presence<Value> {
+    public func presence<Value: Decodable>(
+        of type: Value.Type, forProperty keyPath: PartialKeyPath<Model>
+    ) throws -> Presence<Value> {
         guard let slot = table.slot(for: keyPath) else { return .missing }
         if let fields { return try presence(of: type, at: FieldPlace(fields: fields, field: slot.field), keyPath) }
         guard let container = try object(for: slot) else { return .missing }
@@ -134,7 +142,8 @@ public struct DecodingContainer<Model> {
             do {
                 let converted = try transform.decode(container, slot.key)
                 guard let value = converted as? Value else {
-                    throw failure(keyPath, reason: "the transform produced \(Swift.type(of: converted)), not \(Value.self)")
+                    throw failure(
+                        keyPath, reason: "the transform produced \(Swift.type(of: converted)), not \(Value.self)")
                 }
                 return .value(value)
             } catch let error as VariableCodingError {
@@ -142,7 +151,9 @@ public struct DecodingContainer<Model> {
             } catch {
                 if !container.contains(slot.key) { return .missing }
                 if (try? container.decodeNil(forKey: slot.key)) == true { return .null }
-                if let widened = widened(Value.self, at: KeyedPlace(container: container, key: slot.key)) { return .value(widened) }
+                if let widened = widened(Value.self, at: KeyedPlace(container: container, key: slot.key)) {
+                    return .value(widened)
+                }
                 throw failure(keyPath, reason: reason(of: error), underlying: error)
             }
         }
@@ -153,7 +164,9 @@ public struct DecodingContainer<Model> {
 
     /// Decodes the value at `place`; only a failure looks again, to say why.
     @inlinable
-    func presence<Value: Decodable>(of type: Value.Type, at place: some ValuePlace, _ keyPath: PartialKeyPath<Model>) throws -> Presence<Value> {
+    func presence<Value: Decodable>(
+        of type: Value.Type, at place: some ValuePlace, _ keyPath: PartialKeyPath<Model>
+    ) throws -> Presence<Value> {
         do {
             return .value(try place.decode(Value.self))
         } catch let error as VariableCodingError {
@@ -201,10 +214,14 @@ public struct DecodingContainer<Model> {
     @usableFromInline
     func widened<Value>(_ type: Value.Type, at place: some ValuePlace) -> Value? {
         if Value.self == Double.self {
-            if let integer = try? place.decode(Int64.self), let exact = Double(exactly: integer) { return exact as? Value }
+            if let integer = try? place.decode(Int64.self), let exact = Double(exactly: integer) {
+                return exact as? Value
+            }
             if let float = try? place.decode(Float.self) { return Double(float) as? Value }
         } else if Value.self == Float.self {
-            if let integer = try? place.decode(Int32.self), let exact = Float(exactly: integer) { return exact as? Value }
+            if let integer = try? place.decode(Int32.self), let exact = Float(exactly: integer) {
+                return exact as? Value
+            }
         } else if Value.self == Int64.self || Value.self == Int.self {
             if let integer = try? place.decode(Int32.self) {
                 return (Value.self == Int.self ? Int(integer) as Any : Int64(integer) as Any) as? Value
@@ -215,14 +232,20 @@ public struct DecodingContainer<Model> {
 
     @usableFromInline
     func missingReason(_ keyPath: PartialKeyPath<Model>) -> String {
-        guard let slot = table.slot(for: keyPath) else { return "key set \(table.id) has no key for this property and no default was given" }
+        guard let slot = table.slot(for: keyPath) else {
+            return "key set \(table.id) has no key for this property and no default was given"
+        }
         return "the key '\(slot.keyName)' is missing and no default was given"
     }
 
     @usableFromInline
-    func failure(_ keyPath: PartialKeyPath<Model>, reason: String, underlying: (any Error)? = nil) -> VariableCodingError {
+    func failure(
+        _ keyPath: PartialKeyPath<Model>, reason: String, underlying: (any Error)? = nil
+    ) -> VariableCodingError {
         let slot = table.slot(for: keyPath)
-        let path = (codingPath.map(\.stringValue) + (slot.map { $0.prefix.map(\.stringValue) + [$0.key.stringValue] } ?? [])).joined(separator: ".")
+        let path =
+            (codingPath.map(\.stringValue) + (slot.map { $0.prefix.map(\.stringValue) + [$0.key.stringValue] } ?? []))
+            .joined(separator: ".")
         return .decoding(
             type: typeName(Model.self), keySet: "\(table.id)", property: slot?.property ?? propertyName(keyPath),
             key: slot?.keyName ?? "-", codingPath: path, reason: reason, underlying: underlying
@@ -264,15 +287,31 @@ struct KeyedPlace: ValuePlace {
     /// single-value container for each of them, several times slower. (Static, as
     /// ``FieldPlace/decode(_:from:field:)`` is.)
     @inlinable
-    static func decode<Value: Decodable>(_ type: Value.Type, from container: KeyedDecodingContainer<VariableKey>, key: VariableKey) throws -> Value {
-        if Value.self == String.self { return unsafeBitCast(try container.decode(String.self, forKey: key), to: Value.self) }
+    static func decode<Value: Decodable>(
+        _ type: Value.Type, from container: KeyedDecodingContainer<VariableKey>, key: VariableKey
+    ) throws -> Value {
+        if Value.self == String.self {
+            return unsafeBitCast(try container.decode(String.self, forKey: key), to: Value.self)
+        }
         if Value.self == Int.self { return unsafeBitCast(try container.decode(Int.self, forKey: key), to: Value.self) }
-        if Value.self == Bool.self { return unsafeBitCast(try container.decode(Bool.self, forKey: key), to: Value.self) }
-        if Value.self == Double.self { return unsafeBitCast(try container.decode(Double.self, forKey: key), to: Value.self) }
-        if Value.self == Int64.self { return unsafeBitCast(try container.decode(Int64.self, forKey: key), to: Value.self) }
-        if Value.self == Float.self { return unsafeBitCast(try container.decode(Float.self, forKey: key), to: Value.self) }
-        if Value.self == Int32.self { return unsafeBitCast(try container.decode(Int32.self, forKey: key), to: Value.self) }
-        if Value.self == UInt64.self { return unsafeBitCast(try container.decode(UInt64.self, forKey: key), to: Value.self) }
+        if Value.self == Bool.self {
+            return unsafeBitCast(try container.decode(Bool.self, forKey: key), to: Value.self)
+        }
+        if Value.self == Double.self {
+            return unsafeBitCast(try container.decode(Double.self, forKey: key), to: Value.self)
+        }
+        if Value.self == Int64.self {
+            return unsafeBitCast(try container.decode(Int64.self, forKey: key), to: Value.self)
+        }
+        if Value.self == Float.self {
+            return unsafeBitCast(try container.decode(Float.self, forKey: key), to: Value.self)
+        }
+        if Value.self == Int32.self {
+            return unsafeBitCast(try container.decode(Int32.self, forKey: key), to: Value.self)
+        }
+        if Value.self == UInt64.self {
+            return unsafeBitCast(try container.decode(UInt64.self, forKey: key), to: Value.self)
+        }
         return try container.decode(Value.self, forKey: key)
     }
 }
@@ -299,15 +338,28 @@ struct FieldPlace: ValuePlace {
     /// The typed entry points for the primitive types, as ``KeyedPlace`` does. (Static, so that
     /// the fast path calls it without copying `fields` into a place: a retain and a release.)
     @inlinable
-    static func decode<Value: Decodable>(_ type: Value.Type, from fields: any FieldDecoding, field: Int) throws -> Value {
-        if Value.self == String.self { return unsafeBitCast(try fields.decode(String.self, field: field), to: Value.self) }
+    static func decode<Value: Decodable>(_ type: Value.Type, from fields: any FieldDecoding, field: Int) throws -> Value
+    {
+        if Value.self == String.self {
+            return unsafeBitCast(try fields.decode(String.self, field: field), to: Value.self)
+        }
         if Value.self == Int.self { return unsafeBitCast(try fields.decode(Int.self, field: field), to: Value.self) }
         if Value.self == Bool.self { return unsafeBitCast(try fields.decode(Bool.self, field: field), to: Value.self) }
-        if Value.self == Double.self { return unsafeBitCast(try fields.decode(Double.self, field: field), to: Value.self) }
-        if Value.self == Int64.self { return unsafeBitCast(try fields.decode(Int64.self, field: field), to: Value.self) }
-        if Value.self == Float.self { return unsafeBitCast(try fields.decode(Float.self, field: field), to: Value.self) }
-        if Value.self == Int32.self { return unsafeBitCast(try fields.decode(Int32.self, field: field), to: Value.self) }
-        if Value.self == UInt64.self { return unsafeBitCast(try fields.decode(UInt64.self, field: field), to: Value.self) }
+        if Value.self == Double.self {
+            return unsafeBitCast(try fields.decode(Double.self, field: field), to: Value.self)
+        }
+        if Value.self == Int64.self {
+            return unsafeBitCast(try fields.decode(Int64.self, field: field), to: Value.self)
+        }
+        if Value.self == Float.self {
+            return unsafeBitCast(try fields.decode(Float.self, field: field), to: Value.self)
+        }
+        if Value.self == Int32.self {
+            return unsafeBitCast(try fields.decode(Int32.self, field: field), to: Value.self)
+        }
+        if Value.self == UInt64.self {
+            return unsafeBitCast(try fields.decode(UInt64.self, field: field), to: Value.self)
+        }
         return try fields.decode(Value.self, field: field)
     }
 }
@@ -318,7 +370,8 @@ func reason(of error: any Error) -> String {
     switch error {
     case DecodingError.typeMismatch(let type, let context): return "expected \(type): \(context.debugDescription)"
     case DecodingError.valueNotFound(let type, let context): return "no \(type) value: \(context.debugDescription)"
-    case DecodingError.keyNotFound(let key, let context): return "missing key '\(key.stringValue)': \(context.debugDescription)"
+    case DecodingError.keyNotFound(let key, let context):
+        return "missing key '\(key.stringValue)': \(context.debugDescription)"
     case DecodingError.dataCorrupted(let context): return "corrupted data: \(context.debugDescription)"
     default: return "\(error)"
     }

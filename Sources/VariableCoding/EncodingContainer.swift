@@ -57,7 +57,9 @@ public struct EncodingContainer<Model> {
     /// Writes a value of your choice for the property: for a property whose type differs in the
     /// key set being encoded.
     @inlinable
-    public mutating func encodeValue<Value: Encodable>(_ value: Value, forProperty keyPath: PartialKeyPath<Model>) throws {
+    public mutating func encodeValue<Value: Encodable>(
+        _ value: Value, forProperty keyPath: PartialKeyPath<Model>
+    ) throws {
         if let fields {
             guard let field = table.field(for: keyPath) else {
                 _ = try slot(for: keyPath)  // the error for the current local key set
@@ -75,7 +77,9 @@ public struct EncodingContainer<Model> {
 
     /// Writes the property's value, or no key at all when it is `nil`.
     @inlinable
-    public mutating func encodeValueIfPresent<Value: Encodable>(_ value: Value?, for keyPath: KeyPath<Model, Value?>) throws {
+    public mutating func encodeValueIfPresent<Value: Encodable>(
+        _ value: Value?, for keyPath: KeyPath<Model, Value?>
+    ) throws {
         guard let value else {
             _ = try slot(for: keyPath)  // still checks that the key set knows the property
             return
@@ -86,7 +90,9 @@ public struct EncodingContainer<Model> {
     /// Encodes through the container's typed entry points for the standard primitive types, as
     /// synthesized Codable code does (see `KeyedPlace.decode`).
     @inlinable
-    func encodePrimitiveOrValue<Value: Encodable>(_ value: Value, into keyed: inout KeyedEncodingContainer<VariableKey>, forKey key: VariableKey) throws {
+    func encodePrimitiveOrValue<Value: Encodable>(
+        _ value: Value, into keyed: inout KeyedEncodingContainer<VariableKey>, forKey key: VariableKey
+    ) throws {
         if Value.self == String.self { return try keyed.encode(unsafeBitCast(value, to: String.self), forKey: key) }
         if Value.self == Int.self { return try keyed.encode(unsafeBitCast(value, to: Int.self), forKey: key) }
         if Value.self == Bool.self { return try keyed.encode(unsafeBitCast(value, to: Bool.self), forKey: key) }
@@ -116,7 +122,8 @@ public struct EncodingContainer<Model> {
     func slot(for keyPath: PartialKeyPath<Model>) throws -> Slot? {
         if let slot = table.slot(for: keyPath) { return slot }
         if table.isCurrentLocal || (table.localVersion != nil && KeySetContext.isStorage) {
-            throw VariableCodingError.propertyWithoutKey(type: typeName(Model.self), keySet: "\(table.id)", property: propertyName(keyPath))
+            throw VariableCodingError.propertyWithoutKey(
+                type: typeName(Model.self), keySet: "\(table.id)", property: propertyName(keyPath))
         }
         return nil
     }
@@ -138,7 +145,9 @@ public struct EncodingContainer<Model> {
         _ items: [(prefix: ArraySlice<VariableKey>, key: VariableKey, value: any Encodable)],
         into container: inout KeyedEncodingContainer<VariableKey>
     ) throws {
-        var groups: [(name: VariableKey, items: [(prefix: ArraySlice<VariableKey>, key: VariableKey, value: any Encodable)])] = []
+        var groups:
+            [(name: VariableKey, items: [(prefix: ArraySlice<VariableKey>, key: VariableKey, value: any Encodable)])] =
+                []
         for item in items {
             guard let first = item.prefix.first else {
                 try container.encode(item.value, forKey: item.key)

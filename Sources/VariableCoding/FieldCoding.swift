@@ -128,7 +128,9 @@ struct DetachedKeyedDecoding: KeyedDecodingContainerProtocol {
     func contains(_ key: VariableKey) -> Bool { false }
     func decodeNil(forKey key: VariableKey) throws -> Bool { throw missing(key) }
     func decode<T: Decodable>(_ type: T.Type, forKey key: VariableKey) throws -> T { throw missing(key) }
-    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: VariableKey) throws -> KeyedDecodingContainer<NestedKey> {
+    func nestedContainer<NestedKey: CodingKey>(
+        keyedBy type: NestedKey.Type, forKey key: VariableKey
+    ) throws -> KeyedDecodingContainer<NestedKey> {
         throw missing(key)
     }
     func nestedUnkeyedContainer(forKey key: VariableKey) throws -> any UnkeyedDecodingContainer { throw missing(key) }
@@ -136,7 +138,8 @@ struct DetachedKeyedDecoding: KeyedDecodingContainerProtocol {
     func superDecoder(forKey key: VariableKey) throws -> any Decoder { throw missing(key) }
 
     private func missing(_ key: VariableKey) -> DecodingError {
-        .keyNotFound(key, .init(codingPath: [], debugDescription: "a container over direct field access has no keyed container"))
+        .keyNotFound(
+            key, .init(codingPath: [], debugDescription: "a container over direct field access has no keyed container"))
     }
 }
 
@@ -146,7 +149,9 @@ struct DetachedKeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
     var codingPath: [any CodingKey] { [] }
     mutating func encodeNil(forKey key: Key) throws { throw detachedEncodingError }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { throw detachedEncodingError }
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type, forKey key: Key
+    ) -> KeyedEncodingContainer<NestedKey> {
         KeyedEncodingContainer(DetachedKeyedEncoding<NestedKey>())
     }
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer { DetachedUnkeyedEncoding() }
@@ -159,7 +164,9 @@ struct DetachedUnkeyedEncoding: UnkeyedEncodingContainer {
     var count: Int { 0 }
     mutating func encodeNil() throws { throw detachedEncodingError }
     mutating func encode<T: Encodable>(_ value: T) throws { throw detachedEncodingError }
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type
+    ) -> KeyedEncodingContainer<NestedKey> {
         KeyedEncodingContainer(DetachedKeyedEncoding<NestedKey>())
     }
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer { self }
@@ -169,7 +176,9 @@ struct DetachedUnkeyedEncoding: UnkeyedEncodingContainer {
 struct DetachedEncoder: Encoder {
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
-    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> { KeyedEncodingContainer(DetachedKeyedEncoding<Key>()) }
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(DetachedKeyedEncoding<Key>())
+    }
     func unkeyedContainer() -> any UnkeyedEncodingContainer { DetachedUnkeyedEncoding() }
     func singleValueContainer() -> any SingleValueEncodingContainer { DetachedSingleValueEncoding() }
 }

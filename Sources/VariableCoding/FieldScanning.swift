@@ -75,7 +75,9 @@ extension VariablyDecodable {
     public static var scannedProperties: [PartialKeyPath<Self>] { [] }
     /// No generated code: declines.
     @_documentation(visibility: internal)
-    public static func scan<S: FieldScanning>(_ scanner: inout S) throws(FieldScanDeclined) -> Self { throw FieldScanDeclined() }
+    public static func scan<S: FieldScanning>(_ scanner: inout S) throws(FieldScanDeclined) -> Self {
+        throw FieldScanDeclined()
+    }
 }
 
 extension VariablyEncodable {

@@ -83,7 +83,10 @@ public final class KeySets<Model>: @unchecked Sendable {
         if local.isEmpty { report(.currentLocal, "no local key set is declared") }
         if let bad = localVersions.first(where: { $0 < 1 }) { report(.local(bad), "local versions start at 1") }
         if !local.isEmpty && local[current] == nil {
-            report(.local(current), "the current local version \(current) is not declared (declared: \(localVersions.map(String.init).joined(separator: ", ")))")
+            report(
+                .local(current),
+                "the current local version \(current) is not declared (declared: \(localVersions.map(String.init).joined(separator: ", ")))"
+            )
         }
         for (version, keys) in local {
             let table = KeyTable(id: .local(version), keys: keys, isCurrentLocal: version == current)
@@ -184,7 +187,9 @@ final class Slot: @unchecked Sendable {
     /// The property's number in its key set's ``FieldLayout``.
     @usableFromInline let field: Int
 
-    init(property: String, keyName: String, prefix: [VariableKey], key: VariableKey, transform: KeyTransform?, field: Int) {
+    init(
+        property: String, keyName: String, prefix: [VariableKey], key: VariableKey, transform: KeyTransform?, field: Int
+    ) {
         self.field = field
         self.property = property
         self.keyName = keyName
@@ -254,7 +259,9 @@ final class KeyTable<Model>: @unchecked Sendable {
             for component in keyName.split(separator: ".").dropLast() {
                 prefix += prefix.isEmpty ? String(component) : "." + component
                 if let owner = owners[prefix] {
-                    problem = problem ?? "property '\(owner)' uses the key name '\(prefix)', which '\(owners[keyName] ?? "")' uses as an object ('\(keyName)')"
+                    problem =
+                        problem
+                        ?? "property '\(owner)' uses the key name '\(prefix)', which '\(owners[keyName] ?? "")' uses as an object ('\(keyName)')"
                 }
             }
         }
@@ -264,7 +271,10 @@ final class KeyTable<Model>: @unchecked Sendable {
         self.properties = properties.sorted { $0.name < $1.name }
         self.hasNestedKeys = owners.keys.contains { $0.contains(".") }
         self.wrapper = wrapper.map { $0.split(separator: ".").map { VariableKey(String($0)) } } ?? []
-        if let wrapper, wrapper.isEmpty || wrapper.split(separator: ".", omittingEmptySubsequences: false).contains(where: \.isEmpty) {
+        if let wrapper,
+            wrapper.isEmpty
+                || wrapper.split(separator: ".", omittingEmptySubsequences: false).contains(where: \.isEmpty)
+        {
             problem = problem ?? "the wrapper key path '\(wrapper)' is invalid"
         }
         for keyPath in transforms.keys where keys[keyPath] == nil {

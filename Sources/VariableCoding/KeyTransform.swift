@@ -16,7 +16,9 @@ public struct KeyTransform: Sendable {
     /// A transform from a decoded `Raw` to the property's type.
     ///
     /// The closure may throw to reject a value; the error is reported for the property.
-    public static func from<Raw: Decodable & SendableMetatype, Value>(_ raw: Raw.Type, _ convert: @escaping @Sendable (Raw) throws -> Value) -> KeyTransform {
+    public static func from<Raw: Decodable & SendableMetatype, Value>(
+        _ raw: Raw.Type, _ convert: @escaping @Sendable (Raw) throws -> Value
+    ) -> KeyTransform {
         KeyTransform { container, key in try convert(try container.decode(Raw.self, forKey: key)) }
     }
 

@@ -67,7 +67,8 @@ extension KeySets {
 
     func findings() throws -> NestedFindings {
         var found = NestedFindings()
-        try collectNested(prefix: "", outerVersions: localVersions, enclosing: [ObjectIdentifier(Model.self)], into: &found)
+        try collectNested(
+            prefix: "", outerVersions: localVersions, enclosing: [ObjectIdentifier(Model.self)], into: &found)
         return found
     }
 
@@ -82,13 +83,17 @@ extension KeySets {
 
     /// Finds the nested models in this type's properties, as coded under `outerVersions` (the
     /// outermost model's versions in which the path so far exists).
-    func collectNested(prefix: String, outerVersions: [Int], enclosing: [ObjectIdentifier], into found: inout NestedFindings) throws {
+    func collectNested(
+        prefix: String, outerVersions: [Int], enclosing: [ObjectIdentifier], into found: inout NestedFindings
+    ) throws {
         if let problem { throw problem }
         // Per property: its key path and the outer versions whose key set of this type has it
         // (for the outermost model its own version; for a nested one the highest not above).
         var byProperty: [String: (keyPath: AnyKeyPath, outerVersions: [Int])] = [:]
         for outer in outerVersions {
-            guard let version = localVersions.last(where: { $0 <= outer }), let table = tables[.local(version)] else { continue }
+            guard let version = localVersions.last(where: { $0 <= outer }), let table = tables[.local(version)] else {
+                continue
+            }
             for property in table.properties {
                 byProperty[property.name, default: (property.keyPath, [])].outerVersions.append(outer)
             }
@@ -97,7 +102,8 @@ extension KeySets {
             let path = prefix.isEmpty ? name : prefix + "." + name
             switch heldType(in: type(of: property.keyPath).valueType) {
             case .model(let nested) where !enclosing.contains(ObjectIdentifier(nested)):
-                try describeNested(nested, path: path, outerVersions: property.outerVersions, enclosing: enclosing, into: &found)
+                try describeNested(
+                    nested, path: path, outerVersions: property.outerVersions, enclosing: enclosing, into: &found)
             case .enumeration(let enumeration):
                 found.enums.append(describeEnum(enumeration, path: path, outerVersions: property.outerVersions))
             default:
@@ -109,7 +115,8 @@ extension KeySets {
 
 /// Opens the existential so that the nested type's own key sets can be read.
 private func describeNested<Nested: VariablyDecodable & VariablyEncodable>(
-    _ type: Nested.Type, path: String, outerVersions: [Int], enclosing: [ObjectIdentifier], into found: inout NestedFindings
+    _ type: Nested.Type, path: String, outerVersions: [Int], enclosing: [ObjectIdentifier],
+    into found: inout NestedFindings
 ) throws {
     let keySets = Nested.keySets
     if let problem = keySets.problem { throw problem }
@@ -120,16 +127,23 @@ private func describeNested<Nested: VariablyDecodable & VariablyEncodable>(
         versionUsed[outer] = used
         if keyNames[used] == nil { keyNames[used] = try keySets.keyNames(for: .local(used)) }
     }
-    found.models.append(NestedKeySets(path: path, type: typeName(Nested.self), versionUsed: versionUsed, keyNames: keyNames))
-    try keySets.collectNested(prefix: path, outerVersions: outerVersions, enclosing: enclosing + [ObjectIdentifier(Nested.self)], into: &found)
+    found.models.append(
+        NestedKeySets(path: path, type: typeName(Nested.self), versionUsed: versionUsed, keyNames: keyNames))
+    try keySets.collectNested(
+        prefix: path, outerVersions: outerVersions, enclosing: enclosing + [ObjectIdentifier(Nested.self)], into: &found
+    )
 }
 
 /// Opens the existential so that the enum's aliases can be read.
-private func describeEnum<Enumeration: VariableEnum>(_ type: Enumeration.Type, path: String, outerVersions: [Int]) -> StoredEnumAliases {
+private func describeEnum<Enumeration: VariableEnum>(
+    _ type: Enumeration.Type, path: String, outerVersions: [Int]
+) -> StoredEnumAliases {
     var aliases: [Int: [String: String]] = [:]
     for outer in outerVersions {
         var named: [String: String] = [:]
-        for (value, raw) in Enumeration.aliases[.local(outer)] ?? [:] { named[String(describing: value)] = String(describing: raw) }
+        for (value, raw) in Enumeration.aliases[.local(outer)] ?? [:] {
+            named[String(describing: value)] = String(describing: raw)
+        }
         aliases[outer] = named
     }
     return StoredEnumAliases(path: path, type: typeName(Enumeration.self), aliases: aliases)

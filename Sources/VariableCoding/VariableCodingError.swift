@@ -12,7 +12,9 @@ public enum VariableCodingError: Error, CustomStringConvertible, @unchecked Send
     /// The current local key set has no key for a property that `encode(to:)` writes.
     case propertyWithoutKey(type: String, keySet: String, property: String)
     /// Decoding one property failed.
-    case decoding(type: String, keySet: String, property: String, key: String, codingPath: String, reason: String, underlying: (any Error)?)
+    case decoding(
+        type: String, keySet: String, property: String, key: String, codingPath: String, reason: String,
+        underlying: (any Error)?)
 
     public var description: String {
         switch self {
@@ -21,7 +23,8 @@ public enum VariableCodingError: Error, CustomStringConvertible, @unchecked Send
         case .unknownKeySet(let type, let keySet, let known):
             return "\(type) has no key set \(keySet) (it has \(known.joined(separator: ", ")))"
         case .propertyWithoutKey(let type, let keySet, let property):
-            return "\(type): key set \(keySet) has no key for property '\(property)', which encode(to:) writes; add one (a new local version if \(keySet) has shipped)"
+            return
+                "\(type): key set \(keySet) has no key for property '\(property)', which encode(to:) writes; add one (a new local version if \(keySet) has shipped)"
         case .decoding(let type, let keySet, let property, let key, let codingPath, let reason, _):
             let path = codingPath.isEmpty ? "" : " at \(codingPath)"
             return "\(type) (key set \(keySet)): property '\(property)' (key '\(key)')\(path): \(reason)"

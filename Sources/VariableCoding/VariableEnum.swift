@@ -35,10 +35,12 @@ extension VariableEnum {
         } else if let fallback = Self.unknownCase {
             self = fallback
         } else {
-            throw DecodingError.dataCorrupted(.init(
-                codingPath: decoder.codingPath,
-                debugDescription: "'\(raw)' is not a raw value of \(Self.self) in key set \(keySet), and \(Self.self) has no unknownCase"
-            ))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: decoder.codingPath,
+                    debugDescription:
+                        "'\(raw)' is not a raw value of \(Self.self) in key set \(keySet), and \(Self.self) has no unknownCase"
+                ))
         }
     }
 

@@ -77,7 +77,9 @@ extension VariablyEncodable {
 
 /// Enters the object(s) that wrap a model in a remote payload (`{"content": {…}}`).
 @usableFromInline
-func unwrap<Model>(_ outer: KeyedDecodingContainer<VariableKey>, _ table: KeyTable<Model>) throws -> KeyedDecodingContainer<VariableKey> {
+func unwrap<Model>(
+    _ outer: KeyedDecodingContainer<VariableKey>, _ table: KeyTable<Model>
+) throws -> KeyedDecodingContainer<VariableKey> {
     var container = outer
     for key in table.wrapper {
         guard container.contains(key) else {

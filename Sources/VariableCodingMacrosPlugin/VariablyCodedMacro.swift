@@ -29,7 +29,9 @@ struct VariablyCodedMacro: ExtensionMacro {
             throw MacroError(description: "@VariablyCoded applies to structs")
         }
         guard structDecl.genericParameterClause == nil else {
-            throw MacroError(description: "@VariablyCoded does not support generic structs; write init(from:) and encode(to:) by hand")
+            throw MacroError(
+                description:
+                    "@VariablyCoded does not support generic structs; write init(from:) and encode(to:) by hand")
         }
         let properties = try storedProperties(of: structDecl)
         let access = accessLevel(of: structDecl)
@@ -97,7 +99,8 @@ struct VariablyCodedMacro: ExtensionMacro {
                 if let accessors = binding.accessorBlock {
                     // Observers (willSet/didSet) keep a property stored; anything else computes it.
                     if case .accessors(let list) = accessors.accessors,
-                       list.allSatisfy({ ["willSet", "didSet"].contains($0.accessorSpecifier.text) }) {
+                        list.allSatisfy({ ["willSet", "didSet"].contains($0.accessorSpecifier.text) })
+                    {
                         // stored
                     } else {
                         continue
@@ -106,21 +109,26 @@ struct VariablyCodedMacro: ExtensionMacro {
                 // A `let` with a value cannot be decoded (Codable leaves it out the same way).
                 if isLet && binding.initializer != nil { continue }
                 if !variable.attributes.isEmpty {
-                    throw MacroError(description: "@VariablyCoded does not support property wrappers or attributes ('\(name)'); write init(from:) and encode(to:) by hand")
+                    throw MacroError(
+                        description:
+                            "@VariablyCoded does not support property wrappers or attributes ('\(name)'); write init(from:) and encode(to:) by hand"
+                    )
                 }
                 guard let annotation = binding.typeAnnotation?.type else {
                     throw MacroError(description: "@VariablyCoded needs a type annotation on '\(name)'")
                 }
                 let (isOptional, wrapped) = unwrapOptional(annotation)
                 if annotation.is(ImplicitlyUnwrappedOptionalTypeSyntax.self) {
-                    throw MacroError(description: "@VariablyCoded does not support implicitly unwrapped optionals ('\(name)')")
+                    throw MacroError(
+                        description: "@VariablyCoded does not support implicitly unwrapped optionals ('\(name)')")
                 }
                 var bare = wrapped.trimmedDescription
                 if bare.hasPrefix("Swift.") { bare.removeFirst("Swift.".count) }
-                result.append(Property(
-                    name: name, type: annotation.trimmedDescription, isOptional: isOptional,
-                    plain: plainTypes[bare], initialValue: binding.initializer?.value.trimmedDescription
-                ))
+                result.append(
+                    Property(
+                        name: name, type: annotation.trimmedDescription, isOptional: isOptional,
+                        plain: plainTypes[bare], initialValue: binding.initializer?.value.trimmedDescription
+                    ))
             }
         }
         return result
@@ -129,14 +137,18 @@ struct VariablyCodedMacro: ExtensionMacro {
     /// Whether `type` is `T?` or `Optional<T>`, and `T`.
     static func unwrapOptional(_ type: TypeSyntax) -> (Bool, TypeSyntax) {
         if let optional = type.as(OptionalTypeSyntax.self) { return (true, optional.wrappedType) }
-        if let identifier = type.as(IdentifierTypeSyntax.self), ["Optional", "Swift.Optional"].contains(identifier.name.text),
-           let argument = identifier.genericArgumentClause?.arguments.first,
-           case .type(let wrapped) = argument.argument {
+        if let identifier = type.as(IdentifierTypeSyntax.self),
+            ["Optional", "Swift.Optional"].contains(identifier.name.text),
+            let argument = identifier.genericArgumentClause?.arguments.first,
+            case .type(let wrapped) = argument.argument
+        {
             return (true, wrapped)
         }
-        if let member = type.as(MemberTypeSyntax.self), member.baseType.trimmedDescription == "Swift", member.name.text == "Optional",
-           let argument = member.genericArgumentClause?.arguments.first,
-           case .type(let wrapped) = argument.argument {
+        if let member = type.as(MemberTypeSyntax.self), member.baseType.trimmedDescription == "Swift",
+            member.name.text == "Optional",
+            let argument = member.genericArgumentClause?.arguments.first,
+            case .type(let wrapped) = argument.argument
+        {
             return (true, wrapped)
         }
         return (false, type)
@@ -162,7 +174,8 @@ struct VariablyCodedMacro: ExtensionMacro {
             if property.isOptional {
                 lines.append("    self.\(property.name) = try container.decodeValueIfPresent(for: \(keyPath))")
             } else if let initial = property.initialValue {
-                lines.append("    self.\(property.name) = try container.decodeValue(for: \(keyPath), default: \(initial))")
+                lines.append(
+                    "    self.\(property.name) = try container.decodeValue(for: \(keyPath), default: \(initial))")
             } else {
                 lines.append("    self.\(property.name) = try container.decodeValue(for: \(keyPath))")
             }
@@ -188,7 +201,9 @@ struct VariablyCodedMacro: ExtensionMacro {
     // MARK: Generated reading and writing
 
     static func scanning(_ properties: [Property], access: String) -> [String] {
-        var lines = ["\(access)static func scan<S: VariableCoding.FieldScanning>(_ scanner: inout S) throws(VariableCoding.FieldScanDeclined) -> Self {"]
+        var lines = [
+            "\(access)static func scan<S: VariableCoding.FieldScanning>(_ scanner: inout S) throws(VariableCoding.FieldScanDeclined) -> Self {"
+        ]
         for (index, property) in properties.enumerated() {
             // An optional property is `T??` here: `.some(nil)` is a null that was read.
             lines.append("    var v\(index): \(property.type)? = nil")
@@ -199,9 +214,13 @@ struct VariablyCodedMacro: ExtensionMacro {
             let read = "scanner.\(property.plain ?? "")()"
             if property.isOptional {
                 lines.append("        case \(index):")
-                lines.append("            if scanner.skipNull() { v\(index) = .some(nil) } else { guard let value = \(read) else { throw VariableCoding.FieldScanDeclined() }; v\(index) = .some(value) }")
+                lines.append(
+                    "            if scanner.skipNull() { v\(index) = .some(nil) } else { guard let value = \(read) else { throw VariableCoding.FieldScanDeclined() }; v\(index) = .some(value) }"
+                )
             } else {
-                lines.append("        case \(index): guard let value = \(read) else { throw VariableCoding.FieldScanDeclined() }; v\(index) = value")
+                lines.append(
+                    "        case \(index): guard let value = \(read) else { throw VariableCoding.FieldScanDeclined() }; v\(index) = value"
+                )
             }
         }
         lines.append("        default: throw VariableCoding.FieldScanDeclined()")
@@ -210,7 +229,9 @@ struct VariablyCodedMacro: ExtensionMacro {
         // What the ordinary init does when a key is missing: nil, the default, or an error
         // (here: declining, so that the ordinary path gives it).
         let required = properties.indices.filter { !properties[$0].isOptional && properties[$0].initialValue == nil }
-        lines.append("    guard scanner.isComplete\(required.map { ", let v\($0)" }.joined()) else { throw VariableCoding.FieldScanDeclined() }")
+        lines.append(
+            "    guard scanner.isComplete\(required.map { ", let v\($0)" }.joined()) else { throw VariableCoding.FieldScanDeclined() }"
+        )
         let arguments = properties.indices.map { index -> String in
             let property = properties[index]
             if property.isOptional { return "v\(index) ?? nil" }
@@ -219,7 +240,9 @@ struct VariablyCodedMacro: ExtensionMacro {
         }
         lines.append("    return Self(variablyCodedScanning: \(arguments.joined(separator: ", ")))")
         lines.append("}")
-        let parameters = properties.enumerated().map { "\($0.offset == 0 ? "variablyCodedScanning" : "_") v\($0.offset): \($0.element.type)" }
+        let parameters = properties.enumerated().map {
+            "\($0.offset == 0 ? "variablyCodedScanning" : "_") v\($0.offset): \($0.element.type)"
+        }
         var initializer = ["private init(" + parameters.joined(separator: ", ") + ") {"]
         for (index, property) in properties.enumerated() { initializer.append("    self.\(property.name) = v\(index)") }
         initializer.append("}")
@@ -243,7 +266,9 @@ struct VariablyCodedMacro: ExtensionMacro {
         lines.append("        switch property {")
         for (index, property) in properties.enumerated() {
             if property.isOptional {
-                lines.append("        case \(index): if let value = self.\(property.name) { emitter.emit(value, property: \(index)) }")
+                lines.append(
+                    "        case \(index): if let value = self.\(property.name) { emitter.emit(value, property: \(index)) }"
+                )
             } else {
                 lines.append("        case \(index): emitter.emit(self.\(property.name), property: \(index))")
             }

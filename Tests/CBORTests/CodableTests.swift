@@ -12,7 +12,8 @@ struct Everything: Codable, Equatable {
         var score: Double?
 
         static func == (a: Inner, b: Inner) -> Bool {
-            a.name == b.name && a.tags == b.tags && (a.score == nil) == (b.score == nil) && same(a.score ?? 0, b.score ?? 0)
+            a.name == b.name && a.tags == b.tags && (a.score == nil) == (b.score == nil)
+                && same(a.score ?? 0, b.score ?? 0)
         }
     }
 
@@ -47,12 +48,14 @@ struct Everything: Codable, Equatable {
         // Doubles compare by bits (so -0 differs from 0), except that every NaN equals every NaN:
         // the encoder writes all NaNs as the canonical one and does not keep payloads.
         a.int == b.int && a.int8 == b.int8 && a.int16 == b.int16 && a.int32 == b.int32 && a.int64 == b.int64
-            && a.uint == b.uint && a.uint8 == b.uint8 && a.uint16 == b.uint16 && a.uint32 == b.uint32 && a.uint64 == b.uint64
+            && a.uint == b.uint && a.uint8 == b.uint8 && a.uint16 == b.uint16 && a.uint32 == b.uint32
+            && a.uint64 == b.uint64
             && same(a.double, b.double) && same(Double(a.float), Double(b.float))
             && a.bool == b.bool && a.text == b.text && a.data == b.data && a.date == b.date && a.url == b.url
             && a.uuid == b.uuid && a.mood == b.mood && a.optional == b.optional && a.numbers == b.numbers
             && a.table == b.table && a.intTable == b.intTable && a.inner == b.inner && a.inners == b.inners
-            && a.nested.count == b.nested.count && zip(a.nested, b.nested).allSatisfy { $0.count == $1.count && zip($0, $1).allSatisfy(same) }
+            && a.nested.count == b.nested.count
+            && zip(a.nested, b.nested).allSatisfy { $0.count == $1.count && zip($0, $1).allSatisfy(same) }
     }
 
     static func random(_ rng: inout SeededGenerator) -> Everything {
@@ -60,16 +63,22 @@ struct Everything: Codable, Equatable {
             Int.random(in: 0..<4, using: &rng) == 0 ? extremes.randomElement(using: &rng)! : random()
         }
         func text() -> String {
-            let pieces = ["", "a", "Grüße", "水", "🦊", "\u{0}", "line\nbreak", String(repeating: "x", count: 300), "naïve café"]
+            let pieces = [
+                "", "a", "Grüße", "水", "🦊", "\u{0}", "line\nbreak", String(repeating: "x", count: 300), "naïve café",
+            ]
             return (0..<Int.random(in: 0...3, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined()
         }
         func double() -> Double {
-            pick([.nan, .infinity, -.infinity, -0.0, 0, .greatestFiniteMagnitude, .leastNonzeroMagnitude, 1.5, 65504, 1.1]) {
+            pick([
+                .nan, .infinity, -.infinity, -0.0, 0, .greatestFiniteMagnitude, .leastNonzeroMagnitude, 1.5, 65504, 1.1,
+            ]) {
                 Double(bitPattern: rng.next())
             }
         }
         func inner() -> Inner {
-            Inner(name: text(), tags: (0..<Int.random(in: 0...3, using: &rng)).map { _ in text() }, score: Bool.random(using: &rng) ? double() : nil)
+            Inner(
+                name: text(), tags: (0..<Int.random(in: 0...3, using: &rng)).map { _ in text() },
+                score: Bool.random(using: &rng) ? double() : nil)
         }
         let bigArray = Int.random(in: 0..<20, using: &rng) == 0
         return Everything(
@@ -84,21 +93,37 @@ struct Everything: Codable, Equatable {
             uint32: pick([.max, 65535, 65536]) { UInt32(truncatingIfNeeded: rng.next()) },
             uint64: pick([.max, UInt64(UInt32.max) + 1]) { rng.next() },
             double: double(),
-            float: pick([.nan, .infinity, -0.0, .greatestFiniteMagnitude, 1.5]) { Float(bitPattern: UInt32(truncatingIfNeeded: rng.next())) },
+            float: pick([.nan, .infinity, -0.0, .greatestFiniteMagnitude, 1.5]) {
+                Float(bitPattern: UInt32(truncatingIfNeeded: rng.next()))
+            },
             bool: Bool.random(using: &rng),
             text: text(),
             data: Data((0..<Int.random(in: 0...40, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }),
-            date: Date(timeIntervalSince1970: pick([0, -1, 1_700_000_000, 1_700_000_000.25]) { Double(Int32.random(in: .min ... .max, using: &rng)) }),
-            url: URL(string: "https://example.com/\(Int.random(in: 0...1000, using: &rng))?q=\(text().addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")")!,
+            date: Date(
+                timeIntervalSince1970: pick([0, -1, 1_700_000_000, 1_700_000_000.25]) {
+                    Double(Int32.random(in: .min ... .max, using: &rng))
+                }),
+            url: URL(
+                string:
+                    "https://example.com/\(Int.random(in: 0...1000, using: &rng))?q=\(text().addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")"
+            )!,
             uuid: UUID(),
             mood: Mood.allCases.randomElement(using: &rng)!,
             optional: Bool.random(using: &rng) ? nil : Int.random(in: -1000...1000, using: &rng),
-            numbers: (0..<(bigArray ? 10_000 : Int.random(in: 0...30, using: &rng))).map { _ in Int(truncatingIfNeeded: rng.next() >> UInt64.random(in: 0...63, using: &rng)) },
-            table: Dictionary(uniqueKeysWithValues: (0..<(bigArray ? 2_000 : Int.random(in: 0...30, using: &rng))).map { ("k\($0)", $0) }),
-            intTable: Dictionary(uniqueKeysWithValues: (0..<Int.random(in: 0...10, using: &rng)).map { ($0 - 5, text()) }),
+            numbers: (0..<(bigArray ? 10_000 : Int.random(in: 0...30, using: &rng))).map { _ in
+                Int(truncatingIfNeeded: rng.next() >> UInt64.random(in: 0...63, using: &rng))
+            },
+            table: Dictionary(
+                uniqueKeysWithValues: (0..<(bigArray ? 2_000 : Int.random(in: 0...30, using: &rng))).map {
+                    ("k\($0)", $0)
+                }),
+            intTable: Dictionary(
+                uniqueKeysWithValues: (0..<Int.random(in: 0...10, using: &rng)).map { ($0 - 5, text()) }),
             inner: inner(),
             inners: (0..<Int.random(in: 0...4, using: &rng)).map { _ in inner() },
-            nested: (0..<Int.random(in: 0...3, using: &rng)).map { _ in (0..<Int.random(in: 0...3, using: &rng)).map { _ in double() } }
+            nested: (0..<Int.random(in: 0...3, using: &rng)).map { _ in
+                (0..<Int.random(in: 0...3, using: &rng)).map { _ in double() }
+            }
         )
     }
 }
@@ -146,7 +171,8 @@ struct CodableTests {
     func shortestEncodings() throws {
         let cases: [(any Encodable, String)] = [
             (0, "00"), (23, "17"), (24, "1818"), (255, "18ff"), (256, "190100"), (65536, "1a00010000"),
-            (-1, "20"), (-24, "37"), (-25, "3818"), (Int64.min, "3b7fffffffffffffff"), (UInt64.max, "1bffffffffffffffff"),
+            (-1, "20"), (-24, "37"), (-25, "3818"), (Int64.min, "3b7fffffffffffffff"),
+            (UInt64.max, "1bffffffffffffffff"),
             (1.5, "f93e00"), (0.0, "f90000"), (-0.0, "f98000"), (100000.0, "fa47c35000"), (1.1, "fb3ff199999999999a"),
             (Double.infinity, "f97c00"), (Double.nan, "f97e00"), (Float(3.4028234663852886e+38), "fa7f7fffff"),
             (5.960464477539063e-08, "f90001"), ("IETF", "6449455446"), (true, "f5"), ([1, 2, 3], "83010203"),
@@ -191,7 +217,9 @@ struct CodableTests {
         struct Flavored: Codable {
             var seen: String
             init(seen: String) { self.seen = seen }
-            init(from decoder: any Decoder) throws { seen = decoder.userInfo[CodingUserInfoKey(rawValue: "flavor")!] as? String ?? "none" }
+            init(from decoder: any Decoder) throws {
+                seen = decoder.userInfo[CodingUserInfoKey(rawValue: "flavor")!] as? String ?? "none"
+            }
             func encode(to encoder: any Encoder) throws {
                 var c = encoder.singleValueContainer()
                 try c.encode(encoder.userInfo[CodingUserInfoKey(rawValue: "flavor")!] as? String ?? "none")
@@ -242,10 +270,14 @@ struct CodableTests {
         }
         let value = Flat(id: 7, width: 640, height: 480)
         let bytes = try CBOREncoder().encode(value)
-        #expect(try CBORValue(decoding: bytes) == .map([
-            .init(.text("meta"), .map([.init(.text("width"), .unsigned(640)), .init(.text("height"), .unsigned(480))])),
-            .init(.text("id"), .unsigned(7)),
-        ]))
+        #expect(
+            try CBORValue(decoding: bytes)
+                == .map([
+                    .init(
+                        .text("meta"),
+                        .map([.init(.text("width"), .unsigned(640)), .init(.text("height"), .unsigned(480))])),
+                    .init(.text("id"), .unsigned(7)),
+                ]))
         #expect(try CBORDecoder().decode(Flat.self, from: bytes) == value)
     }
 }

@@ -10,16 +10,25 @@ struct Person: Codable, Equatable {
 
 @Suite("Untrusted input")
 struct HardeningTests {
-    func expectCBORError(_ input: [UInt8], _ reason: CBORDecodingError.Reason, at offset: Int, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(throws: CBORDecodingError(reason, at: offset), sourceLocation: sourceLocation) { try CBORValue(decoding: input) }
+    func expectCBORError(
+        _ input: [UInt8], _ reason: CBORDecodingError.Reason, at offset: Int,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        #expect(throws: CBORDecodingError(reason, at: offset), sourceLocation: sourceLocation) {
+            try CBORValue(decoding: input)
+        }
     }
 
     @Test("lengths larger than the input are refused before anything is allocated")
     func hugeLengths() {
-        expectCBORError([0x5B, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x00], .lengthExceedsInput(0x7FFF_FFFF_FFFF_FFFF), at: 9)
+        expectCBORError(
+            [0x5B, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x00], .lengthExceedsInput(0x7FFF_FFFF_FFFF_FFFF),
+            at: 9)
         expectCBORError([0x9B, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], .lengthExceedsInput(.max), at: 9)
         expectCBORError([0xBA, 0x80, 0x00, 0x00, 0x00, 0x01], .lengthExceedsInput(0x8000_0000), at: 5)
-        #expect(throws: CBORDecodingError.self) { try CBORDecoder().decode([Int].self, from: [0x9A, 0xFF, 0xFF, 0xFF, 0xFF]) }
+        #expect(throws: CBORDecodingError.self) {
+            try CBORDecoder().decode([Int].self, from: [0x9A, 0xFF, 0xFF, 0xFF, 0xFF])
+        }
     }
 
     @Test("nesting deeper than the limit is refused")
@@ -28,7 +37,9 @@ struct HardeningTests {
         expectCBORError(deep, .tooDeep(limit: 128), at: 129)
         #expect(throws: CBORDecodingError.self) { try CBORDecoder().decode([[[[Int]]]].self, from: deep) }
         let shallow = [UInt8](repeating: 0x81, count: 5) + [0x00]
-        #expect(throws: CBORDecodingError(.tooDeep(limit: 3), at: 4)) { try CBORDecoder(maxDepth: 3).decode([[[[[Int]]]]].self, from: shallow) }
+        #expect(throws: CBORDecodingError(.tooDeep(limit: 3), at: 4)) {
+            try CBORDecoder(maxDepth: 3).decode([[[[[Int]]]]].self, from: shallow)
+        }
         #expect(try CBORDecoder().decode([[[[[Int]]]]].self, from: shallow) == [[[[[0]]]]])
     }
 
@@ -36,7 +47,9 @@ struct HardeningTests {
     func invalidUTF8() {
         // {"name": <text of 2 bytes ff fe>, "age": 3}
         let input: [UInt8] = [0xA2, 0x64] + Array("name".utf8) + [0x62, 0xFF, 0xFE, 0x63] + Array("age".utf8) + [0x03]
-        #expect(throws: CBORDecodingError(.invalidUTF8, at: 6, codingPath: "name")) { try CBORDecoder().decode(Person.self, from: input) }
+        #expect(throws: CBORDecodingError(.invalidUTF8, at: 6, codingPath: "name")) {
+            try CBORDecoder().decode(Person.self, from: input)
+        }
         expectCBORError(input, .invalidUTF8, at: 6)
         #expect((try? CBORDecoder().decode(Person.self, from: input)).map { _ in "decoded" } == nil)
     }
@@ -60,15 +73,21 @@ struct HardeningTests {
     @Test("a keyed container refuses duplicate keys")
     func duplicateKeys() {
         // {"name": "a", "age": 1, "name": "b"}
-        let input: [UInt8] = [0xA3, 0x64] + Array("name".utf8) + [0x61, 0x61, 0x63] + Array("age".utf8) + [0x01, 0x64] + Array("name".utf8) + [0x61, 0x62]
-        #expect(throws: CBORDecodingError(.duplicateKey("name"), at: 0)) { try CBORDecoder().decode(Person.self, from: input) }
+        let input: [UInt8] =
+            [0xA3, 0x64] + Array("name".utf8) + [0x61, 0x61, 0x63] + Array("age".utf8) + [0x01, 0x64]
+            + Array("name".utf8) + [0x61, 0x62]
+        #expect(throws: CBORDecodingError(.duplicateKey("name"), at: 0)) {
+            try CBORDecoder().decode(Person.self, from: input)
+        }
         // A large map takes the hashed path.
         var big: [UInt8] = [0xB8, 40]
         for i in 0..<40 {
             let key = Array("k\(i % 39)".utf8)
             big += [0x60 | UInt8(key.count)] + key + [0x00]
         }
-        #expect(throws: CBORDecodingError(.duplicateKey("k0"), at: 0)) { try CBORDecoder().decode([String: Int].self, from: big) }
+        #expect(throws: CBORDecodingError(.duplicateKey("k0"), at: 0)) {
+            try CBORDecoder().decode([String: Int].self, from: big)
+        }
     }
 
     @Test("CBORValue refuses duplicate keys too, at any depth, compared as values")
@@ -100,9 +119,13 @@ struct HardeningTests {
         #expect(levels == depth && value == .unsigned(0))
         #expect(try bytes.withUnsafeBytes { try CBORValue.validate($0) } == 5)
         // The same shape with a repeated key at the bottom is refused by both.
-        let repeated: [UInt8] = Array(repeating: 0xA1, count: depth - 1) + [0xA2, 0x00, 0x00, 0x00, 0x00] + Array(repeating: 0x00, count: depth - 1)
+        let repeated: [UInt8] =
+            Array(repeating: 0xA1, count: depth - 1) + [0xA2, 0x00, 0x00, 0x00, 0x00]
+            + Array(repeating: 0x00, count: depth - 1)
         expectCBORError(repeated, .duplicateKey("unsigned(0)"), at: depth - 1)
-        #expect(throws: CBORDecodingError(.duplicateKey("unsigned(0)"), at: depth - 1)) { try repeated.withUnsafeBytes { try CBORValue.validate($0) } }
+        #expect(throws: CBORDecodingError(.duplicateKey("unsigned(0)"), at: depth - 1)) {
+            try repeated.withUnsafeBytes { try CBORValue.validate($0) }
+        }
     }
 
     @Test("wrong types and missing keys are DecodingErrors with the path and offset")
@@ -182,7 +205,10 @@ struct UTF8ValidationTests {
     /// the decoder must accept exactly what the standard library's validator accepts.
     @Test("agrees with the standard library on short and random sequences")
     func agreesWithStandardLibrary() throws {
-        let interesting: [UInt8] = [0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xFF]
+        let interesting: [UInt8] = [
+            0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xEC, 0xED, 0xEE,
+            0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xFF,
+        ]
         var inputs: [[UInt8]] = []
         for a in interesting {
             inputs.append([a])
@@ -193,7 +219,8 @@ struct UTF8ValidationTests {
         }
         var rng = SeededGenerator(seed: SeededGenerator.seedFromEnvironment())
         for _ in 0..<20_000 {
-            inputs.append((0..<Int.random(in: 0...24, using: &rng)).map { _ in interesting.randomElement(using: &rng)! })
+            inputs.append(
+                (0..<Int.random(in: 0...24, using: &rng)).map { _ in interesting.randomElement(using: &rng)! })
         }
         inputs.append(Array("plain ASCII text that is longer than eight bytes, Grüße 水 🦊".utf8))
         for input in inputs {

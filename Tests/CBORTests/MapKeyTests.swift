@@ -36,7 +36,9 @@ struct MapKeyTests {
         return Array(keys)
     }
 
-    @Test("the encoder refuses a repeated key and orders deterministic maps by encoded key bytes", arguments: [2, 3, 9, 16, 17, 32, 33, 60])
+    @Test(
+        "the encoder refuses a repeated key and orders deterministic maps by encoded key bytes",
+        arguments: [2, 3, 9, 16, 17, 32, 33, 60])
     func encoder(count: Int) throws {
         let seed = SeededGenerator.seedFromEnvironment()
         var rng = SeededGenerator(seed: seed)
@@ -46,11 +48,14 @@ struct MapKeyTests {
                 let bytes = try CBOREncoder(deterministic: deterministic).encode(KeyList(keys: keys))
                 let map = try #require(try CBORValue(decoding: bytes).mapEntries, "seed \(seed), round \(round)")
                 let written = map.compactMap(\.key.textValue)
-                let expected = deterministic ? try keys.sorted { try encodedKey($0).lexicographicallyPrecedes(encodedKey($1)) } : keys
+                let expected =
+                    deterministic
+                    ? try keys.sorted { try encodedKey($0).lexicographicallyPrecedes(encodedKey($1)) } : keys
                 #expect(written == expected, "seed \(seed), round \(round), deterministic \(deterministic)")
                 // Every key still carries its own value after reordering.
                 for entry in map {
-                    #expect(entry.value == .unsigned(UInt64(try #require(keys.firstIndex(of: entry.key.textValue ?? "")))))
+                    #expect(
+                        entry.value == .unsigned(UInt64(try #require(keys.firstIndex(of: entry.key.textValue ?? "")))))
                 }
                 var twice = keys
                 twice.insert(keys[Int(rng.next() % UInt64(count))], at: Int(rng.next() % UInt64(count + 1)))
@@ -92,10 +97,14 @@ struct MapKeyTests {
         }
         // Integer keys, alone and beside text keys.
         let ints: [UInt8] = [0xA3, 0x01, 0x00, 0x20, 0x00, 0x01, 0x00]  // {1: 0, -1: 0, 1: 0}
-        #expect(throws: CBORDecodingError(.duplicateKey("1"), at: 0)) { try CBORDecoder().decode([Int: Int].self, from: ints) }
+        #expect(throws: CBORDecodingError(.duplicateKey("1"), at: 0)) {
+            try CBORDecoder().decode([Int: Int].self, from: ints)
+        }
         #expect(try CBORDecoder().decode([Int: Int].self, from: [0xA2, 0x01, 0x00, 0x20, 0x00]) == [1: 0, -1: 0])
         let mixed: [UInt8] = [0xA3, 0x61, 0x31, 0x00, 0x01, 0x00, 0x61, 0x31, 0x00]  // {"1": 0, 1: 0, "1": 0}
-        #expect(throws: CBORDecodingError(.duplicateKey("1"), at: 0)) { try CBORDecoder().decode([String: Int].self, from: mixed) }
+        #expect(throws: CBORDecodingError(.duplicateKey("1"), at: 0)) {
+            try CBORDecoder().decode([String: Int].self, from: mixed)
+        }
     }
 
     @Test("a large map of keys of one length: all distinct decodes, a repeat anywhere is refused")
@@ -121,7 +130,10 @@ struct MapKeyTests {
             let repeated = order[Int(rng.next() % UInt64(count))]
             var twice = order
             twice.insert(repeated, at: Int(rng.next() % UInt64(count + 1)))
-            #expect(throws: CBORDecodingError(.duplicateKey(String(decoding: key(repeated), as: UTF8.self)), at: 0), "seed \(seed)") {
+            #expect(
+                throws: CBORDecodingError(.duplicateKey(String(decoding: key(repeated), as: UTF8.self)), at: 0),
+                "seed \(seed)"
+            ) {
                 try CBORDecoder().decode([String: Int].self, from: map(twice))
             }
         }
@@ -137,7 +149,9 @@ struct MapKeyTests {
             func map(_ keys: [String]) throws -> [UInt8] {
                 try keys.reduce(into: [0xB8, UInt8(keys.count)]) { bytes, key in bytes += try encodedKey(key) + [0x01] }
             }
-            #expect(try CBORDecoder().decode([String: Int].self, from: map(keys)).count == count, "seed \(seed), round \(round)")
+            #expect(
+                try CBORDecoder().decode([String: Int].self, from: map(keys)).count == count,
+                "seed \(seed), round \(round)")
             var twice = keys
             let repeated = keys[Int(rng.next() % UInt64(count))]
             twice.insert(repeated, at: Int(rng.next() % UInt64(count + 1)))

@@ -10,7 +10,8 @@ struct ScanningTests {
 
     /// Emits through `fill` and returns the bytes, or `nil` when the emitter declined.
     func emitted(deterministic: Bool = true, _ fill: (inout CBORFieldEmitter) -> Bool) throws -> [UInt8]? {
-        try CBOREncoder(deterministic: deterministic).emitFields(table: table, fill, reading: { Optional(Array($0)) }, otherwise: { nil })
+        try CBOREncoder(deterministic: deterministic).emitFields(
+            table: table, fill, reading: { Optional(Array($0)) }, otherwise: { nil })
     }
 
     func map(_ entries: [(String, CBORValue)]) -> [UInt8] {
@@ -33,7 +34,9 @@ struct ScanningTests {
         // Deterministic order puts "age" (the shorter key) first; property order puts "name" first.
         #expect(try emitted(deterministic: true, fill) == map([("age", .unsigned(36)), ("name", .text("Ada"))]))
         #expect(try emitted(deterministic: false, fill) == map([("name", .text("Ada")), ("age", .unsigned(36))]))
-        #expect(try emitted(deterministic: true, fill) == (try CBOREncoder(deterministic: true).encode(Person(name: "Ada", age: 36))))
+        #expect(
+            try emitted(deterministic: true, fill)
+                == (try CBOREncoder(deterministic: true).encode(Person(name: "Ada", age: 36))))
     }
 
     struct Person: Encodable {
@@ -44,16 +47,66 @@ struct ScanningTests {
     @Test("every misuse of the emitter ends in the ordinary path")
     func emitterDeclines() throws {
         let cases: [(String, (inout CBORFieldEmitter) -> Bool)] = [
-            ("fill declines", { e in e.beginMap(count: 0); return false }),
-            ("fewer entries than announced", { e in e.beginMap(count: 2); e.emit("Ada", property: 0); return true }),
-            ("more entries than announced", { e in e.beginMap(count: 1); e.emit("Ada", property: 0); e.emit(1, property: 2); return true }),
-            ("a property twice", { e in e.beginMap(count: 2); e.emit("Ada", property: 0); e.emit("Bob", property: 0); return true }),
-            ("a property without a key", { e in e.beginMap(count: 1); e.emit(1, property: 1); return true }),
-            ("a property out of range", { e in e.beginMap(count: 1); e.emit(1, property: 3); return true }),
-            ("a negative property", { e in e.beginMap(count: 1); e.emit(1, property: -1); return true }),
-            ("no head", { e in e.emit("Ada", property: 0); return true }),
-            ("the head after the entries", { e in e.emit("Ada", property: 0); e.beginMap(count: 1); return true }),
-            ("two heads", { e in e.beginMap(count: 0); e.beginMap(count: 0); return true }),
+            (
+                "fill declines",
+                { e in
+                    e.beginMap(count: 0); return false
+                }
+            ),
+            (
+                "fewer entries than announced",
+                { e in
+                    e.beginMap(count: 2); e.emit("Ada", property: 0); return true
+                }
+            ),
+            (
+                "more entries than announced",
+                { e in
+                    e.beginMap(count: 1); e.emit("Ada", property: 0); e.emit(1, property: 2); return true
+                }
+            ),
+            (
+                "a property twice",
+                { e in
+                    e.beginMap(count: 2); e.emit("Ada", property: 0); e.emit("Bob", property: 0); return true
+                }
+            ),
+            (
+                "a property without a key",
+                { e in
+                    e.beginMap(count: 1); e.emit(1, property: 1); return true
+                }
+            ),
+            (
+                "a property out of range",
+                { e in
+                    e.beginMap(count: 1); e.emit(1, property: 3); return true
+                }
+            ),
+            (
+                "a negative property",
+                { e in
+                    e.beginMap(count: 1); e.emit(1, property: -1); return true
+                }
+            ),
+            (
+                "no head",
+                { e in
+                    e.emit("Ada", property: 0); return true
+                }
+            ),
+            (
+                "the head after the entries",
+                { e in
+                    e.emit("Ada", property: 0); e.beginMap(count: 1); return true
+                }
+            ),
+            (
+                "two heads",
+                { e in
+                    e.beginMap(count: 0); e.beginMap(count: 0); return true
+                }
+            ),
         ]
         for (what, fill) in cases {
             #expect(try emitted(fill) == nil, "\(what)")
@@ -78,15 +131,21 @@ struct ScanningTests {
         }
         let both = map([("age", .unsigned(36)), ("name", .text("Ada"))])
         #expect(scan(both).map { "\($0.name ?? "-") \($0.age ?? -1)" } == "Ada 36")
-        #expect(scan(map([("name", .text("Ada")), ("age", .unsigned(36))])).map { "\($0.name ?? "-") \($0.age ?? -1)" } == "Ada 36", "another order")
+        #expect(
+            scan(map([("name", .text("Ada")), ("age", .unsigned(36))])).map { "\($0.name ?? "-") \($0.age ?? -1)" }
+                == "Ada 36", "another order")
         #expect(scan(map([("age", .unsigned(7))])).map { $0.age } == 7)
         #expect(scan(map([("nick", .text("x"))])) == nil, "a key the table does not name")
-        #expect(scan(map([("age", .unsigned(1)), ("name", .text("Ada")), ("x", .unsigned(1))])) == nil, "more entries than keys")
+        #expect(
+            scan(map([("age", .unsigned(1)), ("name", .text("Ada")), ("x", .unsigned(1))])) == nil,
+            "more entries than keys")
         #expect(scan(map([("age", .text("36"))])) == nil, "a value of another type")
         #expect(scan(both + [0x00]) == nil, "a byte after the map")
         #expect(scan(Array(both.dropLast())) == nil, "cut short")
-        #expect(scan([0xA1, 0x63] + Array("age".utf8) + [0x63] + Array("age".utf8)) == nil, "a key where a value should be")
-        #expect(scan([0xA2, 0x63] + Array("age".utf8) + [0x01, 0x63] + Array("age".utf8) + [0x02]) == nil, "a key twice")
+        #expect(
+            scan([0xA1, 0x63] + Array("age".utf8) + [0x63] + Array("age".utf8)) == nil, "a key where a value should be")
+        #expect(
+            scan([0xA2, 0x63] + Array("age".utf8) + [0x01, 0x63] + Array("age".utf8) + [0x02]) == nil, "a key twice")
         #expect(scan([0x82, 0x01, 0x02]) == nil, "an array")
         #expect(scan([0xBF, 0xFF]) == nil, "an indefinite-length map")
         #expect(scan([]) == nil, "no bytes")

@@ -12,7 +12,9 @@ struct ValidationTests {
         let major = input.withUnsafeBytes { buffer in
             try? CBORValue.validate(buffer) { key in keys.append(key.map { String(decoding: $0, as: UTF8.self) }) }
         }
-        #expect((decoded != nil) == (major != nil), "\(input.map { String(format: "%02x", $0) }.joined())", sourceLocation: sourceLocation)
+        #expect(
+            (decoded != nil) == (major != nil), "\(input.map { String(format: "%02x", $0) }.joined())",
+            sourceLocation: sourceLocation)
         if case .map(let entries)? = decoded, major == 5, input.first.map({ $0 & 0x1F != 31 }) == true {
             #expect(keys == entries.map(\.key.text), sourceLocation: sourceLocation)
         }

@@ -4,7 +4,8 @@ import Testing
 
 /// The shared test vectors live beside the repository: ../shared/testdata/cbor.
 func vectorFile(_ name: String) throws -> Data {
-    let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
     let url = packageRoot.deletingLastPathComponent().appendingPathComponent("shared/testdata/cbor/\(name)")
     guard FileManager.default.fileExists(atPath: url.path) else {
         Issue.record("missing test vectors: \(url.path) (the tests expect ../shared beside the repository)")
@@ -28,18 +29,28 @@ func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.
 
 /// A JSON value as the vector files hold it.
 indirect enum JSONValue: Decodable {
-    case bool(Bool), integer(Int64), unsignedInteger(UInt64), number(Double), string(String), array([JSONValue]), object([String: JSONValue]), null
+    case bool(Bool), integer(Int64), unsignedInteger(UInt64), number(Double), string(String), array([JSONValue]),
+        object([String: JSONValue]), null
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
-        if c.decodeNil() { self = .null }
-        else if let v = try? c.decode(Bool.self) { self = .bool(v) }
-        else if let v = try? c.decode(Int64.self) { self = .integer(v) }
-        else if let v = try? c.decode(UInt64.self) { self = .unsignedInteger(v) }
-        else if let v = try? c.decode(Double.self) { self = .number(v) }
-        else if let v = try? c.decode(String.self) { self = .string(v) }
-        else if let v = try? c.decode([JSONValue].self) { self = .array(v) }
-        else { self = .object(try c.decode([String: JSONValue].self)) }
+        if c.decodeNil() {
+            self = .null
+        } else if let v = try? c.decode(Bool.self) {
+            self = .bool(v)
+        } else if let v = try? c.decode(Int64.self) {
+            self = .integer(v)
+        } else if let v = try? c.decode(UInt64.self) {
+            self = .unsignedInteger(v)
+        } else if let v = try? c.decode(Double.self) {
+            self = .number(v)
+        } else if let v = try? c.decode(String.self) {
+            self = .string(v)
+        } else if let v = try? c.decode([JSONValue].self) {
+            self = .array(v)
+        } else {
+            self = .object(try c.decode([String: JSONValue].self))
+        }
     }
 }
 
@@ -78,10 +89,11 @@ func matches(_ value: CBORValue, _ expected: JSONValue) -> Bool {
     case (.text(let t), .string(let e)): return t == e
     case (.array(let items), .array(let e)): return items.count == e.count && zip(items, e).allSatisfy(matches)
     case (.map(let entries), .object(let e)):
-        return entries.count == e.count && entries.allSatisfy { entry in
-            guard case .text(let key) = entry.key, let other = e[key] else { return false }
-            return matches(entry.value, other)
-        }
+        return entries.count == e.count
+            && entries.allSatisfy { entry in
+                guard case .text(let key) = entry.key, let other = e[key] else { return false }
+                return matches(entry.value, other)
+            }
     default: return false
     }
 }
@@ -105,14 +117,17 @@ func diagnostic(_ value: CBORValue) -> String {
     case .null: return "null"
     case .bool(let b): return String(b)
     case .array(let items): return "[" + items.map(diagnostic).joined(separator: ", ") + "]"
-    case .map(let entries): return "{" + entries.map { "\(diagnostic($0.key)): \(diagnostic($0.value))" }.joined(separator: ", ") + "}"
+    case .map(let entries):
+        return "{" + entries.map { "\(diagnostic($0.key)): \(diagnostic($0.value))" }.joined(separator: ", ") + "}"
     }
 }
 
 /// Diagnostic notation with indefinite-length chunks joined, as `CBORValue` joins them.
 func joinedChunks(_ text: String) -> String {
     guard text.hasPrefix("(_ h'") else { return text }
-    let chunks = text.dropFirst(3).dropLast().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).dropFirst(2).dropLast() }
+    let chunks = text.dropFirst(3).dropLast().split(separator: ",").map {
+        $0.trimmingCharacters(in: .whitespaces).dropFirst(2).dropLast()
+    }
     return "h'" + chunks.joined() + "'"
 }
 
@@ -157,7 +172,9 @@ struct VectorTests {
         for vector in vectors {
             let input = bytes(hex: vector.hex)
             #expect(throws: CBORDecodingError.self, "\(vector.hex)") { try CBORValue(decoding: input) }
-            #expect(throws: CBORDecodingError.self, "\(vector.hex)") { try CBORDecoder().decode(AnyItem.self, from: input) }
+            #expect(throws: CBORDecodingError.self, "\(vector.hex)") {
+                try CBORDecoder().decode(AnyItem.self, from: input)
+            }
         }
     }
 }

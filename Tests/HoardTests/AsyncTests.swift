@@ -25,7 +25,6 @@ final class Watchdog: Sendable {
     func disarm() { disarmed.signal() }
 }
 
-
 @Suite("Async writes")
 struct AsyncTests {
     @Test("many tasks write concurrently; every write lands")
@@ -35,7 +34,9 @@ struct AsyncTests {
             let notes = try store.collection(Note.self)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for i in 0..<200 {
-                    group.addTask { try await notes.put(Note(id: Int64(i), text: "t\(i)", stars: i % 6, pinned: false)) }
+                    group.addTask {
+                        try await notes.put(Note(id: Int64(i), text: "t\(i)", stars: i % 6, pinned: false))
+                    }
                 }
                 try await group.waitForAll()
             }

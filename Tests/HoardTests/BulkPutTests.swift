@@ -58,7 +58,15 @@ struct Choosy: VariablyCodable, Identifiable, Equatable, Sendable {
 final class TickingClock: Sendable {
     let reads = Mutex<Int64>(0)
     /// 5,001 ms after 1970 at the first read, then a millisecond more at each.
-    var read: @Sendable () -> Date { { [self] in Date(timeIntervalSince1970: Double(reads.withLock { $0 += 1; return 5_000 + $0 }) / 1000) } }
+    var read: @Sendable () -> Date {
+        { [self] in
+            Date(
+                timeIntervalSince1970: Double(
+                    reads.withLock {
+                        $0 += 1; return 5_000 + $0
+                    }) / 1000)
+        }
+    }
     var count: Int64 { reads.withLock { $0 } }
 }
 
@@ -69,7 +77,9 @@ struct BulkPutTests {
         return try #require(try store.environment.read { txn in try txn.value(forKey: id.keyBytes, in: database) })
     }
 
-    @Test("one call reads the clock once: its records share their write time and expiry, and hold what one put each would")
+    @Test(
+        "one call reads the clock once: its records share their write time and expiry, and hold what one put each would"
+    )
     func sharedTime() throws {
         // Note is coded by hand (the ordinary path), Plain by @VariablyCoded (generated code).
         try checkSharedTime((1...50).map { Note(id: $0, text: "note \($0)", stars: Int($0 % 5), pinned: $0 % 2 == 0) })
@@ -77,10 +87,12 @@ struct BulkPutTests {
         try checkSharedTime((1...50).map { Plain.random(id: $0, using: &rng) })
     }
 
-    func checkSharedTime<Model: VariablyCodable & Identifiable & Equatable>(_ models: [Model]) throws where Model.ID: HoardKey {
+    func checkSharedTime<Model: VariablyCodable & Identifiable & Equatable>(_ models: [Model]) throws
+    where Model.ID: HoardKey {
         let clock = TickingClock()
         try withTemporaryDirectory { dir in
-            let store = try Store(path: dir + "/store", options: .init(durability: .riskStoreOnOSCrash, clock: clock.read))
+            let store = try Store(
+                path: dir + "/store", options: .init(durability: .riskStoreOnOSCrash, clock: clock.read))
             let bulk = try store.collection(Model.self, named: "Bulk")
             let each = try store.collection(Model.self, named: "Each")
 
@@ -89,7 +101,11 @@ struct BulkPutTests {
             #expect(clock.count == before + 1)
             let headers = try models.map { try #require(try bulk.header(of: $0.id)) }
             let writtenAt = try #require(headers.first?.writtenAt)
-            #expect(headers.allSatisfy { $0.writtenAt == writtenAt && $0.expiresAt == writtenAt + 1_000_000 && $0.version == Model.keySets.currentVersion })
+            #expect(
+                headers.allSatisfy {
+                    $0.writtenAt == writtenAt && $0.expiresAt == writtenAt + 1_000_000
+                        && $0.version == Model.keySets.currentVersion
+                })
 
             try store.write { txn in
                 for model in models { try each.put(model, expiry: .after(.seconds(1_000)), in: txn) }
@@ -117,7 +133,9 @@ struct BulkPutTests {
             let encoder = CBOREncoder(deterministic: true)
             for model in models {
                 let expected = try withKeySet(.currentLocal) { try encoder.encode(model) }
-                #expect(try record(model.id, in: store, collection: "Choosy").dropFirst(RecordHeader.size) == expected[...], "model \(model.id)")
+                #expect(
+                    try record(model.id, in: store, collection: "Choosy").dropFirst(RecordHeader.size) == expected[...],
+                    "model \(model.id)")
                 #expect(try choosy.get(model.id) == model)
             }
         }
@@ -130,7 +148,8 @@ struct BulkPutTests {
         try checkAnySequence((1...40).map { Plain.random(id: $0 * 3 - 60, using: &rng) })
     }
 
-    func checkAnySequence<Model: VariablyCodable & Identifiable & Equatable>(_ models: [Model]) throws where Model.ID: HoardKey {
+    func checkAnySequence<Model: VariablyCodable & Identifiable & Equatable>(_ models: [Model]) throws
+    where Model.ID: HoardKey {
         try withStore { store, _ in
             let fromArray = try store.collection(Model.self, named: "FromArray")
             let fromSequence = try store.collection(Model.self, named: "FromSequence")
@@ -141,7 +160,9 @@ struct BulkPutTests {
             #expect(try fromArray.scan() == models)
             #expect(try fromSequence.scan() == models)
             for model in models {
-                #expect(try record(model.id, in: store, collection: "FromArray") == record(model.id, in: store, collection: "FromSequence"))
+                #expect(
+                    try record(model.id, in: store, collection: "FromArray")
+                        == record(model.id, in: store, collection: "FromSequence"))
             }
         }
     }

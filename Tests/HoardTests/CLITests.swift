@@ -48,7 +48,9 @@ func makeSampleStore(_ path: String) throws {
     let notes = try store.collection(Note.self)
     try writeRecord(Note(id: 1, text: "first, in version 1", stars: 2, pinned: false), version: 1, in: store)
     try writeRecord(Note(id: 2, text: "second, in version 1", stars: 5, pinned: false), version: 1, in: store)
-    try notes.put([Note(id: 3, text: "third", stars: 1, pinned: true), Note(id: 4, text: "fourth", stars: 4, pinned: false)])
+    try notes.put([
+        Note(id: 3, text: "third", stars: 1, pinned: true), Note(id: 4, text: "fourth", stars: 4, pinned: false),
+    ])
     try notes.put(Note(id: -5, text: "expired", stars: 0, pinned: false), expiry: .at(Date(timeIntervalSince1970: 1)))
     let tags = try store.collection(Tag.self)
     try tags.put([Tag(id: "swift", uses: 3), Tag(id: "swiftui", uses: 1), Tag(id: "lmdb", uses: 7)])
@@ -72,7 +74,8 @@ struct CLITests {
             #expect(text.stdout.contains("format 1"))
             let noteRow = text.stdout.split(separator: "\n").first { $0.hasPrefix("Note ") }.map(String.init) ?? ""
             #expect(noteRow.contains("v1: 2"), "\(text.stdout)")
-            #expect(noteRow.split(separator: " ", omittingEmptySubsequences: true).last == "1", "one expired: \(noteRow)")
+            #expect(
+                noteRow.split(separator: " ", omittingEmptySubsequences: true).last == "1", "one expired: \(noteRow)")
 
             let json = try jsonObject(try hoard("stat", path, "--json").stdout)
             let collections = try #require(json["collections"] as? [[String: Any]])
@@ -94,11 +97,15 @@ struct CLITests {
             let text = try hoard("schema", path, "Note")
             #expect(text.status == 0)
             let textRow = text.stdout.split(separator: "\n").first { $0.hasPrefix("text ") }.map(String.init) ?? ""
-            #expect(textRow.contains("BODY") && textRow.contains("TEXT") && textRow.contains("renamed in v2"), "\(text.stdout)")
+            #expect(
+                textRow.contains("BODY") && textRow.contains("TEXT") && textRow.contains("renamed in v2"),
+                "\(text.stdout)")
             #expect(text.stdout.contains("added in v3"))
             #expect(text.stdout.contains("int IDs"))
 
-            let json = try JSONSerialization.jsonObject(with: Data(try hoard("schema", path, "--json").stdout.utf8)) as? [[String: Any]]
+            let json =
+                try JSONSerialization.jsonObject(with: Data(try hoard("schema", path, "--json").stdout.utf8))
+                as? [[String: Any]]
             let entries = try #require(json)
             #expect(entries.count == 2)
             let versions = try #require(entries[0]["versions"] as? [String: [String: String]])
@@ -137,7 +144,9 @@ struct CLITests {
     func scan() throws {
         try withSampleStore { dir, path in
             func ids(_ arguments: String...) throws -> [String] {
-                let result = try runProcess(try builtExecutable("hoard"), ["scan", path] + arguments + ["--json"], environment: ["NO_COLOR": "1"])
+                let result = try runProcess(
+                    try builtExecutable("hoard"), ["scan", path] + arguments + ["--json"],
+                    environment: ["NO_COLOR": "1"])
                 #expect(result.status == 0, "\(result.stderr)")
                 return try jsonLines(result.stdout).compactMap { $0["id"] as? String }
             }
@@ -159,11 +168,19 @@ struct CLITests {
     @Test("errors: one clear line and the documented exit status")
     func errors() throws {
         try withSampleStore { dir, path in
-            func expect(_ arguments: [String], status: Int32, _ fragment: String, input: [UInt8] = [], sourceLocation: SourceLocation = #_sourceLocation) throws {
-                let result = try runProcess(try builtExecutable("hoard"), arguments, input: input, environment: ["NO_COLOR": "1"])
+            func expect(
+                _ arguments: [String], status: Int32, _ fragment: String, input: [UInt8] = [],
+                sourceLocation: SourceLocation = #_sourceLocation
+            ) throws {
+                let result = try runProcess(
+                    try builtExecutable("hoard"), arguments, input: input, environment: ["NO_COLOR": "1"])
                 #expect(result.status == status, "\(arguments): \(result.stderr)", sourceLocation: sourceLocation)
-                #expect(result.stderr.contains(fragment), "\(arguments): '\(result.stderr)' lacks '\(fragment)'", sourceLocation: sourceLocation)
-                #expect(!result.stderr.contains("Fatal error") && !result.stderr.contains("Stack dump"), sourceLocation: sourceLocation)
+                #expect(
+                    result.stderr.contains(fragment), "\(arguments): '\(result.stderr)' lacks '\(fragment)'",
+                    sourceLocation: sourceLocation)
+                #expect(
+                    !result.stderr.contains("Fatal error") && !result.stderr.contains("Stack dump"),
+                    sourceLocation: sourceLocation)
             }
             try expect(["stat", dir + "/missing"], status: 3, "no such store (the path does not exist)")
             try writeFile(dir + "/plain", Array("hello".utf8))
@@ -226,7 +243,8 @@ struct CLITests {
 
             // With no process to spare (RLIMIT_NPROC 0), the reader process cannot start: the
             // command runs in the tool's own process and still reports the store as unreadable.
-            let starved = try runProcess("/usr/bin/setpriv", asNobody + ["/usr/bin/prlimit", "--nproc=0", binary, "stat", path])
+            let starved = try runProcess(
+                "/usr/bin/setpriv", asNobody + ["/usr/bin/prlimit", "--nproc=0", binary, "stat", path])
             #expect(starved.stderr.contains("cannot start a reader process"), "\(starved.stderr)")
             #expect(starved.status == 3, "\(starved.stderr)")
             #expect(starved.stderr.contains("permission denied"), "\(starved.stderr)")
@@ -239,7 +257,9 @@ struct CLITests {
             let path = dir + "/store"
             do {
                 let store = try Store(path: path, options: .init(durability: .riskStoreOnOSCrash))
-                try store.collection(Tag.self).put([Tag(id: "0x10", uses: 16), Tag(id: "0x", uses: 0), Tag(id: "plain", uses: 1)])
+                try store.collection(Tag.self).put([
+                    Tag(id: "0x10", uses: 16), Tag(id: "0x", uses: 0), Tag(id: "plain", uses: 1),
+                ])
             }
             let verify = try hoard("verify", path)
             #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
@@ -259,7 +279,8 @@ struct CLITests {
             let path = dir + "/store"
             let store = try Store(path: path, options: .init(durability: .riskStoreOnOSCrash))
             let notes = try store.collection(Note.self)
-            try notes.put((1...40).map { Note(id: $0, text: "note number \($0) marker-\($0)-end", stars: 3, pinned: false) })
+            try notes.put(
+                (1...40).map { Note(id: $0, text: "note number \($0) marker-\($0)-end", stars: 3, pinned: false) })
             let clean = try hoard("verify", path)
             #expect(clean.status == 0)
             #expect(clean.stdout.contains("verified 40 records in 1 collection: no problems"))
@@ -277,7 +298,9 @@ struct CLITests {
             try patchFile(file, at: payloadByte, with: [bytes[payloadByte] ^ 0x20])
             // A broken magic: the header is not a header.
             let text13 = try offset(of: "marker-13-end")
-            let magic = try #require((max(0, text13 - 80)..<text13).last { bytes[$0] == 0x48 && bytes[$0 + 1] == 0x52 && bytes[$0 + 2] == 1 })
+            let magic = try #require(
+                (max(0, text13 - 80)..<text13).last { bytes[$0] == 0x48 && bytes[$0 + 1] == 0x52 && bytes[$0 + 2] == 1 }
+            )
             try patchFile(file, at: magic, with: [0x58, 0x58])
             // A record with an intact header and checksum but a payload that is not CBOR, and one
             // with a key its version does not have: written through LMDB, as foreign code might.
@@ -285,13 +308,26 @@ struct CLITests {
                 let environment = try Environment(path: copy)
                 let database = try environment.openDatabase("c:Note")
                 try environment.write { txn in
-                    try txn.put(RecordHeader(version: 3, writtenAt: 1, expiresAt: nil).record(with: [0xFF, 0x00]), forKey: Int64(41).keyBytes, in: database)
-                    let unknown = CBORValue.map([.init(.text("ID"), .unsigned(42)), .init(.text("COLOUR"), .text("red"))]).encoded()
-                    try txn.put(RecordHeader(version: 3, writtenAt: 1, expiresAt: nil).record(with: unknown), forKey: Int64(42).keyBytes, in: database)
-                    try txn.put(RecordHeader(version: 9, writtenAt: 1, expiresAt: nil).record(with: unknown), forKey: Int64(43).keyBytes, in: database)
+                    try txn.put(
+                        RecordHeader(version: 3, writtenAt: 1, expiresAt: nil).record(with: [0xFF, 0x00]),
+                        forKey: Int64(41).keyBytes, in: database)
+                    let unknown = CBORValue.map([
+                        .init(.text("ID"), .unsigned(42)), .init(.text("COLOUR"), .text("red")),
+                    ]).encoded()
+                    try txn.put(
+                        RecordHeader(version: 3, writtenAt: 1, expiresAt: nil).record(with: unknown),
+                        forKey: Int64(42).keyBytes, in: database)
+                    try txn.put(
+                        RecordHeader(version: 9, writtenAt: 1, expiresAt: nil).record(with: unknown),
+                        forKey: Int64(43).keyBytes, in: database)
                     // {"ID": 44, "TEXT": {"a": 1, "a": 2}}: a duplicate key below the top level.
-                    let nestedTwice: [UInt8] = [0xA2, 0x62, 0x49, 0x44, 0x18, 44, 0x64] + Array("TEXT".utf8) + [0xA2, 0x61, 0x61, 0x01, 0x61, 0x61, 0x02]
-                    try txn.put(RecordHeader(version: 3, writtenAt: 1, expiresAt: nil).record(with: nestedTwice), forKey: Int64(44).keyBytes, in: database)
+                    let nestedTwice: [UInt8] =
+                        [0xA2, 0x62, 0x49, 0x44, 0x18, 44, 0x64] + Array("TEXT".utf8) + [
+                            0xA2, 0x61, 0x61, 0x01, 0x61, 0x61, 0x02,
+                        ]
+                    try txn.put(
+                        RecordHeader(version: 3, writtenAt: 1, expiresAt: nil).record(with: nestedTwice),
+                        forKey: Int64(44).keyBytes, in: database)
                 }
             }
             let damaged = try hoard("verify", copy)
@@ -301,7 +337,10 @@ struct CLITests {
             #expect(damaged.stdout.contains("Note[41]: the payload is not valid CBOR"), "\(damaged.stdout)")
             #expect(damaged.stdout.contains("Note[42]: the payload has key 'COLOUR'"), "\(damaged.stdout)")
             #expect(damaged.stdout.contains("Note[43]: written with key-set version 9, newer"), "\(damaged.stdout)")
-            #expect(damaged.stdout.contains("Note[44]: the payload is not valid CBOR: CBOR: duplicate map key a at byte offset 11"), "\(damaged.stdout)")
+            #expect(
+                damaged.stdout.contains(
+                    "Note[44]: the payload is not valid CBOR: CBOR: duplicate map key a at byte offset 11"),
+                "\(damaged.stdout)")
             #expect(damaged.stdout.contains("verified 44 records in 1 collection: 6 problems"))
             let json = try jsonObject(try hoard("verify", copy, "--json").stdout)
             let problems = try #require(json["problems"] as? [[String: Any]])
@@ -331,7 +370,9 @@ struct CLITests {
                 var result: [String: [[UInt8]]] = [:]
                 for name in ["c:Note", "c:Tag", "hoard.meta"] {
                     let database = try environment.openDatabase(name)
-                    result[name] = try environment.read { txn in try txn.entries(in: database).flatMap { [$0.key, $0.value] } }
+                    result[name] = try environment.read { txn in
+                        try txn.entries(in: database).flatMap { [$0.key, $0.value] }
+                    }
                 }
                 return result
             }
@@ -367,7 +408,8 @@ struct CLITests {
             let before = try #require((try jsonObject(during.stdout)["collections"] as? [[String: Any]])?.first)
             #expect(before["records"] as? Int == 5)
             #expect(try writer.ask("commit") == "committed")
-            let after = try #require((try jsonObject(try hoard("stat", path, "--json").stdout)["collections"] as? [[String: Any]])?.first)
+            let after = try #require(
+                (try jsonObject(try hoard("stat", path, "--json").stdout)["collections"] as? [[String: Any]])?.first)
             #expect(after["records"] as? Int == 100_005)
             #expect(after["versions"] as? [String: Int] == ["1": 2, "3": 100_003])
             try writer.send("exit")
@@ -383,8 +425,11 @@ struct CLITests {
             let database = try store.environment.openDatabase("c:Contact")
             try store.environment.write { txn in
                 for id in Int64(1)...3 {
-                    let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)]).encode(Contact(id: id, name: "old \(id)"))
-                    try txn.put(RecordHeader(version: 1, writtenAt: 77, expiresAt: 9_999_999_999_999).record(with: payload), forKey: id.keyBytes, in: database)
+                    let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)]).encode(
+                        Contact(id: id, name: "old \(id)"))
+                    try txn.put(
+                        RecordHeader(version: 1, writtenAt: 77, expiresAt: 9_999_999_999_999).record(with: payload),
+                        forKey: id.keyBytes, in: database)
                 }
             }
             try contacts.put(Contact(id: 4, name: "new"))
@@ -400,10 +445,14 @@ struct CLITests {
 
             let run = try hoard("migrate", path)
             #expect(run.status == 0, "\(run.stderr)")
-            #expect(run.stdout.contains("Contact: rewrote 3 records in the current version; 1 already current; 0 left"), "\(run.stdout)")
+            #expect(
+                run.stdout.contains("Contact: rewrote 3 records in the current version; 1 already current; 0 left"),
+                "\(run.stdout)")
             #expect(run.stdout.contains("Note[1]: property 'pinned' is new since version 1"), "\(run.stdout)")
             for id in Int64(1)...3 {
-                #expect(try contacts.header(of: id) == RecordHeader(version: 2, writtenAt: 77, expiresAt: 9_999_999_999_999))
+                #expect(
+                    try contacts.header(of: id) == RecordHeader(version: 2, writtenAt: 77, expiresAt: 9_999_999_999_999)
+                )
                 #expect(try contacts.get(id) == Contact(id: id, name: "old \(id)"))
             }
             #expect(try store.collection(Note.self).header(of: 1)?.version == 1, "left for the app's code")
@@ -411,7 +460,9 @@ struct CLITests {
         }
     }
 
-    @Test("migrate leaves a record whose nested model has other keys in the current version; schema, dump and load carry nested key sets and enum aliases")
+    @Test(
+        "migrate leaves a record whose nested model has other keys in the current version; schema, dump and load carry nested key sets and enum aliases"
+    )
     func migrateNested() throws {
         try withTemporaryDirectory { dir in
             let path = dir + "/store"
@@ -420,34 +471,48 @@ struct CLITests {
             // Version 1 nests Frame's version 1 (key W), version 2 Frame's version 2 (key WIDTH):
             // renaming the outer keys alone would leave W inside a record stamped version 2.
             let database = try store.environment.openDatabase("c:FramedTwice")
-            let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)]).encode(FramedTwice(id: 1, frame: Frame(width: 3)))
+            let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)]).encode(
+                FramedTwice(id: 1, frame: Frame(width: 3)))
             try store.environment.write { txn in
-                try txn.put(RecordHeader(version: 1, writtenAt: 5, expiresAt: nil).record(with: payload), forKey: Int64(1).keyBytes, in: database)
+                try txn.put(
+                    RecordHeader(version: 1, writtenAt: 5, expiresAt: nil).record(with: payload),
+                    forKey: Int64(1).keyBytes, in: database)
             }
             try framed.put(FramedTwice(id: 2, frame: Frame(width: 4)))
             let tickets = try store.collection(Ticket<Priority>.self, named: "tickets")
             try tickets.put(Ticket(id: 1, priority: .high, previous: []))
             // A version 1 ticket stores .high as "URGENT"; version 2 reads only "high".
-            let ticketPayload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)]).encode(Ticket<Priority>(id: 2, priority: .high, previous: [.high]))
+            let ticketPayload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)]).encode(
+                Ticket<Priority>(id: 2, priority: .high, previous: [.high]))
             let ticketDatabase = try store.environment.openDatabase("c:tickets")
             try store.environment.write { txn in
-                try txn.put(RecordHeader(version: 1, writtenAt: 5, expiresAt: nil).record(with: ticketPayload), forKey: Int64(2).keyBytes, in: ticketDatabase)
+                try txn.put(
+                    RecordHeader(version: 1, writtenAt: 5, expiresAt: nil).record(with: ticketPayload),
+                    forKey: Int64(2).keyBytes, in: ticketDatabase)
             }
 
             let run = try hoard("migrate", path)
             #expect(run.status == 0, "\(run.stderr)")
             #expect(run.stdout.contains("rewrote 0 records"), "\(run.stdout)")
-            #expect(run.stdout.contains("FramedTwice[1]: nested Frame at 'frame' has version 1 of its keys here and version 2 in current records"), "\(run.stdout)")
+            #expect(
+                run.stdout.contains(
+                    "FramedTwice[1]: nested Frame at 'frame' has version 1 of its keys here and version 2 in current records"
+                ), "\(run.stdout)")
             #expect(try framed.header(of: 1)?.version == 1)
             #expect(try framed.get(1) == FramedTwice(id: 1, frame: Frame(width: 3)))
-            #expect(run.stdout.contains("tickets[2]: enum Priority at 'previous' writes other raw values in version 1"), "\(run.stdout)")
+            #expect(
+                run.stdout.contains("tickets[2]: enum Priority at 'previous' writes other raw values in version 1"),
+                "\(run.stdout)")
             #expect(try tickets.get(2)?.priority == .high && tickets.get(2)?.previous == [.high])
 
             let schema = try hoard("schema", path, "--json")
-            let nested = try #require(((try JSONSerialization.jsonObject(with: Data(schema.stdout.utf8)) as? [[String: Any]])?.first?["nested"] as? [[String: Any]])?.first)
+            let nested = try #require(
+                ((try JSONSerialization.jsonObject(with: Data(schema.stdout.utf8)) as? [[String: Any]])?.first?[
+                    "nested"] as? [[String: Any]])?.first)
             #expect(nested["path"] as? String == "frame" && nested["type"] as? String == "Frame")
             #expect(nested["used"] as? [String: Int] == ["1": 1, "2": 2])
-            #expect(nested["versions"] as? [String: [String: String]] == ["1": ["width": "W"], "2": ["width": "WIDTH"]])
+            #expect(
+                nested["versions"] as? [String: [String: String]] == ["1": ["width": "W"], "2": ["width": "WIDTH"]])
             #expect(try hoard("schema", path).stdout.contains("nested Frame at frame (v1 → v1, v2 → v2)"))
 
             let dump = try hoard("dump", path)
@@ -458,10 +523,13 @@ struct CLITests {
             #expect(try restored.schema(of: "FramedTwice") == store.schema(of: "FramedTwice"))
             #expect(try restored.schema(of: "tickets") == store.schema(of: "tickets"))
             #expect(try store.schema(of: "tickets")?.enums.isEmpty == false)
-            #expect(try hoard("schema", path, "tickets").stdout.contains("enum Priority at priority (v1: high = URGENT; v2: canonical raw values)"))
+            #expect(
+                try hoard("schema", path, "tickets").stdout.contains(
+                    "enum Priority at priority (v1: high = URGENT; v2: canonical raw values)"))
 
             // A collection line whose versions name one number twice is refused, not trapped on.
-            let twice = #"{"hoard":"dump","format":1}"# + "\n"
+            let twice =
+                #"{"hoard":"dump","format":1}"# + "\n"
                 + #"{"kind":"collection","collection":"x","type":"X","currentVersion":1,"keyKind":"int","versions":{"1":{"a":"A"},"01":{"a":"B"}}}"#
             let refused = try hoard("load", dir + "/twice", input: Array(twice.utf8))
             #expect(refused.status == 1)
@@ -499,15 +567,21 @@ struct CLITests {
         try withTemporaryDirectory { dir in
             let run = try hoard("demo", "--path", dir + "/demo")
             #expect(run.status == 0, "\(run.stderr)")
-            #expect(run.stdout.contains("synchronized with API v2 in one transaction: added [4], updated [2], migrated [1], removed [3]"))
+            #expect(
+                run.stdout.contains(
+                    "synchronized with API v2 in one transaction: added [4], updated [2], migrated [1], removed [3]"))
             #expect(run.stdout.contains("users       DemoUser  4"), "\(run.stdout)")
             #expect(try hoard("verify", dir + "/demo").status == 0)
-            let users = try #require((try jsonObject(try hoard("stat", dir + "/demo", "--json").stdout)["collections"] as? [[String: Any]])?.first)
+            let users = try #require(
+                (try jsonObject(try hoard("stat", dir + "/demo", "--json").stdout)["collections"] as? [[String: Any]])?
+                    .first)
             #expect(users["versions"] as? [String: Int] == ["2": 4])
         }
     }
 
-    @Test("a damaged registry entry is a clear error, for the library and the CLI; whole-store commands serve the other collections")
+    @Test(
+        "a damaged registry entry is a clear error, for the library and the CLI; whole-store commands serve the other collections"
+    )
     func damagedRegistry() throws {
         try withSampleStore { dir, path in
             do {
@@ -527,7 +601,9 @@ struct CLITests {
             // served, and the status says something was skipped.
             let stat = try hoard("stat", path, "--json")
             #expect(stat.status == 1)
-            #expect(stat.stderr.contains("skipped collection Tag: the registry entry of collection Tag is damaged"), "\(stat.stderr)")
+            #expect(
+                stat.stderr.contains("skipped collection Tag: the registry entry of collection Tag is damaged"),
+                "\(stat.stderr)")
             let shown = try #require(try jsonObject(stat.stdout)["collections"] as? [[String: Any]])
             #expect(shown.map { $0["name"] as? String } == ["Note"])
             #expect(shown.first?["records"] as? Int == 5)
@@ -535,7 +611,9 @@ struct CLITests {
             #expect(schemas.status == 1 && schemas.stdout.contains("Note (type"), "\(schemas.stdout)")
             let verify = try hoard("verify", path)
             #expect(verify.status == 1)
-            #expect(verify.stdout.contains("Tag[-]") && verify.stdout.contains("registry entry of collection Tag is damaged"), "\(verify.stdout)")
+            #expect(
+                verify.stdout.contains("Tag[-]")
+                    && verify.stdout.contains("registry entry of collection Tag is damaged"), "\(verify.stdout)")
             #expect(verify.stdout.contains("verified 5 records in 2 collections"), "\(verify.stdout)")
             // A dump is a backup: it refuses rather than leave a collection out, and says what can be done.
             let dump = try hoard("dump", path)
@@ -549,13 +627,18 @@ struct CLITests {
                 let meta = try environment.openDatabase("hoard.meta")
                 let twice = CBORValue.map([
                     .init(.text("current"), .unsigned(1)), .init(.text("type"), .text("Tag")),
-                    .init(.text("versions"), .map([
-                        .init(.text("1"), .map([.init(.text("id"), .text("I"))])), .init(.text("01"), .map([.init(.text("id"), .text("J"))])),
-                    ])),
+                    .init(
+                        .text("versions"),
+                        .map([
+                            .init(.text("1"), .map([.init(.text("id"), .text("I"))])),
+                            .init(.text("01"), .map([.init(.text("id"), .text("J"))])),
+                        ])),
                 ]).encoded()
                 try environment.write { txn in try txn.put(twice, forKey: Array("collection:Tag".utf8), in: meta) }
             }
-            expectHoardError(.corruptRegistry, ["registry entry of collection Tag is damaged", "'01' is not a version number"]) {
+            expectHoardError(
+                .corruptRegistry, ["registry entry of collection Tag is damaged", "'01' is not a version number"]
+            ) {
                 _ = try Store(path: path, options: testOptions).schema(of: "Tag")
             }
             #expect(try hoard("schema", path, "Tag").stderr.contains("'01' is not a version number"))
@@ -566,7 +649,10 @@ struct CLITests {
     func help() throws {
         let root = try hoard("--help")
         #expect(root.status == 0)
-        let commands = ["stat", "schema", "get", "scan", "dump", "load", "verify", "migrate", "purge-expired", "compact", "rm", "demo"]
+        let commands = [
+            "stat", "schema", "get", "scan", "dump", "load", "verify", "migrate", "purge-expired", "compact", "rm",
+            "demo",
+        ]
         for command in commands {
             #expect(root.stdout.contains("  \(command) "), "\(command) missing from help")
             let own = try hoard(command, "--help")
@@ -582,18 +668,23 @@ struct CLITests {
             let original = try readFile(path + "/data.mdb")
             // A fixed seed: which pages make LMDB fault depends on the bytes written over them, and
             // this one is known to hit some (HOARD_TEST_SEED explores others).
-            var generator = SeededGenerator(seed: getenv("HOARD_TEST_SEED") == nil ? 1 : SeededGenerator.seedFromEnvironment())
+            var generator = SeededGenerator(
+                seed: getenv("HOARD_TEST_SEED") == nil ? 1 : SeededGenerator.seedFromEnvironment())
             var reported = 0
             // Overwrite each page in turn (after its 16-byte header) with random bytes.
             for page in 2..<(original.count / 4096) {
                 let copy = dir + "/copy\(page)"
                 try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: false)
                 var bytes = original
-                for index in (page * 4096 + 16)..<((page + 1) * 4096) { bytes[index] = UInt8.random(in: 0...255, using: &generator) }
+                for index in (page * 4096 + 16)..<((page + 1) * 4096) {
+                    bytes[index] = UInt8.random(in: 0...255, using: &generator)
+                }
                 try writeFile(copy + "/data.mdb", bytes)
                 let result = try hoard("verify", copy)
                 #expect([0, 1, 3].contains(result.status), "page \(page): status \(result.status) \(result.stderr)")
-                #expect(!result.stderr.contains("crashed:") && !result.stderr.contains("Fatal error"), "page \(page): \(result.stderr)")
+                #expect(
+                    !result.stderr.contains("crashed:") && !result.stderr.contains("Fatal error"),
+                    "page \(page): \(result.stderr)")
                 #expect(result.stderr.split(separator: "\n").count <= 1, "page \(page): one line, got \(result.stderr)")
                 if result.stderr.contains("structurally damaged") {
                     #expect(result.status == 1)
@@ -611,7 +702,8 @@ struct CLITests {
             // Opened before the command runs, so no reader check of a later open hides a stale slot.
             let store = try Store(path: path, options: .init(durability: .riskStoreOnOSCrash))
             let filler = String(repeating: "x", count: 200)
-            try store.collection(Note.self).put((1...10_000).map { Note(id: $0, text: filler, stars: 1, pinned: false) })
+            try store.collection(Note.self).put(
+                (1...10_000).map { Note(id: $0, text: filler, stars: 1, pinned: false) })
             let dump = try ChildProcess(try builtExecutable("hoard"), ["dump", path])
             // The first line arrives once a 64 KiB buffer is full: the dump is inside its read
             // transaction, and (not read further) it blocks on the full pipe there.

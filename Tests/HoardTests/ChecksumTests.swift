@@ -20,9 +20,12 @@ struct ChecksumTests {
         var rng = SeededGenerator(seed: SeededGenerator.seedFromEnvironment())
         for length in 0..<300 {
             let payload = (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
-            let record = RecordHeader(version: 3, writtenAt: Int64(length), expiresAt: length % 2 == 0 ? nil : 99).record(with: payload)
+            let record = RecordHeader(version: 3, writtenAt: Int64(length), expiresAt: length % 2 == 0 ? nil : 99)
+                .record(with: payload)
             let stored = record[24..<28].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-            #expect(stored == referenceCRC(Array(record[0..<24]) + payload), "payload of \(length) bytes (seed \(rng.seed))")
+            #expect(
+                stored == referenceCRC(Array(record[0..<24]) + payload), "payload of \(length) bytes (seed \(rng.seed))"
+            )
             let parsed = record.withUnsafeBytes { try? RecordHeader.parse($0).0 }
             #expect(parsed?.writtenAt == Int64(length))
         }

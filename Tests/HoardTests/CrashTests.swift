@@ -10,7 +10,8 @@ import Testing
 struct CrashTests {
     func driver(_ directory: String, seed: UInt64) throws -> CrashDriver {
         try CrashDriver(
-            storePath: directory + "/store", workload: builtExecutable("CrashWorkload"), hoard: builtExecutable("hoard"), seed: seed
+            storePath: directory + "/store", workload: builtExecutable("CrashWorkload"),
+            hoard: builtExecutable("hoard"), seed: seed
         )
     }
 
@@ -36,12 +37,15 @@ struct CrashTests {
         }
     }
 
-    @Test("group commit: 16 writer tasks killed 40 times (durable) and 20 times (no-sync); every acknowledged write is there, no write half applied, no failed write stored")
+    @Test(
+        "group commit: 16 writer tasks killed 40 times (durable) and 20 times (no-sync); every acknowledged write is there, no write half applied, no failed write stored"
+    )
     func groupCommit() async throws {
         for durability in [Environment.Durability.durable, .riskStoreOnOSCrash] {
             try await offPoolInTemporaryDirectory { dir in
                 let driver = try ConcurrentCrashDriver(
-                    storePath: dir + "/store", workload: builtExecutable("CrashWorkload"), hoard: builtExecutable("hoard"),
+                    storePath: dir + "/store", workload: builtExecutable("CrashWorkload"),
+                    hoard: builtExecutable("hoard"),
                     seed: SeededGenerator.seedFromEnvironment() &+ 7
                 )
                 driver.durability = durability
@@ -84,7 +88,8 @@ struct CrashTests {
             let driver = try driver(dir, seed: SeededGenerator.seedFromEnvironment() &+ 3)
             driver.mode = .earlyAck
             let report = try driver.run(kills: 100)
-            #expect(!report.violations.isEmpty, "100 kills of an early-acknowledging workload went unnoticed: \(report)")
+            #expect(
+                !report.violations.isEmpty, "100 kills of an early-acknowledging workload went unnoticed: \(report)")
         }
     }
 

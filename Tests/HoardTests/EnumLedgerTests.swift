@@ -28,7 +28,9 @@ struct Ticket<P: VariableEnum & Sendable>: VariablyCodable, Identifiable, Sendab
     var priority: P
     var previous: [P]
     static var keySets: KeySets<Ticket<P>> {
-        KeySets(local: [1: [\.id: "I", \.priority: "P", \.previous: "H"], 2: [\.id: "I", \.priority: "P", \.previous: "H"]])
+        KeySets(local: [
+            1: [\.id: "I", \.priority: "P", \.previous: "H"], 2: [\.id: "I", \.priority: "P", \.previous: "H"],
+        ])
     }
     init(id: Int64, priority: P, previous: [P]) { (self.id, self.priority, self.previous) = (id, priority, previous) }
     init(from container: DecodingContainer<Ticket<P>>) throws {
@@ -64,10 +66,11 @@ struct EnumLedgerTests {
     func recorded() throws {
         try withStore { store, _ in
             _ = try store.collection(Ticket<Priority>.self, named: "tickets")
-            #expect(try store.schema(of: "tickets")?.enums == [
-                StoredEnumAliases(path: "previous", type: "Priority", aliases: [1: ["high": "URGENT"], 2: [:]]),
-                StoredEnumAliases(path: "priority", type: "Priority", aliases: [1: ["high": "URGENT"], 2: [:]]),
-            ])
+            #expect(
+                try store.schema(of: "tickets")?.enums == [
+                    StoredEnumAliases(path: "previous", type: "Priority", aliases: [1: ["high": "URGENT"], 2: [:]]),
+                    StoredEnumAliases(path: "priority", type: "Priority", aliases: [1: ["high": "URGENT"], 2: [:]]),
+                ])
             _ = try store.collection(Queue.self)
             #expect(try store.schema(of: "Queue")?.enums.map(\.path) == ["head.previous", "head.priority"])
             #expect(try store.schema(of: "Queue")?.enums.first?.aliases == [1: ["high": "URGENT"]])
@@ -81,10 +84,19 @@ struct EnumLedgerTests {
         try withStore { store, _ in
             let tickets = try store.collection(Ticket<Priority>.self, named: "tickets")
             try tickets.put(Ticket(id: 1, priority: .high, previous: [.low]))
-            expectHoardError(.keySetChanged, ["EditedPriority at 'previous' in Ticket<EditedPriority>", "local key set 1", "case 'high': raw value 'URGENT' recorded, 'PRESSING' now"]) {
+            expectHoardError(
+                .keySetChanged,
+                [
+                    "EditedPriority at 'previous' in Ticket<EditedPriority>", "local key set 1",
+                    "case 'high': raw value 'URGENT' recorded, 'PRESSING' now",
+                ]
+            ) {
                 _ = try store.collection(Ticket<EditedPriority>.self, named: "tickets")
             }
-            expectHoardError(.keySetChanged, ["LaterPriority at 'previous'", "local key set 2", "case 'low' (raw value 'high') added"]) {
+            expectHoardError(
+                .keySetChanged,
+                ["LaterPriority at 'previous'", "local key set 2", "case 'low' (raw value 'high') added"]
+            ) {
                 _ = try store.collection(Ticket<LaterPriority>.self, named: "tickets")
             }
             #expect(try store.collection(Ticket<Priority>.self, named: "tickets").get(1)?.priority == .high)

@@ -13,12 +13,14 @@ struct ExpiryTests {
     func expiry() throws {
         let clock = ManualClock()
         try withTemporaryDirectory { dir in
-            let store = try Store(path: dir + "/store", options: .init(durability: .riskStoreOnOSCrash, clock: clock.read))
+            let store = try Store(
+                path: dir + "/store", options: .init(durability: .riskStoreOnOSCrash, clock: clock.read))
             let notes = try store.collection(Note.self, timeToLive: .seconds(1))
             try notes.put(Note(id: 1, text: "default ttl", stars: 1, pinned: false))
             try notes.put(Note(id: 2, text: "forever", stars: 1, pinned: false), expiry: .never)
             try notes.put(Note(id: 3, text: "short", stars: 1, pinned: false), expiry: .after(.milliseconds(10)))
-            try notes.put(Note(id: 4, text: "fixed", stars: 1, pinned: false), expiry: .at(Date(timeIntervalSince1970: 1_000.5)))
+            try notes.put(
+                Note(id: 4, text: "fixed", stars: 1, pinned: false), expiry: .at(Date(timeIntervalSince1970: 1_000.5)))
             #expect(try notes.header(of: 1)?.expiresAt == 1_001_000)
             #expect(try notes.header(of: 2)?.expiresAt == nil)
             #expect(try notes.scan().map(\.id) == [1, 2, 3, 4])
@@ -43,7 +45,9 @@ struct ExpiryTests {
         try withStore { store, _ in
             let notes = try store.collection(Note.self)
             try notes.put((1...5).map { Note(id: $0, text: "n\($0)", stars: 1, pinned: false) })
-            try writeRecord(Note(id: 2, text: "bad", stars: 1, pinned: false), version: 3, in: store) { $0[$0.count - 1] ^= 1 }
+            try writeRecord(Note(id: 2, text: "bad", stars: 1, pinned: false), version: 3, in: store) {
+                $0[$0.count - 1] ^= 1
+            }
             try writeRecord(Note(id: 4, text: "future", stars: 1, pinned: false), version: 7, in: store)
             #expect(throws: HoardError.self) { try notes.scan() }
             let result = try notes.scanSkippingDamaged()

@@ -12,10 +12,13 @@ import Testing
 /// commits intact (checked against the crash harness's model), and the next write succeeds.
 @Suite("Faults", .serialized)
 struct FaultTests {
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
 
     func driver(_ directory: String, seed: UInt64) throws -> CrashDriver {
-        try CrashDriver(storePath: directory + "/store", workload: builtExecutable("CrashWorkload"), hoard: builtExecutable("hoard"), seed: seed)
+        try CrashDriver(
+            storePath: directory + "/store", workload: builtExecutable("CrashWorkload"),
+            hoard: builtExecutable("hoard"), seed: seed)
     }
 
     @Test("a full disk: the write fails clearly, the store stays intact, the next write after space is freed succeeds")
@@ -39,15 +42,18 @@ struct FaultTests {
         let candidates: [String] = ["/usr/bin/cc", "/usr/bin/clang", "/usr/bin/gcc"]
         let compiler = candidates.first { path in access(path, X_OK) == 0 }
         let library = directory + "/faultshim.so"
-        let built = try runProcess(try #require(compiler, "no C compiler for the LD_PRELOAD shim"), [
-            "-shared", "-fPIC", "-o", library, Self.packageRoot + "/tools/crash/faultshim.c", "-ldl",
-        ])
+        let built = try runProcess(
+            try #require(compiler, "no C compiler for the LD_PRELOAD shim"),
+            [
+                "-shared", "-fPIC", "-o", library, Self.packageRoot + "/tools/crash/faultshim.c", "-ldl",
+            ])
         #expect(built.status == 0, "\(built.stderr)")
         return library
     }
 
-    @Test("EIO or ENOSPC from LMDB's writes and syncs: the commit fails clearly, earlier commits survive, the next succeeds",
-          arguments: [("pwrite", "EIO"), ("writev", "ENOSPC"), ("fdatasync", "EIO")])
+    @Test(
+        "EIO or ENOSPC from LMDB's writes and syncs: the commit fails clearly, earlier commits survive, the next succeeds",
+        arguments: [("pwrite", "EIO"), ("writev", "ENOSPC"), ("fdatasync", "EIO")])
     func ioFaults(call: String, error: String) async throws {
         try await offPoolInTemporaryDirectory { dir in
             let shim = try buildShim(in: dir)
@@ -55,9 +61,11 @@ struct FaultTests {
             // Three operations committed before the fault: the model check below covers them.
             #expect(try driver.runWorkload(count: 3).status == 0)
             #expect(driver.acknowledged == 3)
-            let faulty = try driver.runWorkload(count: 100, environment: [
-                "LD_PRELOAD": shim, "HOARD_FAULT_CALL": call, "HOARD_FAULT_AT": "4", "HOARD_FAULT_ERRNO": error,
-            ])
+            let faulty = try driver.runWorkload(
+                count: 100,
+                environment: [
+                    "LD_PRELOAD": shim, "HOARD_FAULT_CALL": call, "HOARD_FAULT_AT": "4", "HOARD_FAULT_ERRNO": error,
+                ])
             #expect(faulty.status == 1, "no \(call) fault in 100 operations: \(faulty.stderr)")
             #expect(faulty.stderr.contains("mdb_txn_commit failed"), "\(faulty.stderr)")
             #expect(faulty.stderr.contains(error == "EIO" ? "Input/output error" : "No space left"), "\(faulty.stderr)")
@@ -73,19 +81,25 @@ struct FaultTests {
         try await offPoolInTemporaryDirectory { dir in
             let shim = try buildShim(in: dir)
             try makeSampleStore(dir + "/source")
-            let dump = try runProcess(try builtExecutable("hoard"), ["dump", dir + "/source"], environment: ["NO_COLOR": "1"])
+            let dump = try runProcess(
+                try builtExecutable("hoard"), ["dump", dir + "/source"], environment: ["NO_COLOR": "1"])
             #expect(dump.status == 0, "\(dump.stderr)")
             // `hoard load` into a new path creates the store, then writes the records: the n-th
             // data sync of the process fails, wherever in that sequence it falls.
             for n in 1...6 {
                 let path = dir + "/new-\(n)"
-                let load = try runProcess(try builtExecutable("hoard"), ["load", path], input: Array(dump.stdout.utf8), environment: [
-                    "NO_COLOR": "1", "LD_PRELOAD": shim, "HOARD_FAULT_CALL": "fdatasync", "HOARD_FAULT_AT": "\(n)", "HOARD_FAULT_ERRNO": "EIO",
-                ])
+                let load = try runProcess(
+                    try builtExecutable("hoard"), ["load", path], input: Array(dump.stdout.utf8),
+                    environment: [
+                        "NO_COLOR": "1", "LD_PRELOAD": shim, "HOARD_FAULT_CALL": "fdatasync", "HOARD_FAULT_AT": "\(n)",
+                        "HOARD_FAULT_ERRNO": "EIO",
+                    ])
                 // Whatever failed, what is there opens: nothing, an empty store or the whole load.
                 let store = try Store(path: path, options: testOptions)
                 let notes = try store.collection(Note.self).count()
-                #expect(notes == (load.status == 0 ? 5 : 0), "sync \(n): status \(load.status), \(notes) notes; \(load.stderr)")
+                #expect(
+                    notes == (load.status == 0 ? 5 : 0),
+                    "sync \(n): status \(load.status), \(notes) notes; \(load.stderr)")
             }
         }
     }
@@ -97,30 +111,41 @@ struct FaultTests {
             try makeSampleStore(dir + "/store")
             // The copy's first write fails (a small store is copied in one). Under its final name
             // even an empty file would open as an empty store: a backup that looks whole.
-            let failed = try runProcess(try builtExecutable("hoard"), ["compact", dir + "/store", dir + "/copy"], environment: [
-                "NO_COLOR": "1", "LD_PRELOAD": shim, "HOARD_FAULT_CALL": "write", "HOARD_FAULT_AT": "1", "HOARD_FAULT_ERRNO": "ENOSPC",
-            ])
+            let failed = try runProcess(
+                try builtExecutable("hoard"), ["compact", dir + "/store", dir + "/copy"],
+                environment: [
+                    "NO_COLOR": "1", "LD_PRELOAD": shim, "HOARD_FAULT_CALL": "write", "HOARD_FAULT_AT": "1",
+                    "HOARD_FAULT_ERRNO": "ENOSPC",
+                ])
             #expect(failed.status != 0)
             #expect(failed.stderr.contains("No space left"), "\(failed.stderr)")
             #expect(access(dir + "/copy/data.mdb", F_OK) != 0, "a partial copy was left under the store's name")
             #expect(access(dir + "/copy/data.mdb.partial", F_OK) != 0)
             // Space again: the copy is whole and reads.
-            let copied = try runProcess(try builtExecutable("hoard"), ["compact", dir + "/store", dir + "/copy"], environment: ["NO_COLOR": "1"])
+            let copied = try runProcess(
+                try builtExecutable("hoard"), ["compact", dir + "/store", dir + "/copy"], environment: ["NO_COLOR": "1"]
+            )
             #expect(copied.status == 0, "\(copied.stderr)")
-            #expect(try runProcess(try builtExecutable("hoard"), ["verify", dir + "/copy"], environment: ["NO_COLOR": "1"]).status == 0)
+            #expect(
+                try runProcess(try builtExecutable("hoard"), ["verify", dir + "/copy"], environment: ["NO_COLOR": "1"])
+                    .status == 0)
         }
     }
 
     @Test("the map cap: a clear error, committed data readable, writes succeed again once records are deleted")
     func mapCap() async throws {
         try await offPoolInTemporaryDirectory { dir in
-            let store = try Store(path: dir + "/store", options: .init(durability: .riskStoreOnOSCrash, maxMapSize: 1 << 20))
+            let store = try Store(
+                path: dir + "/store", options: .init(durability: .riskStoreOnOSCrash, maxMapSize: 1 << 20))
             let items = try store.collection(Item.self)
             var stored = 0
             var failure: (any Error)?
             while failure == nil && stored < 100_000 {
                 do {
-                    try items.put((stored..<stored + 500).map { Item(id: Int64($0), name: String(repeating: "x", count: 100), value: $0) })
+                    try items.put(
+                        (stored..<stored + 500).map {
+                            Item(id: Int64($0), name: String(repeating: "x", count: 100), value: $0)
+                        })
                     stored += 500
                 } catch {
                     failure = error
@@ -213,7 +238,8 @@ struct FaultTests {
             let path = dir + "/store"
             do {
                 let store = try Store(path: path, options: .init(durability: .riskStoreOnOSCrash))
-                try store.collection(Item.self).put((1...50).map { Item(id: $0, name: "item-\($0)-marker", value: Int($0)) })
+                try store.collection(Item.self).put(
+                    (1...50).map { Item(id: $0, name: "item-\($0)-marker", value: Int($0)) })
             }
             let file = path + "/data.mdb"
             let bytes = try readFile(file)
@@ -225,11 +251,14 @@ struct FaultTests {
             #expect(throws: HoardError.self) { try items.get(17) }
             let scan = try items.scanSkippingDamaged()
             #expect(scan.models.count == 49)
-            #expect(scan.damaged.map(\.kind) == [.corruptRecord] && scan.damaged.first?.key?.id(as: Int64.self) == 17, "\(scan.damaged)")
+            #expect(
+                scan.damaged.map(\.kind) == [.corruptRecord] && scan.damaged.first?.key?.id(as: Int64.self) == 17,
+                "\(scan.damaged)")
             let verify = try runProcess(try builtExecutable("hoard"), ["verify", path])
             #expect(verify.status == 1 && verify.stdout.contains("Item[17]: checksum mismatch"), "\(verify.stdout)")
 
-            let result = try items.synchronize(with: (1...50).map { Item(id: $0, name: "item-\($0)-marker", value: Int($0)) })
+            let result = try items.synchronize(
+                with: (1...50).map { Item(id: $0, name: "item-\($0)-marker", value: Int($0)) })
             #expect(result.replaced.map { $0.key?.id(as: Int64.self) } == [17], "\(result.replaced)")
             if case .corruptRecord(let collection, _, let reason)? = result.replaced.first {
                 #expect(collection == "Item" && reason.contains("checksum mismatch"), "\(reason)")

@@ -14,7 +14,9 @@ struct ProbeOwner: VariablyCodable, Equatable, Sendable {
     static let keySets = KeySets<ProbeOwner>(local: [1: [\.handle: "H"]])
     init(handle: String) { self.handle = handle }
     init(from container: DecodingContainer<ProbeOwner>) throws { handle = try container.decodeValue(for: \.handle) }
-    func encode(to container: inout EncodingContainer<ProbeOwner>) throws { try container.encodeValue(handle, for: \.handle) }
+    func encode(to container: inout EncodingContainer<ProbeOwner>) throws {
+        try container.encodeValue(handle, for: \.handle)
+    }
 }
 
 /// A model with a property of every kind the decoding container treats differently: primitives
@@ -40,16 +42,25 @@ struct Probe: VariablyCodable, Identifiable, Equatable, Sendable {
     var owner: ProbeOwner
 
     static let keySets = KeySets<Probe>(
-        local: [1: [
-            \.id: "i", \.name: "n", \.score: "s", \.ratio: "r", \.count: "c", \.small: "m", \.big: "b",
-            \.flag: "f", \.nickname: "nick", \.level: "lvl", \.tags: "tags", \.size: "size", \.seen: "seen", \.owner: "o",
-        ]]
+        local: [
+            1: [
+                \.id: "i", \.name: "n", \.score: "s", \.ratio: "r", \.count: "c", \.small: "m", \.big: "b",
+                \.flag: "f", \.nickname: "nick", \.level: "lvl", \.tags: "tags", \.size: "size", \.seen: "seen",
+                \.owner: "o",
+            ]
+        ]
     )
 
-    init(id: Int64, name: String, score: Double, ratio: Float, count: Int, small: Int32, big: UInt64, flag: Bool,
-         nickname: String?, level: Int, tags: [String], size: Size, seen: Date?, owner: ProbeOwner) {
-        (self.id, self.name, self.score, self.ratio, self.count, self.small, self.big, self.flag) = (id, name, score, ratio, count, small, big, flag)
-        (self.nickname, self.level, self.tags, self.size, self.seen, self.owner) = (nickname, level, tags, size, seen, owner)
+    init(
+        id: Int64, name: String, score: Double, ratio: Float, count: Int, small: Int32, big: UInt64, flag: Bool,
+        nickname: String?, level: Int, tags: [String], size: Size, seen: Date?, owner: ProbeOwner
+    ) {
+        (self.id, self.name, self.score, self.ratio, self.count, self.small, self.big, self.flag) = (
+            id, name, score, ratio, count, small, big, flag
+        )
+        (self.nickname, self.level, self.tags, self.size, self.seen, self.owner) = (
+            nickname, level, tags, size, seen, owner
+        )
     }
 
     init(from container: DecodingContainer<Probe>) throws {
@@ -142,7 +153,10 @@ struct FieldPathTests {
             var agreedFailures = 0
             for round in 0..<400 {
                 let model = Probe.random(id: Int64(round), using: &rng)
-                guard case .map(var entries) = try CBORValue(decoding: withKeySet(.currentLocal) { try CBOREncoder().encode(model) }) else {
+                guard
+                    case .map(var entries) = try CBORValue(
+                        decoding: withKeySet(.currentLocal) { try CBOREncoder().encode(model) })
+                else {
                     Issue.record("not a map")
                     return
                 }
@@ -153,14 +167,18 @@ struct FieldPathTests {
                     case 0: entries.remove(at: index)
                     case 1: entries[index].value = .null
                     case 2: entries[index].value = .text("wrong")
-                    case 3: entries[index].value = .unsigned(rng.next() % 1000)  // right for integers, widened for floats
-                    case 4: entries.append(CBORValue.Entry(.text(["extra", "n", "lvl"][Int(rng.next() % 3)]), .bool(true)))
+                    case 3:
+                        // Right for integers, widened for floats.
+                        entries[index].value = .unsigned(rng.next() % 1000)
+                    case 4:
+                        entries.append(CBORValue.Entry(.text(["extra", "n", "lvl"][Int(rng.next() % 3)]), .bool(true)))
                     default: entries[index].value = .float(0.5)
                     }
                 }
                 if round % 2 == 0 {
                     var seenKeys = Set<CBORValue>()
-                    entries = entries.filter { seenKeys.insert($0.key).inserted }  // most rounds without a duplicate key
+                    // Most rounds without a duplicate key.
+                    entries = entries.filter { seenKeys.insert($0.key).inserted }
                 }
                 let payload = CBORValue.map(entries).encoded()
                 let record = RecordHeader(version: 1, writtenAt: 1, expiresAt: nil).record(with: payload)
@@ -190,7 +208,8 @@ struct FieldPathTests {
             let models = (0..<300).map { Probe.random(id: Int64($0) - 150, using: &rng) }
             try probes.put(models)
             for model in models {
-                let record = try #require(try store.environment.read { txn in try txn.value(forKey: model.id.keyBytes, in: database) })
+                let record = try #require(
+                    try store.environment.read { txn in try txn.value(forKey: model.id.keyBytes, in: database) })
                 let expected = try withKeySet(.currentLocal) { try CBOREncoder(deterministic: true).encode(model) }
                 #expect(Array(record.dropFirst(RecordHeader.size)) == expected, "seed \(seed), model \(model.id)")
                 #expect(try probes.get(model.id) == model, "seed \(seed), model \(model.id)")

@@ -32,7 +32,9 @@ struct FixtureTests {
                 }
                 let db = try store.environment.openDatabase("c:Note")
                 try store.environment.write { txn in try txn.put(bytes, forKey: fixture.id.keyBytes, in: db) }
-                let expected = Note(id: fixture.expected.id, text: fixture.expected.text, stars: fixture.expected.stars, pinned: fixture.expected.pinned)
+                let expected = Note(
+                    id: fixture.expected.id, text: fixture.expected.text, stars: fixture.expected.stars,
+                    pinned: fixture.expected.pinned)
                 #expect(try notes.get(fixture.id) == expected, "version \(fixture.version), id \(fixture.id)")
                 #expect(try notes.header(of: fixture.id)?.version == fixture.version)
                 #expect(try notes.header(of: fixture.id)?.writtenAt == 1_600_000_000_000 + Int64(fixture.version))

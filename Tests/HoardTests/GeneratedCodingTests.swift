@@ -26,18 +26,25 @@ struct Plain: Identifiable, Equatable, Sendable {
     var level: Int = 1
 
     static let keySets = KeySets<Plain>(local: [
-        1: [\.id: "ID", \.name: "NAME", \.score: "SCORE", \.ratio: "RATIO", \.count: "COUNT", \.small: "SMALL",
-            \.big: "BIG", \.flag: "FLAG", \.nickname: "NICKNAME_OF_USER"],
-        2: [\.id: "ID", \.name: "NAME", \.score: "SCORE", \.ratio: "RATIO", \.count: "COUNT", \.small: "SMALL",
-            \.flag: "FLAG", \.nickname: "THE_NICKNAME_OF_THE_USER_IF_ANY", \.level: "LEVEL"],
-        3: [\.id: "i", \.name: "n", \.score: "s", \.ratio: "r", \.count: "c", \.small: "m", \.big: "b",
-            \.flag: "f", \.nickname: "nick", \.level: "lvl"],
+        1: [
+            \.id: "ID", \.name: "NAME", \.score: "SCORE", \.ratio: "RATIO", \.count: "COUNT", \.small: "SMALL",
+            \.big: "BIG", \.flag: "FLAG", \.nickname: "NICKNAME_OF_USER",
+        ],
+        2: [
+            \.id: "ID", \.name: "NAME", \.score: "SCORE", \.ratio: "RATIO", \.count: "COUNT", \.small: "SMALL",
+            \.flag: "FLAG", \.nickname: "THE_NICKNAME_OF_THE_USER_IF_ANY", \.level: "LEVEL",
+        ],
+        3: [
+            \.id: "i", \.name: "n", \.score: "s", \.ratio: "r", \.count: "c", \.small: "m", \.big: "b",
+            \.flag: "f", \.nickname: "nick", \.level: "lvl",
+        ],
     ])
 
     static func random(id: Int64, using rng: inout SeededGenerator) -> Plain {
         Plain(
             id: id, name: ["", "a", "Ada Lovelace", "名前", String(repeating: "x", count: 40)][Int(rng.next() % 5)],
-            score: [0, -1.5, 1e300, 0.1, .infinity][Int(rng.next() % 5)], ratio: [0, 2.5, -0.125, 1e-3][Int(rng.next() % 4)],
+            score: [0, -1.5, 1e300, 0.1, .infinity][Int(rng.next() % 5)],
+            ratio: [0, 2.5, -0.125, 1e-3][Int(rng.next() % 4)],
             count: Int(Int64(bitPattern: rng.next())), small: Int32(truncatingIfNeeded: rng.next()),
             big: rng.next() % 3 == 0 ? nil : rng.next() >> (rng.next() % 64), flag: rng.next() % 2 == 0,
             nickname: rng.next() % 2 == 0 ? nil : "nick\(rng.next() % 100)", level: Int(rng.next() % 10) - 5
@@ -79,11 +86,14 @@ struct GeneratedCodingTests {
     func scanned(_ payload: [UInt8], version: Int) throws -> Plain? {
         let layout = try #require(try Plain.keySets.fieldLayout(for: .local(version)))
         let names = layout.keyNames
-        let table = try #require(CBORPropertyTable(layout.fields(of: Plain.scannedProperties).map { $0.map { names[$0] } }))
+        let table = try #require(
+            CBORPropertyTable(layout.fields(of: Plain.scannedProperties).map { $0.map { names[$0] } }))
         // The scanner holds the table unowned: keep it alive until the scan is over.
         return withExtendedLifetime(table) {
             payload.withUnsafeBytes { bytes -> Plain? in
-                guard var scanner = CBORFieldScanner(bytes, table: table), let model = try? Plain.scan(&scanner), scanner.isComplete else { return nil }
+                guard var scanner = CBORFieldScanner(bytes, table: table), let model = try? Plain.scan(&scanner),
+                    scanner.isComplete
+                else { return nil }
                 return model
             }
         }
@@ -91,7 +101,10 @@ struct GeneratedCodingTests {
 
     @Test("the macro wrote scanning for plain models only")
     func generated() {
-        #expect(Plain.scannedProperties == [\Plain.id, \.name, \.score, \.ratio, \.count, \.small, \.big, \.flag, \.nickname, \.level])
+        #expect(
+            Plain.scannedProperties == [
+                \Plain.id, \.name, \.score, \.ratio, \.count, \.small, \.big, \.flag, \.nickname, \.level,
+            ])
         #expect(Plain.emittedProperties == Plain.scannedProperties)
         #expect(Tagged.scannedProperties.isEmpty && Tagged.emittedProperties.isEmpty)
     }
@@ -106,11 +119,14 @@ struct GeneratedCodingTests {
             let models = (0..<300).map { Plain.random(id: Int64($0) - 150, using: &rng) }
             try plains.put(models)
             for model in models {
-                let record = try #require(try store.environment.read { txn in try txn.value(forKey: model.id.keyBytes, in: database) })
+                let record = try #require(
+                    try store.environment.read { txn in try txn.value(forKey: model.id.keyBytes, in: database) })
                 let payload = Array(record.dropFirst(RecordHeader.size))
                 let expected = try withKeySet(.currentLocal) { try CBOREncoder(deterministic: true).encode(model) }
                 #expect(payload == expected, "seed \(seed), model \(model.id)")
-                #expect(try scanned(payload, version: 3) == model, "seed \(seed): generated code declined a payload it wrote")
+                #expect(
+                    try scanned(payload, version: 3) == model,
+                    "seed \(seed): generated code declined a payload it wrote")
                 #expect(try plains.get(model.id) == model, "seed \(seed), model \(model.id)")
             }
         }
@@ -127,16 +143,22 @@ struct GeneratedCodingTests {
             for round in 0..<1_500 {
                 let version = 1 + round % 3
                 let model = Plain.random(id: Int64(round), using: &rng)
-                var payload = try withKeySet(.local(version)) { try CBOREncoder(deterministic: round % 2 == 0).encode(model) }
+                var payload = try withKeySet(.local(version)) {
+                    try CBOREncoder(deterministic: round % 2 == 0).encode(model)
+                }
                 // Entry-level changes (missing keys, nulls, other types, unknown or repeated keys),
                 // then byte-level ones (flips, cuts, insertions); none at all in some rounds.
                 if round % 5 != 0, case .map(var entries) = try CBORValue(decoding: payload) {
                     for _ in 0..<Int(rng.next() % 3) where !entries.isEmpty {
                         let index = Int(rng.next() % UInt64(entries.count))
                         // Integers at the edges of every integer type, and at random.
-                        let edges: [UInt64] = [0, 1, UInt64(Int32.max) - 1, UInt64(Int32.max), UInt64(Int32.max) + 1,
-                                               UInt64(Int64.max) - 1, UInt64(Int64.max), UInt64(Int64.max) + 1, .max]
-                        let integer = rng.next() % 2 == 0 ? edges[Int(rng.next() % UInt64(edges.count))] : rng.next() >> (rng.next() % 64)
+                        let edges: [UInt64] = [
+                            0, 1, UInt64(Int32.max) - 1, UInt64(Int32.max), UInt64(Int32.max) + 1,
+                            UInt64(Int64.max) - 1, UInt64(Int64.max), UInt64(Int64.max) + 1, .max,
+                        ]
+                        let integer =
+                            rng.next() % 2 == 0
+                            ? edges[Int(rng.next() % UInt64(edges.count))] : rng.next() >> (rng.next() % 64)
                         switch rng.next() % 10 {
                         case 0: entries.remove(at: index)
                         case 1: entries[index].value = .null
@@ -147,7 +169,9 @@ struct GeneratedCodingTests {
                         case 8: entries[index].value = .bool(rng.next() % 2 == 0)
                         case 6: entries[index].value = .float([0.5, 1e40, -0.0, .nan, 3][Int(rng.next() % 5)])
                         case 7: entries.append(entries[index])
-                        default: entries.append(CBORValue.Entry(.text(["extra", "NAME", "n"][Int(rng.next() % 3)]), .bool(true)))
+                        default:
+                            entries.append(
+                                CBORValue.Entry(.text(["extra", "NAME", "n"][Int(rng.next() % 3)]), .bool(true)))
                         }
                     }
                     payload = CBORValue.map(entries).encoded()
@@ -167,7 +191,9 @@ struct GeneratedCodingTests {
                 let expected = reference(payload, version: version)
                 let fast = try scanned(payload, version: version)
                 if let fast {
-                    #expect(same(fast, expected), "seed \(seed), round \(round): generated code read what the ordinary path reads otherwise")
+                    #expect(
+                        same(fast, expected),
+                        "seed \(seed), round \(round): generated code read what the ordinary path reads otherwise")
                     accepted += 1
                 }
                 if expected == nil { refused += 1 }
@@ -202,10 +228,15 @@ struct GeneratedCodingTests {
 
     @Test("numbers at the edges of every property type: read as the ordinary path reads them, or declined")
     func edges() throws {
-        let integers: [UInt64] = [0, 1, 23, 24, 255, 256, UInt64(Int32.max) - 1, UInt64(Int32.max), UInt64(Int32.max) + 1,
-                                  1 << 53, (1 << 53) + 1, UInt64(Int64.max) - 1, UInt64(Int64.max), UInt64(Int64.max) + 1, .max]
+        let integers: [UInt64] = [
+            0, 1, 23, 24, 255, 256, UInt64(Int32.max) - 1, UInt64(Int32.max), UInt64(Int32.max) + 1,
+            1 << 53, (1 << 53) + 1, UInt64(Int64.max) - 1, UInt64(Int64.max), UInt64(Int64.max) + 1, .max,
+        ]
         var values = integers.flatMap { [CBORValue.unsigned($0), .negative($0)] }
-        values += [.float(1e40), .float(-0.0), .float(.infinity), .float(0.1), .float(16_777_217), .bool(false), .null, .undefined]
+        values += [
+            .float(1e40), .float(-0.0), .float(.infinity), .float(0.1), .float(16_777_217), .bool(false), .null,
+            .undefined,
+        ]
         var (accepted, refused) = (0, 0)
         for key in ["i", "s", "r", "c", "m", "b", "f", "nick", "lvl"] {
             for value in values {
@@ -221,7 +252,9 @@ struct GeneratedCodingTests {
         #expect(accepted > 100 && refused > 100, "\(accepted) accepted, \(refused) refused")
     }
 
-    func entries(extra: (String, CBORValue)? = nil, replacing key: String? = nil, with value: CBORValue = .null) -> [CBORValue.Entry] {
+    func entries(
+        extra: (String, CBORValue)? = nil, replacing key: String? = nil, with value: CBORValue = .null
+    ) -> [CBORValue.Entry] {
         var entries: [CBORValue.Entry] = [
             .init(.text("i"), .unsigned(7)), .init(.text("n"), .text("Ada")), .init(.text("s"), .float(1.5)),
             .init(.text("r"), .float(0.5)), .init(.text("c"), .unsigned(1)), .init(.text("m"), .unsigned(2)),
@@ -237,7 +270,10 @@ struct GeneratedCodingTests {
     func chunkedName() -> [UInt8] {
         let rest = CBORValue.map(entries().filter { $0.key != .text("n") }).encoded()
         // Map head + 1 entry: the rest's entries follow its own head (one byte: fewer than 24).
-        return [0xA0 | ((rest[0] & 0x1F) + 1), 0x61, UInt8(ascii: "n"), 0x7F, 0x61, UInt8(ascii: "A"), 0x62, UInt8(ascii: "d"), UInt8(ascii: "a"), 0xFF]
+        return [
+            0xA0 | ((rest[0] & 0x1F) + 1), 0x61, UInt8(ascii: "n"), 0x7F, 0x61, UInt8(ascii: "A"), 0x62,
+            UInt8(ascii: "d"), UInt8(ascii: "a"), 0xFF,
+        ]
             + rest.dropFirst()
     }
 
@@ -249,7 +285,8 @@ struct GeneratedCodingTests {
                 try collection.put(Unkeyed(id: 1, cached: 5))
             } throws: { error in
                 guard case HoardError.encoding(_, _, let underlying) = error,
-                      case VariableCodingError.propertyWithoutKey(_, _, let property) = underlying else { return false }
+                    case VariableCodingError.propertyWithoutKey(_, _, let property) = underlying
+                else { return false }
                 return property == "cached"
             }
             #expect(try collection.count() == 0)
@@ -266,6 +303,8 @@ struct GeneratedCodingTests {
         }
         // The initial value is the default of a missing key; an optional's missing key is nil.
         let payload = CBORValue.map([.init(.text("id"), .text("c")), .init(.text("tags"), .array([]))]).encoded()
-        #expect(try withKeySet(.local(1)) { try CBORDecoder().decode(Tagged.self, from: payload) } == Tagged(id: "c", tags: [], note: nil))
+        #expect(
+            try withKeySet(.local(1)) { try CBORDecoder().decode(Tagged.self, from: payload) }
+                == Tagged(id: "c", tags: [], note: nil))
     }
 }

@@ -23,7 +23,9 @@ final class WriterLockHolder {
 
     func release() throws {
         try probe.send("release")
-        guard try probe.readLine() == "released" else { throw TestSupportError("the probe did not release the writer lock") }
+        guard try probe.readLine() == "released" else {
+            throw TestSupportError("the probe did not release the writer lock")
+        }
         try probe.send("exit")
         _ = probe.wait()
     }
@@ -37,7 +39,9 @@ func waitUntilQueued(_ count: Int, in store: Store) async {
 
 @Suite("Group commit")
 struct GroupCommitTests {
-    @Test("writes queued behind the writer lock go into one commit; a failing write is undone alone and its caller alone gets the error")
+    @Test(
+        "writes queued behind the writer lock go into one commit; a failing write is undone alone and its caller alone gets the error"
+    )
     func oneCommitFailuresApart() async throws {
         try await withTemporaryDirectory { dir in
             let path = dir + "/store"
@@ -84,7 +88,9 @@ struct GroupCommitTests {
             #expect(try tags.count() == 0)
             let statistics = store.writeStatistics
             #expect(statistics.commits == 1, "\(statistics)")
-            #expect(statistics.writes == 18 && statistics.failedWrites == 2 && statistics.largestBatch == 20, "\(statistics)")
+            #expect(
+                statistics.writes == 18 && statistics.failedWrites == 2 && statistics.largestBatch == 20,
+                "\(statistics)")
             #expect(statistics.queued == 0)
         }
     }
@@ -100,7 +106,9 @@ struct GroupCommitTests {
                         for step in 0..<40 {
                             try await notes.put(Note(id: Int64(task), text: "step \(step)", stars: 0, pinned: false))
                             let seen = try notes.get(Int64(task))?.text
-                            guard seen == "step \(step)" else { throw TestSupportError("task \(task) step \(step) read \(String(describing: seen))") }
+                            guard seen == "step \(step)" else {
+                                throw TestSupportError("task \(task) step \(step) read \(String(describing: seen))")
+                            }
                         }
                     }
                 }
@@ -131,7 +139,10 @@ struct GroupCommitTests {
         try await withTemporaryDirectory { dir in
             let path = dir + "/store"
             // Written synchronously, and the store let go, before it is opened read-only (one open per file).
-            func create() throws { try Store(path: path, options: testOptions).collection(Note.self).put(Note(id: 1, text: "one", stars: 1, pinned: false)) }
+            func create() throws {
+                try Store(path: path, options: testOptions).collection(Note.self).put(
+                    Note(id: 1, text: "one", stars: 1, pinned: false))
+            }
             try create()
             var readOnly = testOptions
             readOnly.readOnly = true

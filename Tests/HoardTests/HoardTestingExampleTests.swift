@@ -27,7 +27,9 @@ struct HoardTestingTests {
             path = store.path
             let users = try store.collection(User.self)
             try users.put([User(id: 1, name: "ada"), User(id: 2, name: "grace"), User(id: 3, name: "alan")])
-            let difference = try users.difference(from: [User(id: 1, name: "ada"), User(id: 2, name: "GRACE"), User(id: 4, name: "edsger")])
+            let difference = try users.difference(from: [
+                User(id: 1, name: "ada"), User(id: 2, name: "GRACE"), User(id: 4, name: "edsger"),
+            ])
             #expect(difference == ContentsDifference(missing: [4], unexpected: [3], different: [2]))
         }
         #expect(!path.isEmpty && !FileManager.default.fileExists(atPath: path))

@@ -15,7 +15,8 @@ struct InteropTests {
     }
 
     static var script: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
             .appendingPathComponent("tools/interop/read_store.py").path
     }
 
@@ -23,7 +24,10 @@ struct InteropTests {
     func pythonReadsTheStore() throws {
         try withTemporaryDirectory { dir in
             let path = dir + "/store"
-            let notes = [Note(id: -5, text: "minus", stars: 4, pinned: true), Note(id: 12, text: "Grüße 水", stars: 0, pinned: false)]
+            let notes = [
+                Note(id: -5, text: "minus", stars: 4, pinned: true),
+                Note(id: 12, text: "Grüße 水", stars: 0, pinned: false),
+            ]
             let tags = [Tag(id: "", uses: 1), Tag(id: "swift", uses: 9)]
             do {
                 let store = try Store(path: path, options: testOptions)
@@ -33,18 +37,25 @@ struct InteropTests {
                 // A nested model whose key changed between versions: one record of each version.
                 let framed = try store.collection(FramedTwice.self)
                 try framed.put(FramedTwice(id: 2, frame: Frame(width: 20)))
-                let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)]).encode(FramedTwice(id: 1, frame: Frame(width: 10)))
+                let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)]).encode(
+                    FramedTwice(id: 1, frame: Frame(width: 10)))
                 let database = try store.environment.openDatabase("c:FramedTwice")
                 try store.environment.write { txn in
-                    try txn.put(RecordHeader(version: 1, writtenAt: 7, expiresAt: nil).record(with: payload), forKey: Int64(1).keyBytes, in: database)
+                    try txn.put(
+                        RecordHeader(version: 1, writtenAt: 7, expiresAt: nil).record(with: payload),
+                        forKey: Int64(1).keyBytes, in: database)
                 }
             }
             let child = try ChildProcess(Self.python, [Self.script, path])
             var lines: [[String: Any]] = []
             while let line = try child.readLine() {
-                lines.append(try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not JSON: \(line)"))
+                lines.append(
+                    try #require(
+                        try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not JSON: \(line)"))
             }
-            #expect(child.wait() == 0, "read_store.py failed (is \(Self.python) set up with lmdb and cbor2? tools/test.sh does it)")
+            #expect(
+                child.wait() == 0,
+                "read_store.py failed (is \(Self.python) set up with lmdb and cbor2? tools/test.sh does it)")
             #expect(lines.first?["format"] as? Int == 1)
 
             let registry = lines.filter { $0["registry"] as? String == "Note" }.first?["entry"] as? [String: Any]
@@ -59,7 +70,8 @@ struct InteropTests {
             // The nested model's fields, named through the registry's `nested` entry alone.
             for (id, version, width) in [(Int64(1), 1, 10), (Int64(2), 2, 20)] {
                 let key = id.keyBytes.map { String(format: "%02x", $0) }.joined()
-                let record = try #require(records.first { $0["collection"] as? String == "FramedTwice" && $0["key"] as? String == key })
+                let record = try #require(
+                    records.first { $0["collection"] as? String == "FramedTwice" && $0["key"] as? String == key })
                 #expect(record["version"] as? Int == version)
                 let named = try #require(record["named"] as? [String: Any])
                 #expect(named["id"] as? Int == Int(id) && named["frame.width"] as? Int == width, "\(named)")
@@ -67,7 +79,10 @@ struct InteropTests {
             let note = try #require(records.first { $0["collection"] as? String == "Note" }?["named"] as? [String: Any])
             #expect(Set(note.keys) == ["id", "text", "stars", "pinned"])
             for note in notes {
-                let record = try #require(records.first { $0["key"] as? String == note.id.keyBytes.map { String(format: "%02x", $0) }.joined() })
+                let record = try #require(
+                    records.first {
+                        $0["key"] as? String == note.id.keyBytes.map { String(format: "%02x", $0) }.joined()
+                    })
                 #expect(record["collection"] as? String == "Note")
                 #expect(record["version"] as? Int == 3)
                 #expect(record["written"] as? Int == 1_700_000_000_000)

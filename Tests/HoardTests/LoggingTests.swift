@@ -37,15 +37,25 @@ struct LoggingTests {
             let store = try Store(path: dir + "/store", options: .init(durability: .riskStoreOnOSCrash, logger: logger))
             let notes = try store.collection(Note.self)
             try notes.put(Note(id: 1, text: "a", stars: 1, pinned: false))
-            try writeRecord(Note(id: 2, text: "b", stars: 1, pinned: false), version: 3, in: store) { $0[$0.count - 1] ^= 1 }
+            try writeRecord(Note(id: 2, text: "b", stars: 1, pinned: false), version: 3, in: store) {
+                $0[$0.count - 1] ^= 1
+            }
             _ = try notes.scanSkippingDamaged()
             try writeRecord(Note(id: 3, text: "c", stars: 1, pinned: false), version: 1, in: store)
             try notes.migrate()
         }
         let all = entries.all
         #expect(all.contains { $0.level == .info && $0.message == "opened store" && $0.metadata["created"] == "true" })
-        #expect(all.contains { $0.level == .notice && $0.message == "recorded key sets" && $0.metadata["collection"] == "Note" })
-        #expect(all.contains { $0.level == .warning && $0.message == "skipped a damaged record" && "\($0.metadata["error"] ?? "")".contains("Note[2]") })
-        #expect(all.contains { $0.level == .info && $0.message == "migrated collection" && $0.metadata["migrated"] == "1" })
+        #expect(
+            all.contains {
+                $0.level == .notice && $0.message == "recorded key sets" && $0.metadata["collection"] == "Note"
+            })
+        #expect(
+            all.contains {
+                $0.level == .warning && $0.message == "skipped a damaged record"
+                    && "\($0.metadata["error"] ?? "")".contains("Note[2]")
+            })
+        #expect(
+            all.contains { $0.level == .info && $0.message == "migrated collection" && $0.metadata["migrated"] == "1" })
     }
 }

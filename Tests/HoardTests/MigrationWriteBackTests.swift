@@ -86,8 +86,11 @@ struct MigrationWriteBackTests {
             try store.environment.write { txn in
                 for note in all {
                     let version = note.id % 3 == 0 ? 3 : Int(note.id % 2) + 1  // a mix of versions 1, 2, 3
-                    let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(version)]).encode(note)
-                    try txn.put(RecordHeader(version: version, writtenAt: 7, expiresAt: nil).record(with: payload), forKey: note.id.keyBytes, in: db)
+                    let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(version)])
+                        .encode(note)
+                    try txn.put(
+                        RecordHeader(version: version, writtenAt: 7, expiresAt: nil).record(with: payload),
+                        forKey: note.id.keyBytes, in: db)
                 }
             }
             try writeRecord(Note(id: 3_000, text: "future", stars: 1, pinned: false), version: 9, in: store)
@@ -106,7 +109,9 @@ struct MigrationWriteBackTests {
             #expect(second.failed == 1)  // the record from version 9 is left alone
             for note in all {
                 #expect(try notes.header(of: note.id)?.version == 3)
-                #expect(Array(try #require(try storedRecord(note.id, in: store))[RecordHeader.size...]) == (try currentPayload(note)))
+                #expect(
+                    Array(try #require(try storedRecord(note.id, in: store))[RecordHeader.size...])
+                        == (try currentPayload(note)))
             }
             #expect(try notes.header(of: 3_000)?.version == 9)
             // Nothing left to do; a new run starts from the beginning and migrates nothing.

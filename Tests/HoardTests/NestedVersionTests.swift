@@ -90,7 +90,9 @@ struct TamperedFrame: VariablyCodable, Equatable, Sendable {
     var width: Int
     static let keySets = KeySets<TamperedFrame>(local: [1: [\.width: "WD"], 2: [\.width: "WIDTH"]])
     init(from container: DecodingContainer<TamperedFrame>) throws { width = try container.decodeValue(for: \.width) }
-    func encode(to container: inout EncodingContainer<TamperedFrame>) throws { try container.encodeValue(width, for: \.width) }
+    func encode(to container: inout EncodingContainer<TamperedFrame>) throws {
+        try container.encodeValue(width, for: \.width)
+    }
 }
 
 struct TamperedFramed: VariablyCodable, Identifiable, Equatable, Sendable {
@@ -113,7 +115,9 @@ struct OldFrame: VariablyCodable, Equatable, Sendable {
     static let keySets = KeySets<OldFrame>(local: [1: [\.width: "W"]])
     init(width: Int) { self.width = width }
     init(from container: DecodingContainer<OldFrame>) throws { width = try container.decodeValue(for: \.width) }
-    func encode(to container: inout EncodingContainer<OldFrame>) throws { try container.encodeValue(width, for: \.width) }
+    func encode(to container: inout EncodingContainer<OldFrame>) throws {
+        try container.encodeValue(width, for: \.width)
+    }
 }
 
 /// An outer model in versions 1 and 2 over `OldFrame`, then (`FramedTwice`) over `Frame`,
@@ -153,7 +157,8 @@ struct NestedVersionTests {
     /// The payload of the record stored under `id` in collection `name`.
     func payload(_ name: String, _ id: Int64, in store: Store) throws -> CBORValue {
         let database = try store.environment.openDatabase("c:" + name)
-        let record = try #require(try store.environment.read { txn in try txn.value(forKey: id.keyBytes, in: database) })
+        let record = try #require(
+            try store.environment.read { txn in try txn.value(forKey: id.keyBytes, in: database) })
         return try CBORValue(decoding: Array(record.dropFirst(RecordHeader.size)))
     }
 
@@ -165,10 +170,12 @@ struct NestedVersionTests {
             try framed.put(model)
             #expect(try framed.get(1) == model)
             // Frame's version 1 (the outer record's version), not its current version 2.
-            #expect(try payload("Framed", 1, in: store) == .map([
-                .init(.text("F"), .map([.init(.text("W"), .unsigned(5))])),
-                .init(.text("I"), .unsigned(1)),
-            ]))
+            #expect(
+                try payload("Framed", 1, in: store)
+                    == .map([
+                        .init(.text("F"), .map([.init(.text("W"), .unsigned(5))])),
+                        .init(.text("I"), .unsigned(1)),
+                    ]))
         }
     }
 
@@ -180,7 +187,8 @@ struct NestedVersionTests {
                 try boxed.put(Boxed(id: 1, box: Box(width: 2, height: 3)))
                 Issue.record("the height was dropped silently")
             } catch HoardError.encoding(_, _, let underlying) {
-                guard case VariableCodingError.propertyWithoutKey(let type, let keySet, let property) = underlying else {
+                guard case VariableCodingError.propertyWithoutKey(let type, let keySet, let property) = underlying
+                else {
                     Issue.record("unexpected underlying error \(underlying)")
                     return
                 }
@@ -192,10 +200,12 @@ struct NestedVersionTests {
             let model = BoxedV2(id: 1, box: Box(width: 2, height: 3))
             try boxedV2.put(model)
             #expect(try boxedV2.get(1) == model)
-            #expect(try payload("BoxedV2", 1, in: store) == .map([
-                .init(.text("B"), .map([.init(.text("H"), .unsigned(3)), .init(.text("W"), .unsigned(2))])),
-                .init(.text("I"), .unsigned(1)),
-            ]))
+            #expect(
+                try payload("BoxedV2", 1, in: store)
+                    == .map([
+                        .init(.text("B"), .map([.init(.text("H"), .unsigned(3)), .init(.text("W"), .unsigned(2))])),
+                        .init(.text("I"), .unsigned(1)),
+                    ]))
         }
     }
 
@@ -204,7 +214,10 @@ struct NestedVersionTests {
         try withStore { store, _ in
             _ = try store.collection(Framed.self)
             let nested = try #require(try store.schema(of: "Framed")).nested
-            #expect(nested == [NestedKeySets(path: "frame", type: "Frame", versionUsed: [1: 1], keyNames: [1: ["width": "W"]])])
+            #expect(
+                nested == [
+                    NestedKeySets(path: "frame", type: "Frame", versionUsed: [1: 1], keyNames: [1: ["width": "W"]])
+                ])
             _ = try store.collection(Boxed.self)
             #expect(try store.schema(of: "Boxed")?.nested.map(\.path) == ["box"])
             // A flat model records none.
@@ -217,7 +230,13 @@ struct NestedVersionTests {
     func frozenNested() throws {
         try withStore { store, _ in
             _ = try store.collection(Framed.self)
-            expectHoardError(.keySetChanged, ["TamperedFrame at 'frame' in TamperedFramed", "collection Framed", "local key set 1", "'width': key 'W' recorded, 'WD' now"]) {
+            expectHoardError(
+                .keySetChanged,
+                [
+                    "TamperedFrame at 'frame' in TamperedFramed", "collection Framed", "local key set 1",
+                    "'width': key 'W' recorded, 'WD' now",
+                ]
+            ) {
                 _ = try store.collection(TamperedFramed.self, named: "Framed")
             }
             _ = try store.collection(Framed.self)
@@ -231,7 +250,10 @@ struct NestedVersionTests {
             try old.put(FramedTwiceOld(id: 1, frame: OldFrame(width: 7)))
             #expect(try store.schema(of: "boxes")?.nested.first?.versionUsed == [1: 1, 2: 1])
             // Frame's version 2 (key WIDTH) would read the outer version 2's record, written with key W.
-            expectHoardError(.keySetChanged, ["Frame at 'frame' in FramedTwice", "version 2 hold its version 1", "read them with its version 2"]) {
+            expectHoardError(
+                .keySetChanged,
+                ["Frame at 'frame' in FramedTwice", "version 2 hold its version 1", "read them with its version 2"]
+            ) {
                 _ = try store.collection(FramedTwice.self, named: "boxes")
             }
             #expect(try old.get(1)?.frame.width == 7)

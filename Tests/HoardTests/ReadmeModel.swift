@@ -9,8 +9,8 @@ import Hoard
 struct User: Identifiable, Equatable {
     var id: Int64
     var name: String
-    var age: Int = 0          // the default when a key set or a record has no age
-    var nickname: String?     // nil when missing or null
+    var age: Int = 0  // the default when a key set or a record has no age
+    var nickname: String?  // nil when missing or null
 
     static let keySets = KeySets<User>(
         local: [1: [\.id: "ID", \.name: "NAME", \.age: "AGE", \.nickname: "NICK"]],

@@ -14,8 +14,11 @@ struct ReadmeSnippetTests {
     /// The marked blocks of this file, ReadmeModel.swift and HoardTestingExampleTests.swift, each as trimmed lines.
     func markedBlocks() throws -> [[String]] {
         let here = URL(fileURLWithPath: #filePath)
-        let others = ["ReadmeModel.swift", "HoardTestingExampleTests.swift"].map { here.deletingLastPathComponent().appendingPathComponent($0).path }
-        let source = try (others + [here.path]).map { try String(contentsOfFile: $0, encoding: .utf8) }.joined(separator: "\n")
+        let others = ["ReadmeModel.swift", "HoardTestingExampleTests.swift"].map {
+            here.deletingLastPathComponent().appendingPathComponent($0).path
+        }
+        let source = try (others + [here.path]).map { try String(contentsOfFile: $0, encoding: .utf8) }.joined(
+            separator: "\n")
         var blocks: [[String]] = []
         var current: [String]?
         for line in source.split(separator: "\n", omittingEmptySubsequences: false) {
@@ -54,7 +57,7 @@ struct ReadmeSnippetTests {
         try withStore { store, _ in
             // README begin: usage
             let user = try JSONDecoder().decode(User.self, from: serverJSON, keySet: .remote("v1"))
-            let users = try store.collection(User.self)   // records in CBOR with local key set 1
+            let users = try store.collection(User.self)  // records in CBOR with local key set 1
             try users.put(user)
             // README end
             #expect(user.id == 7 && user.name == "Ada" && user.age == 0 && user.nickname == nil)
@@ -66,21 +69,24 @@ struct ReadmeSnippetTests {
 
     @Test("the README's store example runs as its comments say")
     func storeExample() throws {
-        let serverJSON = Data(#"[{"id": 1, "user_name": "Ada", "user_age": 36}, {"id": 2, "user_name": "Grace"}, {"id": 150, "user_name": "Alan"}]"#.utf8)
+        let serverJSON = Data(
+            #"[{"id": 1, "user_name": "Ada", "user_age": 36}, {"id": 2, "user_name": "Grace"}, {"id": 150, "user_name": "Alan"}]"#
+                .utf8)
         let freshFromServer = [User(id: 1, name: "Ada", age: 37), User(id: 3, name: "Edsger")]
         try withStore { store, _ in
             // (The README opens its store at a fixed path; here it is a temporary one.)
             // README begin: store usage
             let users = try store.collection(User.self, timeToLive: .seconds(86_400), migration: .lazy)
-            try users.put(try JSONDecoder().decode([User].self, from: serverJSON, keySet: .remote("v1")))  // bulk: one transaction, one write time
-            let ada = try users.get(1)                       // nil when absent or expired
+            // A bulk put: one transaction, one write time.
+            try users.put(try JSONDecoder().decode([User].self, from: serverJSON, keySet: .remote("v1")))
+            let ada = try users.get(1)  // nil when absent or expired
             let page = try users.scan(from: 100, through: 200, limit: 20)
-            try store.write { txn in                          // several collections, all or nothing
+            try store.write { txn in  // several collections, all or nothing
                 try users.put(ada!, in: txn)
                 try users.delete(2, in: txn)
             }
-            try users.migrate()                               // rewrite older records in the current version
-            let result = try users.synchronize(with: freshFromServer)   // one transaction: added, updated, removed…
+            try users.migrate()  // rewrite older records in the current version
+            let result = try users.synchronize(with: freshFromServer)  // one transaction: added, updated, removed…
             // README end
             #expect(ada?.name == "Ada" && ada?.age == 36)
             #expect(page.map(\.name) == ["Alan"])

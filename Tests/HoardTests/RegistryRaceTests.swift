@@ -33,7 +33,8 @@ struct RegistryRaceTests {
                 }
                 winners.append(accepted.count == 1 ? accepted[0] : nil)
             }
-            #expect(bothAccepted == 0, "\(bothAccepted) of \(rounds) rounds recorded both key sets 2 (the last write won)")
+            #expect(
+                bothAccepted == 0, "\(bothAccepted) of \(rounds) rounds recorded both key sets 2 (the last write won)")
 
             // What is recorded is the key set of the process that was let through.
             let store = try Store(path: path, options: .init(maxCollections: 500, readOnly: true))

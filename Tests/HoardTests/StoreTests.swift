@@ -43,7 +43,9 @@ struct StoreTests {
                 let id = Int64.random(in: -300...300, using: &rng)
                 switch Int.random(in: 0..<10, using: &rng) {
                 case 0..<4:
-                    let note = Note(id: id, text: "n\(step)", stars: Int.random(in: 0...5, using: &rng), pinned: Bool.random(using: &rng))
+                    let note = Note(
+                        id: id, text: "n\(step)", stars: Int.random(in: 0...5, using: &rng),
+                        pinned: Bool.random(using: &rng))
                     try notes.put(note)
                     model[id] = note
                 case 4..<6:
@@ -62,8 +64,12 @@ struct StoreTests {
                     let (low, high) = (min(a, b), max(a, b))
                     let reverse = Bool.random(using: &rng)
                     let limit = Int.random(in: 1...50, using: &rng)
-                    let expected = model.keys.filter { $0 >= low && $0 <= high }.sorted(by: reverse ? (>) : (<)).prefix(limit).map { model[$0]! }
-                    #expect(try notes.scan(from: low, through: high, reverse: reverse, limit: limit) == Array(expected), "seed \(seed) step \(step)")
+                    let expected = model.keys.filter { $0 >= low && $0 <= high }.sorted(by: reverse ? (>) : (<)).prefix(
+                        limit
+                    ).map { model[$0]! }
+                    #expect(
+                        try notes.scan(from: low, through: high, reverse: reverse, limit: limit) == Array(expected),
+                        "seed \(seed) step \(step)")
                 }
             }
             #expect(try notes.count() == model.count, "seed \(seed)")
@@ -83,7 +89,8 @@ struct StoreTests {
             // The stored payload uses the current local key names, whatever the caller chose.
             let db = try store.environment.openDatabase("c:Note")
             let payload = try store.environment.read { txn in
-                try txn.withValue(forKey: Int64(7).keyBytes, in: db) { record in Array(try RecordHeader.parse(record).1) }
+                try txn.withValue(forKey: Int64(7).keyBytes, in: db) { record in Array(try RecordHeader.parse(record).1)
+                }
             }
             let stored = try CBORValue(decoding: try #require(payload))
             #expect("\(stored)".contains("PINNED") && "\(stored)".contains("TEXT"), "stored: \(stored)")
@@ -99,7 +106,8 @@ struct StoreTests {
             #expect(try tags.get("")?.uses == 0)
             #expect(try tags.scan().map(\.id) == ids.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
             #expect(try tags.scan(keys: .prefix("swi".keyBytes)).map(\.id) == ["swift", "swiftui", "swim"])
-            #expect(try tags.scan(keys: .prefix("swi".keyBytes), reverse: true, limit: 2).map(\.id) == ["swim", "swiftui"])
+            #expect(
+                try tags.scan(keys: .prefix("swi".keyBytes), reverse: true, limit: 2).map(\.id) == ["swim", "swiftui"])
             // The lazy form visits the same models without building an array, and can stop early.
             var visited: [String] = []
             try tags.forEach(keys: .prefix("swi".keyBytes)) { tag in
@@ -122,7 +130,9 @@ struct StoreTests {
             let store = try Store(path: path, options: Store.Options(readOnly: true))
             let notes = try store.collection(Note.self)
             #expect(try notes.get(7) == note)
-            #expect(try notes.header(of: 7) == RecordHeader(version: 3, writtenAt: 1_700_000_000_000, expiresAt: 1_800_000_000_000))
+            #expect(
+                try notes.header(of: 7)
+                    == RecordHeader(version: 3, writtenAt: 1_700_000_000_000, expiresAt: 1_800_000_000_000))
         }
     }
 
@@ -131,7 +141,9 @@ struct StoreTests {
         try withStore { store, _ in
             let notes = try store.collection(Note.self)
             for version in 1...3 {
-                try writeRecord(Note(id: Int64(version), text: "from v\(version)", stars: version, pinned: true), version: version, in: store)
+                try writeRecord(
+                    Note(id: Int64(version), text: "from v\(version)", stars: version, pinned: true), version: version,
+                    in: store)
             }
             #expect(try notes.get(1) == Note(id: 1, text: "from v1", stars: 1, pinned: false))
             #expect(try notes.get(2) == Note(id: 2, text: "from v2", stars: 2, pinned: false))
@@ -179,7 +191,10 @@ struct StoreTests {
     func frozenKeySets() throws {
         try withStore { store, _ in
             _ = try store.collection(Note.self)
-            expectHoardError(.keySetChanged, ["TamperedNote", "collection Note", "local key set 1", "'text': key 'BODY' recorded, 'CONTENT' now"]) {
+            expectHoardError(
+                .keySetChanged,
+                ["TamperedNote", "collection Note", "local key set 1", "'text': key 'BODY' recorded, 'CONTENT' now"]
+            ) {
                 _ = try store.collection(TamperedNote.self, named: "Note")
             }
             // The same declarations open again without complaint.
@@ -218,7 +233,9 @@ struct StoreTests {
             do {
                 let store = try Store(path: path, options: testOptions)
                 let meta = try store.environment.openDatabase("hoard.meta")
-                try store.environment.write { txn in try txn.put(Array("2".utf8), forKey: Array("format".utf8), in: meta) }
+                try store.environment.write { txn in
+                    try txn.put(Array("2".utf8), forKey: Array("format".utf8), in: meta)
+                }
             }
             expectHoardError(.newerFormat, ["format 2", "reads format 1"]) { _ = try Store(path: path) }
         }
@@ -238,7 +255,8 @@ struct StoreTests {
             let store = try Store(path: path, options: testOptions)
             try store.collection(Note.self).put(Note(id: 1, text: "after all", stars: 1, pinned: false))
             let meta = try store.environment.openDatabase("hoard.meta")
-            #expect(try store.environment.read { try $0.value(forKey: Array("format".utf8), in: meta) } == Array("1".utf8))
+            #expect(
+                try store.environment.read { try $0.value(forKey: Array("format".utf8), in: meta) } == Array("1".utf8))
         }
         // A meta database with other content but no format is not taken for one.
         try withTemporaryDirectory { dir in

@@ -29,7 +29,9 @@ struct SynchronizeTests {
         }
     }
 
-    @Test("randomized stored and fresh collections against a reference, every scope, dry runs (608 seeded cases, up to 5,000 per side)")
+    @Test(
+        "randomized stored and fresh collections against a reference, every scope, dry runs (608 seeded cases, up to 5,000 per side)"
+    )
     func againstReference() throws {
         let seed = SeededGenerator.seedFromEnvironment()
         var rng = SeededGenerator(seed: seed)
@@ -41,11 +43,14 @@ struct SynchronizeTests {
             let ids = large ? 230..<10_230 : 230..<290
             let most = large ? 5_000 : 40
             try withTemporaryDirectory { dir in
-                let store = try Store(path: dir + "/s", options: .init(durability: .riskStoreOnOSCrash, clock: clock.read))
+                let store = try Store(
+                    path: dir + "/s", options: .init(durability: .riskStoreOnOSCrash, clock: clock.read))
                 let notes = try store.collection(Note.self)
                 let db = try store.environment.openDatabase("c:Note")
                 func note(_ id: Int64) -> Note {
-                    Note(id: id, text: "t\(Int.random(in: 0..<3, using: &rng))", stars: Int.random(in: 0..<4, using: &rng), pinned: Bool.random(using: &rng))
+                    Note(
+                        id: id, text: "t\(Int.random(in: 0..<3, using: &rng))",
+                        stars: Int.random(in: 0..<4, using: &rng), pinned: Bool.random(using: &rng))
                 }
                 // The stored side.
                 var stored: [Int64: Stored] = [:]
@@ -62,15 +67,18 @@ struct SynchronizeTests {
                 }
                 try store.environment.write { txn in
                     for (id, entry) in stored {
-                        let (n, version, expires): (Note, Int, Int64?) = switch entry {
-                        case .current(let n): (n, 3, nil)
-                        case .older(let n, let v): (n, v, nil)
-                        case .expired(let n): (n, 3, clock.nowMilliseconds - 1)
-                        case .damaged: (Note(id: id, text: "x", stars: 1, pinned: false), 3, nil)
-                        case .newer(let n): (n, 5, nil)
-                        }
-                        let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(version)]).encode(n)
-                        var record = RecordHeader(version: version, writtenAt: 1, expiresAt: expires).record(with: payload)
+                        let (n, version, expires): (Note, Int, Int64?) =
+                            switch entry {
+                            case .current(let n): (n, 3, nil)
+                            case .older(let n, let v): (n, v, nil)
+                            case .expired(let n): (n, 3, clock.nowMilliseconds - 1)
+                            case .damaged: (Note(id: id, text: "x", stars: 1, pinned: false), 3, nil)
+                            case .newer(let n): (n, 5, nil)
+                            }
+                        let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(version)])
+                            .encode(n)
+                        var record = RecordHeader(version: version, writtenAt: 1, expiresAt: expires).record(
+                            with: payload)
                         if case .damaged = entry { record[record.count - 1] ^= 0xFF }
                         try txn.put(record, forKey: id.keyBytes, in: db)
                     }
@@ -90,17 +98,19 @@ struct SynchronizeTests {
                 }
                 // The reference.
                 let freshByID = Dictionary(uniqueKeysWithValues: fresh.map { ($0.id, $0) })
-                var added: Set<Int64> = [], updated: Set<Int64> = [], migrated: Set<Int64> = [], removed: Set<Int64> = []
+                var added: Set<Int64> = [], updated: Set<Int64> = [], migrated: Set<Int64> = [],
+                    removed: Set<Int64> = []
                 var unchanged = 0
                 var final: [Int64: Note] = [:]  // what a scan sees afterwards
                 for (id, entry) in stored {
                     // What reading the record gives: old versions cannot hold `pinned`; damaged and
                     // newer records cannot be read (so a predicate cannot be checked on them).
-                    let readable: Note? = switch entry {
-                    case .current(let n), .expired(let n): n
-                    case .older(let n, _): Note(id: n.id, text: n.text, stars: n.stars, pinned: false)
-                    case .damaged, .newer: nil
-                    }
+                    let readable: Note? =
+                        switch entry {
+                        case .current(let n), .expired(let n): n
+                        case .older(let n, _): Note(id: n.id, text: n.text, stars: n.stars, pinned: false)
+                        case .damaged, .newer: nil
+                        }
                     // A record with a fresh counterpart is in scope (the fresh model is); otherwise the scope decides.
                     let inScope = freshByID[id] != nil || Self.scopeContains(kind, id, readable) == true
                     if !inScope {
@@ -109,7 +119,10 @@ struct SynchronizeTests {
                         continue
                     }
                     guard let f = freshByID[id] else {
-                        switch entry { case .damaged: break; default: removed.insert(id) }
+                        switch entry {
+                        case .damaged: break;
+                        default: removed.insert(id)
+                        }
                         continue
                     }
                     switch entry {
@@ -125,7 +138,8 @@ struct SynchronizeTests {
                 }
                 let dryRun = case_ % 7 == 0
                 let before = try store.environment.read { txn in try txn.entries(in: db) }
-                let result = try notes.synchronize(with: fresh.shuffled(using: &rng), scope: Self.scope(kind), dryRun: dryRun)
+                let result = try notes.synchronize(
+                    with: fresh.shuffled(using: &rng), scope: Self.scope(kind), dryRun: dryRun)
                 let context = "seed \(seed), case \(case_), scope \(kind), dry run \(dryRun)"
                 #expect(Set(result.added) == added, "\(context)")
                 #expect(Set(result.updated) == updated, "\(context)")
@@ -133,7 +147,9 @@ struct SynchronizeTests {
                 #expect(Set(result.removed) == removed, "\(context)")
                 #expect(result.unchanged == unchanged, "\(context)")
                 if dryRun {
-                    #expect(try store.environment.read { txn in try txn.entries(in: db) }.map(\.value) == before.map(\.value), "\(context)")
+                    #expect(
+                        try store.environment.read { txn in try txn.entries(in: db) }.map(\.value)
+                            == before.map(\.value), "\(context)")
                 } else {
                     let after = try notes.scanSkippingDamaged()
                     #expect(Dictionary(uniqueKeysWithValues: after.models.map { ($0.id, $0) }) == final, "\(context)")
@@ -150,7 +166,9 @@ struct SynchronizeTests {
             let notes = try store.collection(Note.self)
             try notes.put(Note(id: 1, text: "kept", stars: 1, pinned: false))
             expectHoardError(.invalidID, ["Note", "2 appears twice"]) {
-                try notes.synchronize(with: [Note(id: 2, text: "a", stars: 1, pinned: false), Note(id: 2, text: "b", stars: 1, pinned: false)])
+                try notes.synchronize(with: [
+                    Note(id: 2, text: "a", stars: 1, pinned: false), Note(id: 2, text: "b", stars: 1, pinned: false),
+                ])
             }
             #expect(try notes.scan().map(\.text) == ["kept"])
         }
@@ -162,7 +180,9 @@ struct SynchronizeTests {
             let items = try store.collection(Fragile.self)
             try items.put(Fragile(id: 1, text: "kept"))
             expectHoardError(.encoding, ["Fragile[3]", "does not encode", "boom"]) {
-                try items.synchronize(with: [Fragile(id: 2, text: "new"), Fragile(id: 3, text: "boom"), Fragile(id: 4, text: "new")])
+                try items.synchronize(with: [
+                    Fragile(id: 2, text: "new"), Fragile(id: 3, text: "boom"), Fragile(id: 4, text: "new"),
+                ])
             }
             #expect(try items.scan().map(\.text) == ["kept"])
         }
@@ -175,8 +195,12 @@ struct SynchronizeTests {
             try notes.put(Note(id: 1, text: "kept", stars: 1, pinned: false))
             let before = try notes.scan()
             expectHoardError(.invalidID, ["outside the scope"]) {
-                try notes.synchronize(with: [Note(id: 5, text: "n", stars: 1, pinned: false), Note(id: 99, text: "far", stars: 1, pinned: false)],
-                                      scope: .range(from: 0, through: 10))
+                try notes.synchronize(
+                    with: [
+                        Note(id: 5, text: "n", stars: 1, pinned: false),
+                        Note(id: 99, text: "far", stars: 1, pinned: false),
+                    ],
+                    scope: .range(from: 0, through: 10))
             }
             #expect(try notes.scan() == before)
         }

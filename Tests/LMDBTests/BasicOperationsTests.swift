@@ -26,7 +26,8 @@ struct BasicOperationsTests {
                 try env.write { txn in try txn.put(b("x"), forKey: b("a"), in: db, options: .noOverwrite) }
             } throws: { error in
                 let error = try #require(error as? LMDBError)
-                return error.kind == .keyExists && error.description.contains("'a'") && error.description.contains("'items'")
+                return error.kind == .keyExists && error.description.contains("'a'")
+                    && error.description.contains("'items'")
             }
             #expect(try env.read { try $0.value(forKey: b("a"), in: db) } == b("uno"))
             try env.write { txn in try txn.put(b("three"), forKey: b("c"), in: db, options: .noOverwrite) }

@@ -67,11 +67,15 @@ struct ConcurrencyTests {
             while !done {
                 done = child.hasOutput()  // decided before the read, so the last read sees the last commit
                 let (entries, counter) = try env.read { txn in
-                    let counter = try txn.value(forKey: b("counter"), in: db).flatMap { Int(String(decoding: $0, as: UTF8.self)) } ?? 0
+                    let counter =
+                        try txn.value(forKey: b("counter"), in: db).flatMap { Int(String(decoding: $0, as: UTF8.self)) }
+                        ?? 0
                     return (try txn.count(in: db), counter)
                 }
                 // "seed" plus `size` keys per committed batch plus the counter itself: never a partial batch.
-                #expect(entries == 1 + counter * size + (counter > 0 ? 1 : 0), "snapshot of \(entries) entries at counter \(counter)")
+                #expect(
+                    entries == 1 + counter * size + (counter > 0 ? 1 : 0),
+                    "snapshot of \(entries) entries at counter \(counter)")
                 snapshots += 1
                 if done { #expect(counter == batches) }
             }
@@ -127,7 +131,8 @@ struct ConcurrencyTests {
             _ = try env.openDatabase("x", create: true)
             // The check itself can fail: this process does hold descriptors for both files.
             #expect(countDescriptors(referringTo: [path + "/data.mdb", path + "/lock.mdb"]) >= 2)
-            let child = try ChildProcess(try builtExecutable("LMDBProbe"), ["fds", path + "/data.mdb", path + "/lock.mdb"])
+            let child = try ChildProcess(
+                try builtExecutable("LMDBProbe"), ["fds", path + "/data.mdb", path + "/lock.mdb"])
             #expect(try child.readLine() == "fds 0")
             #expect(child.wait() == 0)
         }
@@ -150,11 +155,13 @@ final class SpawnedThread: @unchecked Sendable {
 func spawnThread(_ body: @escaping () throws -> Void) throws -> SpawnedThread {
     let box = SpawnedThread(body)
     var thread = pthread_t()
-    let rc = pthread_create(&thread, nil, { raw in
-        let box = Unmanaged<SpawnedThread>.fromOpaque(raw!).takeRetainedValue()
-        do { try box.body() } catch { box.error = error }
-        return nil
-    }, Unmanaged.passRetained(box).toOpaque())
+    let rc = pthread_create(
+        &thread, nil,
+        { raw in
+            let box = Unmanaged<SpawnedThread>.fromOpaque(raw!).takeRetainedValue()
+            do { try box.body() } catch { box.error = error }
+            return nil
+        }, Unmanaged.passRetained(box).toOpaque())
     guard rc == 0 else { throw TestSupportError("pthread_create failed: \(rc)") }
     box.thread = thread
     return box

@@ -65,9 +65,15 @@ struct CursorTests {
             let db = try env.openDatabase("p", create: true)
             let keys = ["a", "ab", "abc", "abd", "ac", "b", "user:1", "user:2", "user;", "users"]
             try env.write { txn in for key in keys { try txn.put(b("v"), forKey: b(key), in: db) } }
-            let found = try env.read { txn in try txn.entries(in: db, range: .prefix(b("ab"))).map { String(decoding: $0.key, as: UTF8.self) } }
+            let found = try env.read { txn in
+                try txn.entries(in: db, range: .prefix(b("ab"))).map { String(decoding: $0.key, as: UTF8.self) }
+            }
             #expect(found == ["ab", "abc", "abd"])
-            let users = try env.read { txn in try txn.entries(in: db, range: .prefix(b("user:")), reverse: true).map { String(decoding: $0.key, as: UTF8.self) } }
+            let users = try env.read { txn in
+                try txn.entries(in: db, range: .prefix(b("user:")), reverse: true).map {
+                    String(decoding: $0.key, as: UTF8.self)
+                }
+            }
             #expect(users == ["user:2", "user:1"])
         }
     }

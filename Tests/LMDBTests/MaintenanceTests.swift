@@ -57,7 +57,9 @@ struct MaintenanceTests {
     func freePages() throws {
         try withTemporaryEnvironment(.init(durability: .riskStoreOnOSCrash)) { env, _ in
             let db = try env.openDatabase("f", create: true)
-            try env.write { txn in for i in 0..<5_000 { try txn.put([UInt8](repeating: 7, count: 200), forKey: b("key \(i)"), in: db) } }
+            try env.write { txn in
+                for i in 0..<5_000 { try txn.put([UInt8](repeating: 7, count: 200), forKey: b("key \(i)"), in: db) }
+            }
             let before = try env.read { try $0.freePageCount() }
             let leaves = try env.read { try $0.statistics(of: db).leafPages }
             try env.write { txn in try txn.clear(db) }

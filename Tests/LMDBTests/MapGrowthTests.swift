@@ -58,7 +58,8 @@ struct MapGrowthTests {
 
     @Test("a configured cap gives a clear mapFull error and keeps committed data")
     func capReached() throws {
-        let options = Environment.Options(mapSize: Self.mebibyte, maxMapSize: 2 * Self.mebibyte, durability: .riskStoreOnOSCrash)
+        let options = Environment.Options(
+            mapSize: Self.mebibyte, maxMapSize: 2 * Self.mebibyte, durability: .riskStoreOnOSCrash)
         try withTemporaryEnvironment(options) { env, _ in
             let db = try env.openDatabase("capped", create: true)
             let value = [UInt8](repeating: 7, count: 1000)
@@ -82,9 +83,12 @@ struct MapGrowthTests {
         try withTemporaryDirectory { dir in
             let path = dir + "/store"
             do {
-                let env = try Environment(path: path, options: .init(mapSize: Self.mebibyte, durability: .riskStoreOnOSCrash))
+                let env = try Environment(
+                    path: path, options: .init(mapSize: Self.mebibyte, durability: .riskStoreOnOSCrash))
                 let db = try env.openDatabase("g", create: true)
-                try env.write { txn in for i in 0..<5_000 { try txn.put([UInt8](repeating: 1, count: 1000), forKey: b("k\(i)"), in: db) } }
+                try env.write { txn in
+                    for i in 0..<5_000 { try txn.put([UInt8](repeating: 1, count: 1000), forKey: b("k\(i)"), in: db) }
+                }
             }
             let env = try Environment(path: path, options: .init(mapSize: Self.mebibyte))
             #expect(try env.info().mapSize > 4 * Self.mebibyte)

@@ -25,29 +25,36 @@ struct DiagnosticsTests {
 
     @Test("a generic struct")
     func generic() {
-        expectRefusal("@VariablyCoded\nstruct Box<T> {\n    var value: T\n}",
-                      "@VariablyCoded does not support generic structs; write init(from:) and encode(to:) by hand")
+        expectRefusal(
+            "@VariablyCoded\nstruct Box<T> {\n    var value: T\n}",
+            "@VariablyCoded does not support generic structs; write init(from:) and encode(to:) by hand")
     }
 
     @Test("a stored property without a type annotation")
     func noAnnotation() {
-        expectRefusal("@VariablyCoded\nstruct User {\n    var name = \"\"\n}", "@VariablyCoded needs a type annotation on 'name'")
+        expectRefusal(
+            "@VariablyCoded\nstruct User {\n    var name = \"\"\n}", "@VariablyCoded needs a type annotation on 'name'")
     }
 
     @Test("a property wrapper")
     func wrapper() {
-        expectRefusal("@VariablyCoded\nstruct User {\n    @Clamped var age: Int\n}",
-                      "@VariablyCoded does not support property wrappers or attributes ('age'); write init(from:) and encode(to:) by hand")
+        expectRefusal(
+            "@VariablyCoded\nstruct User {\n    @Clamped var age: Int\n}",
+            "@VariablyCoded does not support property wrappers or attributes ('age'); write init(from:) and encode(to:) by hand"
+        )
     }
 
     @Test("an implicitly unwrapped optional")
     func implicitlyUnwrapped() {
-        expectRefusal("@VariablyCoded\nstruct User {\n    var name: String!\n}",
-                      "@VariablyCoded does not support implicitly unwrapped optionals ('name')")
+        expectRefusal(
+            "@VariablyCoded\nstruct User {\n    var name: String!\n}",
+            "@VariablyCoded does not support implicitly unwrapped optionals ('name')")
     }
 
     @Test("a tuple pattern")
     func tuplePattern() {
-        expectRefusal("@VariablyCoded\nstruct Point {\n    var (x, y): (Int, Int)\n}", "@VariablyCoded needs one name per stored property")
+        expectRefusal(
+            "@VariablyCoded\nstruct Point {\n    var (x, y): (Int, Int)\n}",
+            "@VariablyCoded needs one name per stored property")
     }
 }

@@ -30,7 +30,8 @@ struct TwoPropertiesOneKey: VariablyCodable {
 struct StorageLacksRemoteProperty: VariablyCodable {
     var a: Int
     var b: Int
-    static let keySets = KeySets<StorageLacksRemoteProperty>(local: [1: [\.a: "a"]], remote: ["v1": [\.a: "a", \.b: "b"]])
+    static let keySets = KeySets<StorageLacksRemoteProperty>(
+        local: [1: [\.a: "a"]], remote: ["v1": [\.a: "a", \.b: "b"]])
     init(from container: DecodingContainer<Self>) throws { a = 0; b = 0 }
     func encode(to container: inout EncodingContainer<Self>) throws {}
 }
@@ -117,25 +118,34 @@ struct ErrorTests {
     @Test("decoding errors name type, key set, property, key and coding path")
     func decodingErrors() {
         expectError(["UserInfo (key set remote(v1))", "property 'age'", "key 'user_age'", "is missing"]) {
-            _ = try JSONDecoder().decode(UserInfo.self, from: json(#"{"user_name": "a", "email_address": "b"}"#), keySet: .remote("v1"))
+            _ = try JSONDecoder().decode(
+                UserInfo.self, from: json(#"{"user_name": "a", "email_address": "b"}"#), keySet: .remote("v1"))
         }
         expectError(["UserInfo (key set local(1))", "property 'age'", "key 'AGE'", "expected Int"]) {
-            _ = try JSONDecoder().decode(UserInfo.self, from: json(#"{"USER_NAME": "a", "EMAIL": "b", "AGE": "old"}"#), keySet: .local(1))
+            _ = try JSONDecoder().decode(
+                UserInfo.self, from: json(#"{"USER_NAME": "a", "EMAIL": "b", "AGE": "old"}"#), keySet: .local(1))
         }
         expectError(["property 'email'", "key 'EMAIL'", "null"]) {
-            _ = try JSONDecoder().decode(UserInfo.self, from: json(#"{"USER_NAME": "a", "EMAIL": null, "AGE": 1}"#), keySet: .local(1))
+            _ = try JSONDecoder().decode(
+                UserInfo.self, from: json(#"{"USER_NAME": "a", "EMAIL": null, "AGE": 1}"#), keySet: .local(1))
         }
         // Inside a nested model the path leads there.
         expectError(["Meta (key set remote(v1))", "property 'height'", "meta.height"]) {
-            _ = try JSONDecoder().decode(Photo.self, from: json("""
-                {"id": 1, "url": "https://e.com", "meta": {"width": 1}, "photographer": {"id": 1, "name": "a"}}
-                """), keySet: .remote("v1"))
+            _ = try JSONDecoder().decode(
+                Photo.self,
+                from: json(
+                    """
+                    {"id": 1, "url": "https://e.com", "meta": {"width": 1}, "photographer": {"id": 1, "name": "a"}}
+                    """), keySet: .remote("v1"))
         }
         // A flat model reading a nested payload names the dotted key.
         expectError(["FlatPhoto", "property 'height'", "key 'meta.height'"]) {
-            _ = try JSONDecoder().decode(FlatPhoto.self, from: json("""
-                {"id": 1, "url": "https://e.com", "meta": {"width": 1}, "photographer": {"name": "a"}}
-                """), keySet: .remote("v1"))
+            _ = try JSONDecoder().decode(
+                FlatPhoto.self,
+                from: json(
+                    """
+                    {"id": 1, "url": "https://e.com", "meta": {"width": 1}, "photographer": {"name": "a"}}
+                    """), keySet: .remote("v1"))
         }
     }
 
@@ -143,14 +153,18 @@ struct ErrorTests {
     func policies() throws {
         func decode(_ text: String) throws -> Policies { try JSONDecoder().decode(Policies.self, from: json(text)) }
         // Everything present.
-        #expect(try decode(#"{"r": 1, "d": 2, "o": 3}"#) == Policies(required: 1, withDefault: 2, optional: 3, presence: "value 3"))
+        #expect(
+            try decode(#"{"r": 1, "d": 2, "o": 3}"#)
+                == Policies(required: 1, withDefault: 2, optional: 3, presence: "value 3"))
         // Missing: required fails, default applies, optional is nil (presence says missing).
         expectError(["property 'required'", "key 'r' is missing"]) { _ = try decode(#"{"d": 2}"#) }
         #expect(try decode(#"{"r": 1}"#) == Policies(required: 1, withDefault: -1, optional: nil, presence: "missing"))
         // Null: required fails, the default does not hide it, optional is nil (presence says null).
         expectError(["property 'required'", "null"]) { _ = try decode(#"{"r": null}"#) }
         expectError(["property 'withDefault'", "null"]) { _ = try decode(#"{"r": 1, "d": null}"#) }
-        #expect(try decode(#"{"r": 1, "o": null}"#) == Policies(required: 1, withDefault: -1, optional: nil, presence: "null"))
+        #expect(
+            try decode(#"{"r": 1, "o": null}"#)
+                == Policies(required: 1, withDefault: -1, optional: nil, presence: "null"))
         // Wrong type: an error under every policy.
         expectError(["property 'required'", "expected Int"]) { _ = try decode(#"{"r": "x"}"#) }
         expectError(["property 'withDefault'", "expected Int"]) { _ = try decode(#"{"r": 1, "d": "x"}"#) }
@@ -170,12 +184,16 @@ struct ErrorTests {
             func encode(to container: inout EncodingContainer<Numbers>) throws {}
         }
         // A property list stores integers as integers: they widen into Double and Float.
-        let plist = try PropertyListSerialization.data(fromPropertyList: ["real": 7, "small": 3], format: .binary, options: 0)
+        let plist = try PropertyListSerialization.data(
+            fromPropertyList: ["real": 7, "small": 3], format: .binary, options: 0)
         let numbers = try PropertyListDecoder().decode(Numbers.self, from: plist)
         #expect(numbers.real == 7 && numbers.small == 3)
         // A string never turns into a number.
-        let text = try PropertyListSerialization.data(fromPropertyList: ["real": "7", "small": 3], format: .binary, options: 0)
-        expectError(["property 'real'", "expected Double"]) { _ = try PropertyListDecoder().decode(Numbers.self, from: text) }
+        let text = try PropertyListSerialization.data(
+            fromPropertyList: ["real": "7", "small": 3], format: .binary, options: 0)
+        expectError(["property 'real'", "expected Double"]) {
+            _ = try PropertyListDecoder().decode(Numbers.self, from: text)
+        }
     }
 }
 
@@ -183,21 +201,34 @@ struct ErrorTests {
 struct EnumTests {
     @Test("aliases per key set, canonical raw values everywhere, unknown values by policy")
     func aliases() throws {
-        let remote = try JSONDecoder().decode(Account.self, from: json(#"{"state": "BLOCKED", "channel": "sms"}"#), keySet: .remote("v1"))
+        let remote = try JSONDecoder().decode(
+            Account.self, from: json(#"{"state": "BLOCKED", "channel": "sms"}"#), keySet: .remote("v1"))
         #expect(remote == Account(status: .suspended, channel: .sms))
         // Canonical raw values are accepted in any key set.
-        #expect(try JSONDecoder().decode(Account.self, from: json(#"{"state": "suspended", "channel": "sms"}"#), keySet: .remote("v1")).status == .suspended)
+        #expect(
+            try JSONDecoder().decode(
+                Account.self, from: json(#"{"state": "suspended", "channel": "sms"}"#), keySet: .remote("v1")
+            ).status == .suspended)
         // An alias of another key set is not this key set's: it is unknown here.
-        #expect(try JSONDecoder().decode(Account.self, from: json(#"{"status": "BLOCKED", "channel": "sms"}"#), keySet: .local(1)).status == .unknown)
+        #expect(
+            try JSONDecoder().decode(
+                Account.self, from: json(#"{"status": "BLOCKED", "channel": "sms"}"#), keySet: .local(1)
+            ).status == .unknown)
         // Local version 1 stored "paused".
-        #expect(try JSONDecoder().decode(Account.self, from: json(#"{"status": "paused", "channel": "email"}"#), keySet: .local(1)).status == .suspended)
+        #expect(
+            try JSONDecoder().decode(
+                Account.self, from: json(#"{"status": "paused", "channel": "email"}"#), keySet: .local(1)
+            ).status == .suspended)
 
         // One unknown case does not fail the record: it becomes the declared fallback, or keeps its raw value.
-        let unknown = try JSONDecoder().decode(Account.self, from: json(#"{"state": "ARCHIVED", "channel": "pigeon"}"#), keySet: .remote("v1"))
+        let unknown = try JSONDecoder().decode(
+            Account.self, from: json(#"{"state": "ARCHIVED", "channel": "pigeon"}"#), keySet: .remote("v1"))
         #expect(unknown == Account(status: .unknown, channel: .other("pigeon")))
 
         // Encoding writes the key set's alias.
-        let encoded = try JSONSerialization.jsonObject(with: JSONEncoder().encode(remote, keySet: .remote("v1"))) as? [String: String]
+        let encoded =
+            try JSONSerialization.jsonObject(with: JSONEncoder().encode(remote, keySet: .remote("v1")))
+            as? [String: String]
         #expect(encoded == ["state": "BLOCKED", "channel": "sms"])
         #expect(try cborRoundTrip(unknown, .currentLocal) == unknown)
         #expect(try cborRoundTrip(remote, .local(1)) == remote)

@@ -36,7 +36,10 @@ struct KeySetTests {
             #expect(try JSONDecoder().decode(UserInfo.self, from: data, keySet: keySet) == user, "\(keySet)")
             #expect(try cborRoundTrip(user, keySet) == user, "\(keySet)")
         }
-        #expect(try keys(of: JSONEncoder().encode(user, keySet: .remote("v1"))) == ["user_name", "email_address", "user_age"])
+        #expect(
+            try keys(of: JSONEncoder().encode(user, keySet: .remote("v1"))) == [
+                "user_name", "email_address", "user_age",
+            ])
 
         // userInfo works as well as the convenience methods; the call's own choice wins.
         let decoder = JSONDecoder()
@@ -49,14 +52,23 @@ struct KeySetTests {
 
     @Test("Photo: nested objects as nested models and as a flat model, both ways")
     func photo() throws {
-        let payload = json("""
+        let payload = json(
+            """
             {"id": 7, "url": "https://example.com/7.jpg", "meta": {"width": 640, "height": 480},
              "photographer": {"id": 3, "name": "Ada"}}
             """)
         let nested = try JSONDecoder().decode(Photo.self, from: payload, keySet: .remote("v1"))
-        #expect(nested == Photo(id: 7, url: URL(string: "https://example.com/7.jpg")!, meta: Meta(width: 640, height: 480), photographer: Photographer(id: 3, name: "Ada")))
+        #expect(
+            nested
+                == Photo(
+                    id: 7, url: URL(string: "https://example.com/7.jpg")!, meta: Meta(width: 640, height: 480),
+                    photographer: Photographer(id: 3, name: "Ada")))
         let flat = try JSONDecoder().decode(FlatPhoto.self, from: payload, keySet: .remote("v1"))
-        #expect(flat == FlatPhoto(id: 7, url: URL(string: "https://example.com/7.jpg")!, width: 640, height: 480, photographerName: "Ada"))
+        #expect(
+            flat
+                == FlatPhoto(
+                    id: 7, url: URL(string: "https://example.com/7.jpg")!, width: 640, height: 480,
+                    photographerName: "Ada"))
 
         // The nested model follows the outer choice of key set: local keys all the way down.
         let stored = try CBORValue(decoding: CBOREncoder(userInfo: [.keySet: KeySetID.currentLocal]).encode(nested))
@@ -90,7 +102,10 @@ struct KeySetTests {
     @Test("key sets are available as data for registries")
     func keyNamesAsData() throws {
         #expect(try Profile.keySets.keyNames(for: .local(1)) == ["name": "USER_NAME", "score": "SCORE"])
-        #expect(try Profile.keySets.keyNames(for: .currentLocal) == ["name": "NAME", "score": "SCORE", "verified": "VERIFIED", "tags": "TAGS"])
+        #expect(
+            try Profile.keySets.keyNames(for: .currentLocal) == [
+                "name": "NAME", "score": "SCORE", "verified": "VERIFIED", "tags": "TAGS",
+            ])
         #expect(try FlatPhoto.keySets.keyNames(for: .remote("v1"))["photographerName"] == "photographer.name")
         #expect(Profile.keySets.currentVersion == 3)
         #expect(Profile.keySets.localVersions == [1, 2, 3])
@@ -112,11 +127,23 @@ struct Kitchen: VariablyCodable, Equatable {
     var meta: Meta
 
     static let keySets = KeySets<Kitchen>(
-        local: [1: [\.id: "i", \.created: "c", \.blob: "b", \.link: "l", \.counts: "n", \.matrix: "m", \.note: "o", \.status: "s", \.meta: "x"]],
-        remote: ["v1": [\.id: "id", \.created: "created_at", \.blob: "blob", \.link: "link", \.counts: "counts",
-                        \.matrix: "matrix", \.note: "note", \.status: "state", \.meta: "meta"]]
+        local: [
+            1: [
+                \.id: "i", \.created: "c", \.blob: "b", \.link: "l", \.counts: "n", \.matrix: "m", \.note: "o",
+                \.status: "s", \.meta: "x",
+            ]
+        ],
+        remote: [
+            "v1": [
+                \.id: "id", \.created: "created_at", \.blob: "blob", \.link: "link", \.counts: "counts",
+                \.matrix: "matrix", \.note: "note", \.status: "state", \.meta: "meta",
+            ]
+        ]
     )
-    init(id: UUID, created: Date, blob: Data, link: URL, counts: [String: Int], matrix: [[Double]], note: String?, status: Status, meta: Meta) {
+    init(
+        id: UUID, created: Date, blob: Data, link: URL, counts: [String: Int], matrix: [[Double]], note: String?,
+        status: Status, meta: Meta
+    ) {
         (self.id, self.created, self.blob, self.link, self.counts, self.matrix, self.note, self.status, self.meta) =
             (id, created, blob, link, counts, matrix, note, status, meta)
     }
@@ -151,16 +178,21 @@ struct KitchenTests {
         for note in [nil, "salt"] as [String?] {
             let value = Kitchen(
                 id: UUID(), created: Date(timeIntervalSince1970: 1_700_000_000), blob: Data([0, 1, 255]),
-                link: URL(string: "https://example.com/k?q=1")!, counts: ["a": 1, "b": -2], matrix: [[1.5, -0.25], []],
+                link: URL(string: "https://example.com/k?q=1")!, counts: ["a": 1, "b": -2],
+                matrix: [[1.5, -0.25], []],
                 note: note, status: .suspended, meta: Meta(width: 3, height: 4)
             )
             for keySet: KeySetID in [.currentLocal, .remote("v1")] {
                 for coder in Coder.allCases {
-                    #expect(try coder.decode(Kitchen.self, coder.encode(value, keySet), keySet) == value, "\(keySet), \(coder)")
+                    #expect(
+                        try coder.decode(Kitchen.self, coder.encode(value, keySet), keySet) == value,
+                        "\(keySet), \(coder)")
                 }
             }
             // An absent optional writes no key; a present one does.
-            let remote = try JSONSerialization.jsonObject(with: JSONEncoder().encode(value, keySet: .remote("v1"))) as? [String: Any]
+            let remote =
+                try JSONSerialization.jsonObject(with: JSONEncoder().encode(value, keySet: .remote("v1")))
+                as? [String: Any]
             #expect((remote?["note"] != nil) == (note != nil))
             #expect(remote?["state"] as? String == "BLOCKED")
         }

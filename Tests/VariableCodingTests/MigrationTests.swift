@@ -46,8 +46,22 @@ struct MigrationTests {
         for _ in 0..<100 {
             let value = Self.randomProfile(&rng)
             let writers: [(version: Int, encode: (Coder) throws -> Data)] = [
-                (1, { try $0.encode(ProfileV1(name: value.name, nickname: "nick", score: String(value.score)), .local(1)) }),
-                (2, { try $0.encode(ProfileV2(name: value.name, nickname: "nick", score: String(value.score), verified: value.verified), .local(2)) }),
+                (
+                    1,
+                    {
+                        try $0.encode(
+                            ProfileV1(name: value.name, nickname: "nick", score: String(value.score)), .local(1))
+                    }
+                ),
+                (
+                    2,
+                    {
+                        try $0.encode(
+                            ProfileV2(
+                                name: value.name, nickname: "nick", score: String(value.score), verified: value.verified
+                            ), .local(2))
+                    }
+                ),
                 (3, { try $0.encode(value, .local(3)) }),
             ]
             for writer in writers {
@@ -74,10 +88,15 @@ struct MigrationTests {
             for written in versions {
                 for rewritten in versions {
                     for coder in Coder.allCases {
-                        let first = try coder.decode(Profile.self, try coder.encode(value, .local(written)), .local(written))
-                        #expect(first == value.projected(to: written), "seed \(seed), \(written)→\(rewritten), \(coder)")
-                        let second = try coder.decode(Profile.self, try coder.encode(first, .local(rewritten)), .local(rewritten))
-                        #expect(second == value.projected(to: min(written, rewritten)), "seed \(seed), \(written)→\(rewritten), \(coder)")
+                        let first = try coder.decode(
+                            Profile.self, try coder.encode(value, .local(written)), .local(written))
+                        #expect(
+                            first == value.projected(to: written), "seed \(seed), \(written)→\(rewritten), \(coder)")
+                        let second = try coder.decode(
+                            Profile.self, try coder.encode(first, .local(rewritten)), .local(rewritten))
+                        #expect(
+                            second == value.projected(to: min(written, rewritten)),
+                            "seed \(seed), \(written)→\(rewritten), \(coder)")
                     }
                 }
             }
@@ -88,10 +107,17 @@ struct MigrationTests {
     func renames() throws {
         let v1 = json(#"{"USER_NAME": "ada", "SCORE": "7", "NICK": "a"}"#)
         let v2 = json(#"{"NAME": "ada", "SCORE": "7", "NICK": "a", "VERIFIED": true}"#)
-        #expect(try JSONDecoder().decode(Profile.self, from: v1, keySet: .local(1)) == Profile(name: "ada", score: 7, verified: false, tags: []))
-        #expect(try JSONDecoder().decode(Profile.self, from: v2, keySet: .local(2)) == Profile(name: "ada", score: 7, verified: true, tags: []))
+        #expect(
+            try JSONDecoder().decode(Profile.self, from: v1, keySet: .local(1))
+                == Profile(name: "ada", score: 7, verified: false, tags: []))
+        #expect(
+            try JSONDecoder().decode(Profile.self, from: v2, keySet: .local(2))
+                == Profile(name: "ada", score: 7, verified: true, tags: []))
         // The old key set writes the old names.
-        #expect(try keys(of: JSONEncoder().encode(Profile(name: "x", score: 1, verified: true, tags: ["t"]), keySet: .local(1))) == ["USER_NAME", "SCORE"])
+        #expect(
+            try keys(
+                of: JSONEncoder().encode(Profile(name: "x", score: 1, verified: true, tags: ["t"]), keySet: .local(1)))
+                == ["USER_NAME", "SCORE"])
     }
 
     @Test("a nested model decodes with its highest version not above the outer one")
@@ -101,7 +127,9 @@ struct MigrationTests {
             try JSONDecoder().decode(Photo.self, from: json("{}"), keySet: .remote("v9"))
         }
         // …but local versions resolve downwards, as for a nested type that did not change.
-        let photo = Photo(id: 1, url: URL(string: "https://e.com")!, meta: Meta(width: 1, height: 2), photographer: Photographer(id: 1, name: "a"))
+        let photo = Photo(
+            id: 1, url: URL(string: "https://e.com")!, meta: Meta(width: 1, height: 2),
+            photographer: Photographer(id: 1, name: "a"))
         let data = try JSONEncoder().encode(photo, keySet: .local(1))
         #expect(try JSONDecoder().decode(Photo.self, from: data, keySet: .local(5)) == photo)
     }

@@ -92,7 +92,12 @@ struct FlatPhoto: VariablyCodable, Equatable {
 
     static let keySets = KeySets<FlatPhoto>(
         local: [1: [\.id: "id", \.url: "url", \.width: "size.w", \.height: "size.h", \.photographerName: "by"]],
-        remote: ["v1": [\.id: "id", \.url: "url", \.width: "meta.width", \.height: "meta.height", \.photographerName: "photographer.name"]]
+        remote: [
+            "v1": [
+                \.id: "id", \.url: "url", \.width: "meta.width", \.height: "meta.height",
+                \.photographerName: "photographer.name",
+            ]
+        ]
     )
     init(id: Int, url: URL, width: Int, height: Int, photographerName: String) {
         (self.id, self.url, self.width, self.height, self.photographerName) = (id, url, width, height, photographerName)

@@ -51,9 +51,11 @@ private struct Node: VariablyCodable, Equatable {
 struct NestedKeySetTests {
     @Test("a nested model directly in a property; a plain Codable value is not one")
     func direct() throws {
-        #expect(try Photo.keySets.nestedKeySets() == [
-            NestedKeySets(path: "meta", type: "Meta", versionUsed: [1: 1], keyNames: [1: ["width": "W", "height": "H"]]),
-        ])
+        #expect(
+            try Photo.keySets.nestedKeySets() == [
+                NestedKeySets(
+                    path: "meta", type: "Meta", versionUsed: [1: 1], keyNames: [1: ["width": "W", "height": "H"]])
+            ])
         #expect(try Meta.keySets.nestedKeySets().isEmpty)
     }
 
@@ -62,24 +64,33 @@ struct NestedKeySetTests {
         let nested = try Node.keySets.nestedKeySets()
         #expect(nested.map(\.path) == ["panels", "panels.corner"])
         // Only Node's version 3 has panels; it codes them with Panel's version 3.
-        #expect(nested.first == NestedKeySets(path: "panels", type: "Panel", versionUsed: [3: 3], keyNames: [3: ["label": "L", "corner": "C"]]))
+        #expect(
+            nested.first
+                == NestedKeySets(
+                    path: "panels", type: "Panel", versionUsed: [3: 3], keyNames: [3: ["label": "L", "corner": "C"]]))
         // Panel's version 3 has a corner, which Node's version 3 codes with Corner's version 2.
-        #expect(nested.last == NestedKeySets(path: "panels.corner", type: "Corner", versionUsed: [3: 2], keyNames: [2: ["x": "X"]]))
+        #expect(
+            nested.last
+                == NestedKeySets(path: "panels.corner", type: "Corner", versionUsed: [3: 2], keyNames: [2: ["x": "X"]]))
     }
 
     @Test("an outer version below every version of the nested type has none")
     func belowNested() throws {
-        #expect(try Sheet.keySets.nestedKeySets() == [
-            NestedKeySets(path: "corner", type: "Corner", versionUsed: [2: 2, 5: 4], keyNames: [2: ["x": "X"], 4: ["x": "CX"]]),
-        ])
+        #expect(
+            try Sheet.keySets.nestedKeySets() == [
+                NestedKeySets(
+                    path: "corner", type: "Corner", versionUsed: [2: 2, 5: 4],
+                    keyNames: [2: ["x": "X"], 4: ["x": "CX"]])
+            ])
     }
 
     @Test("enums and the aliases each outer version writes")
     func enums() throws {
-        #expect(try Account.keySets.enumAliases() == [
-            StoredEnumAliases(path: "channel", type: "Channel", aliases: [1: [:]]),
-            StoredEnumAliases(path: "status", type: "Status", aliases: [1: ["suspended": "paused"]]),
-        ])
+        #expect(
+            try Account.keySets.enumAliases() == [
+                StoredEnumAliases(path: "channel", type: "Channel", aliases: [1: [:]]),
+                StoredEnumAliases(path: "status", type: "Status", aliases: [1: ["suspended": "paused"]]),
+            ])
         #expect(try Photo.keySets.enumAliases().isEmpty)
     }
 
@@ -93,7 +104,9 @@ private struct Sheet: VariablyCodable {
     var corner: Corner
     static let keySets = KeySets<Sheet>(local: [1: [\.corner: "C"], 2: [\.corner: "C"], 5: [\.corner: "C"]])
     init(from container: DecodingContainer<Sheet>) throws { corner = try container.decodeValue(for: \.corner) }
-    func encode(to container: inout EncodingContainer<Sheet>) throws { try container.encodeValue(corner, for: \.corner) }
+    func encode(to container: inout EncodingContainer<Sheet>) throws {
+        try container.encodeValue(corner, for: \.corner)
+    }
 }
 
 private struct Broken: VariablyCodable {
@@ -108,5 +121,7 @@ private struct Holder: VariablyCodable {
     var broken: Broken
     static let keySets = KeySets<Holder>(local: [1: [\.broken: "B"]])
     init(from container: DecodingContainer<Holder>) throws { broken = try container.decodeValue(for: \.broken) }
-    func encode(to container: inout EncodingContainer<Holder>) throws { try container.encodeValue(broken, for: \.broken) }
+    func encode(to container: inout EncodingContainer<Holder>) throws {
+        try container.encodeValue(broken, for: \.broken)
+    }
 }

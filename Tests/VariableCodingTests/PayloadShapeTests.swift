@@ -68,7 +68,8 @@ struct Album<Policy: AlbumPolicy>: VariablyCodable, Equatable {
     init(name: String, photos: [AlbumPhoto]) { (self.name, self.photos) = (name, photos) }
     init(from container: DecodingContainer<Album>) throws {
         name = try container.decodeValue(for: \.name)
-        let list = try container.decodeList(AlbumPhoto.self, forProperty: \.photos, policy: Policy.policy, orderedBy: { $0.id < $1.id })
+        let list = try container.decodeList(
+            AlbumPhoto.self, forProperty: \.photos, policy: Policy.policy, orderedBy: { $0.id < $1.id })
         photos = list.elements
         skipped = list.failures.map(\.key)
     }
@@ -117,15 +118,19 @@ struct PayloadShapeTests {
         #expect(stored["url"] == .tagged(32, .text("https://api.example.com/v1/a.jpg")))
         // A URL that already has a scheme passes unchanged; a value the transform refuses is an error for the property.
         let full = json(##"{"image": "http://x.org/b.png", "dominant_color": "#000000"}"##)
-        #expect(try JSONDecoder().decode(Media.self, from: full, keySet: .remote("v1")).url == URL(string: "http://x.org/b.png"))
+        #expect(
+            try JSONDecoder().decode(Media.self, from: full, keySet: .remote("v1")).url
+                == URL(string: "http://x.org/b.png"))
         expectError(["Media", "property 'url'", "key 'image'"]) {
-            _ = try JSONDecoder().decode(Media.self, from: json(##"{"image": 5, "dominant_color": "#000000"}"##), keySet: .remote("v1"))
+            _ = try JSONDecoder().decode(
+                Media.self, from: json(##"{"image": 5, "dominant_color": "#000000"}"##), keySet: .remote("v1"))
         }
     }
 
     @Test("an object keyed by id decodes into an ordered list; lossy reports the broken element, strict fails on it")
     func dictionaryAsList() throws {
-        let payload = json("""
+        let payload = json(
+            """
             {"album_name": "Trip", "photos": {
                 "17": {"id": 17, "title": "Lake"},
                 "4": {"id": 4, "title": "Road"},
@@ -139,18 +144,25 @@ struct PayloadShapeTests {
             _ = try JSONDecoder().decode(Album<Strict>.self, from: payload, keySet: .remote("v1"))
         }
         // Without the broken element, strict decodes everything.
-        let clean = json(#"{"album_name": "Trip", "photos": {"2": {"id": 2, "title": "A"}, "1": {"id": 1, "title": "B"}}}"#)
-        #expect(try JSONDecoder().decode(Album<Strict>.self, from: clean, keySet: .remote("v1")).photos.map(\.id) == [1, 2])
+        let clean = json(
+            #"{"album_name": "Trip", "photos": {"2": {"id": 2, "title": "A"}, "1": {"id": 1, "title": "B"}}}"#)
+        #expect(
+            try JSONDecoder().decode(Album<Strict>.self, from: clean, keySet: .remote("v1")).photos.map(\.id) == [1, 2])
         // An array is a list too, and storage keeps an array.
-        let array = json(#"{"album_name": "Trip", "photos": [{"id": 3, "title": "C"}, {"id": "x"}, {"id": 1, "title": "A"}]}"#)
+        let array = json(
+            #"{"album_name": "Trip", "photos": [{"id": 3, "title": "C"}, {"id": "x"}, {"id": 1, "title": "A"}]}"#)
         let fromArray = try JSONDecoder().decode(Album<Lossy>.self, from: array, keySet: .remote("v1"))
         #expect(fromArray.photos.map(\.id) == [1, 3])
         #expect(fromArray.skipped == ["1"])
         #expect(try cborRoundTrip(lossy, .currentLocal) == lossy)
         let plist = try PropertyListEncoder().encode(lossy, keySet: .currentLocal)
-        #expect(try PropertyListDecoder().decode(Album<Strict>.self, from: plist, keySet: .currentLocal).photos == lossy.photos)
+        #expect(
+            try PropertyListDecoder().decode(Album<Strict>.self, from: plist, keySet: .currentLocal).photos
+                == lossy.photos)
         // A missing list is an empty one.
-        #expect(try JSONDecoder().decode(Album<Strict>.self, from: json(#"{"album_name": "E"}"#), keySet: .remote("v1")).photos == [])
+        #expect(
+            try JSONDecoder().decode(Album<Strict>.self, from: json(#"{"album_name": "E"}"#), keySet: .remote("v1"))
+                .photos == [])
     }
 
     @Test("a wrapped object decodes with a key set whose root says where it is, and is wrapped again on encoding")
@@ -160,11 +172,14 @@ struct PayloadShapeTests {
         let article = Article(id: 1, title: "Hello")
         #expect(try JSONDecoder().decode(Article.self, from: v1, keySet: .remote("v1")) == article)
         #expect(try JSONDecoder().decode(Article.self, from: v2, keySet: .remote("v2")) == article)
-        let back = try JSONSerialization.jsonObject(with: JSONEncoder().encode(article, keySet: .remote("v2"))) as? [String: Any]
+        let back =
+            try JSONSerialization.jsonObject(with: JSONEncoder().encode(article, keySet: .remote("v2")))
+            as? [String: Any]
         #expect(((back?["data"] as? [String: Any])?["article"] as? [String: Any])?["title"] as? String == "Hello")
         #expect(try cborRoundTrip(article, .currentLocal) == article)
         expectError(["Article", "(wrapper)", "no 'content' object"]) {
-            _ = try JSONDecoder().decode(Article.self, from: json(#"{"id": 1, "headline": "x"}"#), keySet: .remote("v1"))
+            _ = try JSONDecoder().decode(
+                Article.self, from: json(#"{"id": 1, "headline": "x"}"#), keySet: .remote("v1"))
         }
     }
 }

@@ -15,11 +15,15 @@ let package = Package(
     ],
     targets: [
         // The raw C API, for the baselines: the same system liblmdb the LMDB module wraps.
-        .systemLibrary(name: "CLMDBRaw", path: "Sources/CLMDBRaw", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
+        .systemLibrary(
+            name: "CLMDBRaw", path: "Sources/CLMDBRaw", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
         .target(name: "BenchSupport", path: "Sources/BenchSupport"),
         .target(
             name: "BenchModels",
-            dependencies: [.product(name: "VariableCoding", package: "Hoard"), .product(name: "VariableCodingMacros", package: "Hoard")],
+            dependencies: [
+                .product(name: "VariableCoding", package: "Hoard"),
+                .product(name: "VariableCodingMacros", package: "Hoard"),
+            ],
             path: "Sources/BenchModels"
         ),
         .executableTarget(
@@ -49,12 +53,18 @@ let package = Package(
         ),
         .executableTarget(
             name: "cli-bench",
-            dependencies: ["CLMDBRaw", "BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"), .product(name: "LMDB", package: "Hoard")],
+            dependencies: [
+                "CLMDBRaw", "BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"),
+                .product(name: "LMDB", package: "Hoard"),
+            ],
             path: "Sources/CLIBench"
         ),
         .executableTarget(
             name: "write-bench",
-            dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"), .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             path: "Sources/WriteBench"
         ),
         .executableTarget(

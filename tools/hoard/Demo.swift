@@ -38,30 +38,38 @@ struct Demo: ParsableCommand {
         // App version 1: the server speaks API v1; storage uses local key set 1.
         let v1 = try store.collection(DemoUserV1.self, named: "users")
         try v1.deleteAll()
-        let serverV1 = Data("""
+        let serverV1 = Data(
+            """
             [{"id": 1, "user_name": "ada", "email_address": "ada@example.com"},
              {"id": 2, "user_name": "grace", "email_address": "grace@example.com"},
              {"id": 3, "user_name": "alan", "email_address": "alan@example.com"}]
             """.utf8)
         let fromServer = try JSONDecoder().decode([DemoUserV1].self, from: serverV1, keySet: .remote("v1"))
         try v1.put(fromServer)
-        say("app v1    decoded \(fromServer.count) users from API v1 (user_name, email_address) and stored them with local key set 1 (USER_NAME, EMAIL)")
+        say(
+            "app v1    decoded \(fromServer.count) users from API v1 (user_name, email_address) and stored them with local key set 1 (USER_NAME, EMAIL)"
+        )
 
         // App version 2: local key set 2 renames USER_NAME to NAME and adds KARMA.
         let users = try store.collection(DemoUser.self, named: "users")
         for user in try users.scan() {
             let version = try users.header(of: user.id)?.version ?? 0
-            say("app v2    read \(user.name) <\(user.email)> karma \(user.karma) from a version-\(version) record (migrated on read)")
+            say(
+                "app v2    read \(user.name) <\(user.email)> karma \(user.karma) from a version-\(version) record (migrated on read)"
+            )
         }
         // The server's current list, from API v2: grace changed, alan is gone, barbara is new.
-        let serverV2 = Data("""
+        let serverV2 = Data(
+            """
             [{"id": 1, "name": "ada", "email": "ada@example.com", "karma": 0},
              {"id": 2, "name": "grace", "email": "grace@navy.mil", "karma": 7},
              {"id": 4, "name": "barbara", "email": "barbara@example.com", "karma": 42}]
             """.utf8)
         let current = try JSONDecoder().decode([DemoUser].self, from: serverV2, keySet: .remote("v2"))
         let sync = try users.synchronize(with: current)
-        say("app v2    synchronized with API v2 in one transaction: added \(sync.added), updated \(sync.updated), migrated \(sync.migrated), removed \(sync.removed)")
+        say(
+            "app v2    synchronized with API v2 in one transaction: added \(sync.added), updated \(sync.updated), migrated \(sync.migrated), removed \(sync.removed)"
+        )
         say("versions  \(try versionCounts(users))")
 
         // App version 1, still running somewhere, stores a user in its own version.

@@ -29,7 +29,9 @@ struct Dump: StoreCommand {
             handles = try openCollections(collection, in: opened, skippingDamaged: false)
         } catch let error as HoardError {
             guard case .corruptRegistry(let name, _) = error else { throw error }
-            throw CLIError.problem("\(error); nothing was dumped. The other collections can be dumped by name (hoard dump \(store.path) COLLECTION); \(name)'s records only as raw bytes, e.g. with mdb_dump -s c:\(name)")
+            throw CLIError.problem(
+                "\(error); nothing was dumped. The other collections can be dumped by name (hoard dump \(store.path) COLLECTION); \(name)'s records only as raw bytes, e.g. with mdb_dump -s c:\(name)"
+            )
         }
         say(DumpLine.header.text)
         try opened.read { txn in
@@ -65,7 +67,9 @@ enum DumpLine {
 
     static func record(_ handle: CollectionShape, key: [UInt8], record: [UInt8]) -> JSON {
         let view = record.withUnsafeBytes { RecordView($0) }
-        var members: [(String, JSON)] = [("kind", .string("record")), ("collection", .string(handle.name)), ("id", .string(handle.describeKey(key)))]
+        var members: [(String, JSON)] = [
+            ("kind", .string("record")), ("collection", .string(handle.name)), ("id", .string(handle.describeKey(key))),
+        ]
         if let header = view.header {
             members.append(("version", .int(Int64(header.version))))
             members.append(("writtenAt", .string(iso8601(milliseconds: header.writtenAt))))
@@ -119,9 +123,14 @@ struct Load: StoreCommand {
                 throw CLIError.problem("stdin line \(number): not a JSON object")
             }
             if !sawHeader {
-                guard object["hoard"] as? String == "dump" else { throw CLIError.problem("stdin line \(number): not a Hoard dump (the first line must be {\"hoard\":\"dump\",…})") }
+                guard object["hoard"] as? String == "dump" else {
+                    throw CLIError.problem(
+                        "stdin line \(number): not a Hoard dump (the first line must be {\"hoard\":\"dump\",…})")
+                }
                 guard (object["format"] as? Int) == DumpLine.format else {
-                    throw CLIError.problem("stdin line \(number): dump format \(object["format"] ?? "?") is not format \(DumpLine.format), which this hoard reads")
+                    throw CLIError.problem(
+                        "stdin line \(number): dump format \(object["format"] ?? "?") is not format \(DumpLine.format), which this hoard reads"
+                    )
                 }
                 sawHeader = true
                 continue
@@ -136,28 +145,37 @@ struct Load: StoreCommand {
                 schemas[schema.name] = schema
             case "record":
                 guard let name = object["collection"] as? String, let schema = schemas[name] else {
-                    throw CLIError.problem("stdin line \(number): a record of a collection without a collection line before it")
+                    throw CLIError.problem(
+                        "stdin line \(number): a record of a collection without a collection line before it")
                 }
-                guard let keyText = object["key"] as? String, let key = KeyKind.custom.keyBytes(parsing: keyText), !key.isEmpty,
-                      let recordText = object["record"] as? String, let data = Data(base64Encoded: recordText) else {
-                    throw CLIError.problem("stdin line \(number): the key (hex) or record (base64) is missing or malformed")
+                guard let keyText = object["key"] as? String, let key = KeyKind.custom.keyBytes(parsing: keyText),
+                    !key.isEmpty,
+                    let recordText = object["record"] as? String, let data = Data(base64Encoded: recordText)
+                else {
+                    throw CLIError.problem(
+                        "stdin line \(number): the key (hex) or record (base64) is missing or malformed")
                 }
                 let record = [UInt8](data)
                 let check: String? = record.withUnsafeBytes { bytes in
                     do throws(RecordDamage) {
                         let (header, _) = try RecordHeader.parse(bytes)
-                        return schema.versions[header.version] == nil ? "version \(header.version) is not in the collection's registry" : nil
+                        return schema.versions[header.version] == nil
+                            ? "version \(header.version) is not in the collection's registry" : nil
                     } catch {
                         return "the record is damaged: \(error.reason)"
                     }
                 }
                 if let check { throw CLIError.problem("stdin line \(number) (\(name)): \(check)") }
                 guard DumpLine.record(handle(for: schema), key: key, record: record).text == text else {
-                    throw CLIError.problem("stdin line \(number) (\(name)): the line does not match its record bytes (was it edited? load restores the bytes)")
+                    throw CLIError.problem(
+                        "stdin line \(number) (\(name)): the line does not match its record bytes (was it edited? load restores the bytes)"
+                    )
                 }
                 entries.append(Entry(line: number, collection: name, key: key, record: record))
             default:
-                throw CLIError.problem("stdin line \(number): unknown kind \(object["kind"].map { "\($0)" } ?? "(none)") (expected collection or record)")
+                throw CLIError.problem(
+                    "stdin line \(number): unknown kind \(object["kind"].map { "\($0)" } ?? "(none)") (expected collection or record)"
+                )
             }
         }
         guard sawHeader else { throw CLIError.problem("stdin is empty: nothing to load") }
@@ -165,7 +183,9 @@ struct Load: StoreCommand {
         let store = try openStore(path, writable: true, create: true)
         var databases: [String: Database] = [:]
         for name in order {
-            guard let database = try store.recordDatabase(of: name, create: true) else { throw CLIError.problem("cannot create collection \(name)") }
+            guard let database = try store.recordDatabase(of: name, create: true) else {
+                throw CLIError.problem("cannot create collection \(name)")
+            }
             databases[name] = database
         }
         var progress = Progress("load", total: entries.count)
@@ -177,8 +197,12 @@ struct Load: StoreCommand {
                 if let existing = try txn.value(forKey: entry.key, in: database) {
                     if existing == entry.record { same += 1; continue }
                     guard replace else {
-                        let id = schemas[entry.collection].map { handle(for: $0).describeKey(entry.key) } ?? hexString(entry.key)
-                        throw CLIError.problem("stdin line \(entry.line): \(entry.collection)[\(id)] exists with other bytes; nothing was loaded (use --replace to overwrite)")
+                        let id =
+                            schemas[entry.collection].map { handle(for: $0).describeKey(entry.key) }
+                            ?? hexString(entry.key)
+                        throw CLIError.problem(
+                            "stdin line \(entry.line): \(entry.collection)[\(id)] exists with other bytes; nothing was loaded (use --replace to overwrite)"
+                        )
                     }
                 }
                 try txn.put(entry.record, forKey: entry.key, in: database)
@@ -191,41 +215,52 @@ struct Load: StoreCommand {
             return (written, same)
         }
         progress.finish()
-        say("loaded \(written) records into \(order.count) collection\(order.count == 1 ? "" : "s") of \(path)\(same > 0 ? " (\(same) already there)" : "")")
+        say(
+            "loaded \(written) records into \(order.count) collection\(order.count == 1 ? "" : "s") of \(path)\(same > 0 ? " (\(same) already there)" : "")"
+        )
     }
 
     private func handle(for schema: CollectionSchema) -> CollectionShape { CollectionShape(schema) }
 
     private func parseSchema(_ object: [String: Any], line: Int) throws -> CollectionSchema {
         guard let name = object["collection"] as? String, !name.isEmpty,
-              let type = object["type"] as? String,
-              let current = object["currentVersion"] as? Int,
-              let kindText = object["keyKind"] as? String, let kind = KeyKind(rawValue: kindText),
-              let versions = object["versions"] as? [String: [String: String]] else {
-            throw CLIError.problem("stdin line \(line): a collection line needs collection, type, currentVersion, keyKind and versions")
+            let type = object["type"] as? String,
+            let current = object["currentVersion"] as? Int,
+            let kindText = object["keyKind"] as? String, let kind = KeyKind(rawValue: kindText),
+            let versions = object["versions"] as? [String: [String: String]]
+        else {
+            throw CLIError.problem(
+                "stdin line \(line): a collection line needs collection, type, currentVersion, keyKind and versions")
         }
         var nested: [NestedKeySets] = []
         for item in object["nested"] as? [Any] ?? [] {
-            guard let item = item as? [String: Any], let path = item["path"] as? String, let type = item["type"] as? String,
-                  let used = item["used"] as? [String: Int], let versions = item["versions"] as? [String: [String: String]] else {
+            guard let item = item as? [String: Any], let path = item["path"] as? String,
+                let type = item["type"] as? String,
+                let used = item["used"] as? [String: Int],
+                let versions = item["versions"] as? [String: [String: String]]
+            else {
                 throw CLIError.problem("stdin line \(line): a nested entry needs path, type, used and versions")
             }
-            nested.append(NestedKeySets(
-                path: path, type: type,
-                versionUsed: try parseVersions(used, line: line),
-                keyNames: try parseVersions(versions, line: line)
-            ))
+            nested.append(
+                NestedKeySets(
+                    path: path, type: type,
+                    versionUsed: try parseVersions(used, line: line),
+                    keyNames: try parseVersions(versions, line: line)
+                ))
         }
         var enums: [StoredEnumAliases] = []
         for item in object["enums"] as? [Any] ?? [] {
-            guard let item = item as? [String: Any], let path = item["path"] as? String, let type = item["type"] as? String,
-                  let aliases = item["aliases"] as? [String: [String: String]] else {
+            guard let item = item as? [String: Any], let path = item["path"] as? String,
+                let type = item["type"] as? String,
+                let aliases = item["aliases"] as? [String: [String: String]]
+            else {
                 throw CLIError.problem("stdin line \(line): an enums entry needs path, type and aliases")
             }
             enums.append(StoredEnumAliases(path: path, type: type, aliases: try parseVersions(aliases, line: line)))
         }
         return CollectionSchema(
-            name: name, type: type, currentVersion: current, keyKind: kind, versions: try parseVersions(versions, line: line),
+            name: name, type: type, currentVersion: current, keyKind: kind,
+            versions: try parseVersions(versions, line: line),
             nested: nested, enums: enums
         )
     }
@@ -243,7 +278,9 @@ struct Load: StoreCommand {
     }
 
     private func versionNumber(_ text: String, line: Int) throws -> Int {
-        guard let number = Int(text), number >= 0 else { throw CLIError.problem("stdin line \(line): '\(text)' is not a version number") }
+        guard let number = Int(text), number >= 0 else {
+            throw CLIError.problem("stdin line \(line): '\(text)' is not a version number")
+        }
         return number
     }
 }

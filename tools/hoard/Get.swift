@@ -34,7 +34,10 @@ struct Get: StoreCommand {
         let shown: (json: JSON, text: [String], damaged: Bool)? = try opened.read { txn in
             try txn.withValue(forKey: key, in: handle.database) { bytes in
                 let view = RecordView(bytes)
-                return (view.json(collection: handle.shape, key: key, now: now, asCurrent: asCurrent), describe(view, size: bytes.count, handle: handle, now: now), view.damage != nil)
+                return (
+                    view.json(collection: handle.shape, key: key, now: now, asCurrent: asCurrent),
+                    describe(view, size: bytes.count, handle: handle, now: now), view.damage != nil
+                )
             }
         }
         guard let shown else { throw CLIError.problem("no record with ID \(id) in collection \(collection)") }
@@ -45,11 +48,16 @@ struct Get: StoreCommand {
     private func describe(_ view: RecordView, size: Int, handle: CollectionHandle, now: Int64) -> [String] {
         var lines = ["\(Terminal.bold("id"))        \(id)"]
         if let header = view.header {
-            let behind = header.version < handle.schema.currentVersion ? " (older than the current \(handle.schema.currentVersion))"
-                : header.version > handle.schema.currentVersion ? " (newer than the current \(handle.schema.currentVersion))" : " (current)"
+            let behind =
+                header.version < handle.schema.currentVersion
+                ? " (older than the current \(handle.schema.currentVersion))"
+                : header.version > handle.schema.currentVersion
+                    ? " (newer than the current \(handle.schema.currentVersion))" : " (current)"
             lines.append("\(Terminal.bold("version"))   \(header.version)\(behind)")
             lines.append("\(Terminal.bold("written"))   \(iso8601(milliseconds: header.writtenAt))")
-            let expiry = header.expiresAt.map { iso8601(milliseconds: $0) + (header.isExpired(at: now) ? " (expired)" : "") } ?? "never"
+            let expiry =
+                header.expiresAt.map { iso8601(milliseconds: $0) + (header.isExpired(at: now) ? " (expired)" : "") }
+                ?? "never"
             lines.append("\(Terminal.bold("expires"))   \(expiry)")
             lines.append("\(Terminal.bold("checksum"))  ok")
         } else {

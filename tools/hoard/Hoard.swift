@@ -46,7 +46,9 @@ struct HoardCommand: ParsableCommand {
             var command = try parseAsRoot(arguments)
             // LMDB keeps no page checksums: a damaged B-tree can make it fault. Commands that read
             // a store therefore run in a child process, and a crash there is reported, not suffered.
-            if getenv(Isolation.variable) == nil, command is any StoreCommand, let status = Isolation.runInChild(arguments) {
+            if getenv(Isolation.variable) == nil, command is any StoreCommand,
+                let status = Isolation.runInChild(arguments)
+            {
                 terminate(status)
             }
             installInterruptHandler()
@@ -122,7 +124,9 @@ enum Isolation {
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, executable, nil, &attributes, argv, environ)
         guard rc == 0 else {
-            printError("hoard: cannot start a reader process (\(String(cString: strerror(rc)))); reading without crash isolation")
+            printError(
+                "hoard: cannot start a reader process (\(String(cString: strerror(rc)))); reading without crash isolation"
+            )
             signal(SIGINT, SIG_DFL)
             signal(SIGTERM, SIG_DFL)
             return nil
@@ -141,7 +145,8 @@ enum Isolation {
         case SIGINT, SIGTERM:
             return 128 + signalled
         case SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE:
-            printError("""
+            printError(
+                """
                 hoard: the store is structurally damaged: reading it crashed the reader process \
                 (signal \(signalled)). LMDB keeps no page checksums, so a damaged B-tree page shows \
                 up like this; restore the store from a copy or delete it and let the cache refill

@@ -33,7 +33,8 @@ struct PurgeExpired: StoreCommand {
                     var entry = try cursor.first()
                     while let current = entry {
                         if let expiry = RecordHeader.peekExpiry(current.value), expiry <= now,
-                           (try? RecordHeader.parse(current.value)) != nil {
+                            (try? RecordHeader.parse(current.value)) != nil
+                        {
                             try cursor.deleteCurrent()
                             count += 1
                             entry = try cursor.current()
@@ -71,12 +72,18 @@ struct Compact: StoreCommand {
 
     func run() throws {
         let opened = try openStore(store.path)
-        if access(destination + "/data.mdb", F_OK) == 0 { throw CLIError.usage("\(destination) already holds a store; choose a new directory") }
+        if access(destination + "/data.mdb", F_OK) == 0 {
+            throw CLIError.usage("\(destination) already holds a store; choose a new directory")
+        }
         let before = try fileBytes(opened.environment.dataFilePath)
         try opened.environment.copy(to: destination, compacting: true)
         let after = try fileBytes(destination + "/data.mdb")
         if store.json {
-            say(JSON.object([("source", .string(store.path)), ("destination", .string(destination)), ("bytesBefore", .int(Int64(before))), ("bytesAfter", .int(Int64(after)))]).text)
+            say(
+                JSON.object([
+                    ("source", .string(store.path)), ("destination", .string(destination)),
+                    ("bytesBefore", .int(Int64(before))), ("bytesAfter", .int(Int64(after))),
+                ]).text)
         } else {
             say("compacted \(store.path) (\(byteSize(before))) into \(destination) (\(byteSize(after)))")
         }
@@ -120,7 +127,9 @@ struct Remove: StoreCommand {
         }
         let removed = ids.count - missing.count
         if store.json {
-            say(JSON.object([("removed", .int(Int64(removed))), ("notFound", .array(missing.map { .string($0) }))]).text)
+            say(
+                JSON.object([("removed", .int(Int64(removed))), ("notFound", .array(missing.map { .string($0) }))]).text
+            )
         } else {
             say("removed \(removed) record\(removed == 1 ? "" : "s") from \(collection)")
         }

@@ -33,20 +33,31 @@ struct Migrate: StoreCommand {
             outcomes.append(try opened.migrateByKeyNames(handle.name, dryRun: dryRun, beforeBatch: checkInterrupt))
         }
         if store.json {
-            say(JSON.array(outcomes.map { outcome in
-                .object([
-                    ("collection", .string(outcome.collection)),
-                    ("migrated", .int(Int64(outcome.migrated))),
-                    ("upToDate", .int(Int64(outcome.upToDate))),
-                    ("dryRun", .bool(dryRun)),
-                    ("needsAppCode", .array(outcome.left.map { .object([("id", .string($0.key.text)), ("reason", .string($0.reason))]) })),
-                ])
-            }).text)
+            say(
+                JSON.array(
+                    outcomes.map { outcome in
+                        .object([
+                            ("collection", .string(outcome.collection)),
+                            ("migrated", .int(Int64(outcome.migrated))),
+                            ("upToDate", .int(Int64(outcome.upToDate))),
+                            ("dryRun", .bool(dryRun)),
+                            (
+                                "needsAppCode",
+                                .array(
+                                    outcome.left.map {
+                                        .object([("id", .string($0.key.text)), ("reason", .string($0.reason))])
+                                    })
+                            ),
+                        ])
+                    }
+                ).text)
             return
         }
         for outcome in outcomes {
             let verb = dryRun ? "would rewrite" : "rewrote"
-            say("\(Terminal.bold(outcome.collection)): \(verb) \(outcome.migrated) record\(outcome.migrated == 1 ? "" : "s") in the current version; \(outcome.upToDate) already current; \(outcome.left.count) left for the app's code")
+            say(
+                "\(Terminal.bold(outcome.collection)): \(verb) \(outcome.migrated) record\(outcome.migrated == 1 ? "" : "s") in the current version; \(outcome.upToDate) already current; \(outcome.left.count) left for the app's code"
+            )
             for left in outcome.left { say("  \(outcome.collection)[\(left.key.text)]: \(left.reason)") }
         }
     }

@@ -89,7 +89,9 @@ enum JSON: Equatable {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             case _ where scalar.value < 0x20:
-                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
+                out +=
+                    "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
+                    + String(scalar.value, radix: 16)
             default: out.unicodeScalars.append(scalar)
             }
         }
@@ -109,10 +111,11 @@ extension JSON {
         case .text(let text): self = .string(text)
         case .array(let items): self = .array(items.map(JSON.init))
         case .map(let entries):
-            self = .object(entries.map { entry in
-                if case .text(let key) = entry.key { return (key, JSON(entry.value)) }
-                return (JSON(entry.key).text, JSON(entry.value))
-            })
+            self = .object(
+                entries.map { entry in
+                    if case .text(let key) = entry.key { return (key, JSON(entry.value)) }
+                    return (JSON(entry.key).text, JSON(entry.value))
+                })
         case .tagged(1, let inner):
             if let seconds = inner.int64 { self = .string(iso8601(milliseconds: seconds * 1000)); return }
             if case .float(let seconds) = inner, seconds.isFinite, abs(seconds) < 9e15 {
@@ -227,7 +230,9 @@ struct Table {
     func print() {
         var widths = header.map(\.count)
         for row in rows {
-            for (index, cell) in row.enumerated() where index < widths.count { widths[index] = max(widths[index], cell.count) }
+            for (index, cell) in row.enumerated() where index < widths.count {
+                widths[index] = max(widths[index], cell.count)
+            }
         }
         func render(_ cells: [String]) -> String {
             cells.enumerated().map { index, cell in

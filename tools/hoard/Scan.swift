@@ -39,7 +39,9 @@ struct Scan: StoreCommand {
     var expired = false
 
     func validate() throws {
-        if prefix != nil && (from != nil || to != nil) { throw ValidationError("--prefix cannot be combined with --from/--to") }
+        if prefix != nil && (from != nil || to != nil) {
+            throw ValidationError("--prefix cannot be combined with --from/--to")
+        }
         if let limit, limit < 0 { throw ValidationError("--limit must not be negative") }
     }
 
@@ -48,10 +50,14 @@ struct Scan: StoreCommand {
         let handle = try openCollection(collection, in: opened)
         let range: KeyRange
         if let prefix {
-            guard handle.keyKind == .string else { throw CLIError.usage("--prefix needs string IDs; \(collection) has \(handle.keyKind.rawValue) IDs") }
+            guard handle.keyKind == .string else {
+                throw CLIError.usage("--prefix needs string IDs; \(collection) has \(handle.keyKind.rawValue) IDs")
+            }
             range = .prefix(prefix.keyBytes)
         } else {
-            range = KeyRange(from: try from.map { .inclusive(try handle.key($0)) }, to: try to.map { .inclusive(try handle.key($0)) })
+            range = KeyRange(
+                from: try from.map { .inclusive(try handle.key($0)) }, to: try to.map { .inclusive(try handle.key($0)) }
+            )
         }
         let now = Store.systemClock()
         var table = Table("id", "version", "written", "expires", "bytes", "value")

@@ -27,16 +27,24 @@ struct Schema: StoreCommand {
         for (index, handle) in handles.enumerated() {
             if index > 0 { say("") }
             let schema = handle.schema
-            say(Terminal.bold(handle.name) + " (type \(schema.type), current version \(schema.currentVersion), \(handle.keyKind.rawValue) IDs)")
+            say(
+                Terminal.bold(handle.name)
+                    + " (type \(schema.type), current version \(schema.currentVersion), \(handle.keyKind.rawValue) IDs)"
+            )
             keyNameTable(schema.versions, current: schema.currentVersion).print()
             for nested in schema.nested {
-                let uses = nested.versionUsed.sorted { $0.key < $1.key }.map { "v\($0.key) → v\($0.value)" }.joined(separator: ", ")
+                let uses = nested.versionUsed.sorted { $0.key < $1.key }.map { "v\($0.key) → v\($0.value)" }.joined(
+                    separator: ", ")
                 say("nested \(nested.type) at \(nested.path) (\(uses))")
                 keyNameTable(nested.keyNames, current: nil).print()
             }
             for enumeration in schema.enums {
                 let versions = enumeration.aliases.sorted { $0.key < $1.key }.map { version, aliases in
-                    "v\(version): " + (aliases.isEmpty ? "canonical raw values" : aliases.sorted { $0.key < $1.key }.map { "\($0.key) = \($0.value)" }.joined(separator: ", "))
+                    "v\(version): "
+                        + (aliases.isEmpty
+                            ? "canonical raw values"
+                            : aliases.sorted { $0.key < $1.key }.map { "\($0.key) = \($0.value)" }.joined(
+                                separator: ", "))
                 }
                 say("enum \(enumeration.type) at \(enumeration.path) (\(versions.joined(separator: "; ")))")
             }
@@ -46,7 +54,8 @@ struct Schema: StoreCommand {
     /// One row per property, one column per version, and what changes between versions.
     private func keyNameTable(_ keyNames: [Int: [String: String]], current: Int?) -> Table {
         let versions = keyNames.keys.sorted()
-        var table = Table(header: ["property"] + versions.map { "v\($0)" + ($0 == current ? " (current)" : "") } + ["changes"])
+        var table = Table(
+            header: ["property"] + versions.map { "v\($0)" + ($0 == current ? " (current)" : "") } + ["changes"])
         for property in Set(keyNames.values.flatMap(\.keys)).sorted() {
             let names = versions.map { keyNames[$0]?[property] }
             table.add([property] + names.map { $0 ?? "-" } + [changes(names, versions)])
@@ -85,30 +94,47 @@ extension CollectionShape {
             ("versions", versionsJSON(schema.versions)),
         ]
         if !schema.nested.isEmpty {
-            members.append(("nested", .array(schema.nested.map { nested in
-                .object([
-                    ("path", .string(nested.path)),
-                    ("type", .string(nested.type)),
-                    ("used", .object(nested.versionUsed.sorted { $0.key < $1.key }.map { (String($0.key), .int(Int64($0.value))) })),
-                    ("versions", versionsJSON(nested.keyNames)),
-                ])
-            })))
+            members.append(
+                (
+                    "nested",
+                    .array(
+                        schema.nested.map { nested in
+                            .object([
+                                ("path", .string(nested.path)),
+                                ("type", .string(nested.type)),
+                                (
+                                    "used",
+                                    .object(
+                                        nested.versionUsed.sorted { $0.key < $1.key }.map {
+                                            (String($0.key), .int(Int64($0.value)))
+                                        })
+                                ),
+                                ("versions", versionsJSON(nested.keyNames)),
+                            ])
+                        })
+                ))
         }
         if !schema.enums.isEmpty {
-            members.append(("enums", .array(schema.enums.map { enumeration in
-                .object([
-                    ("path", .string(enumeration.path)),
-                    ("type", .string(enumeration.type)),
-                    ("aliases", versionsJSON(enumeration.aliases)),
-                ])
-            })))
+            members.append(
+                (
+                    "enums",
+                    .array(
+                        schema.enums.map { enumeration in
+                            .object([
+                                ("path", .string(enumeration.path)),
+                                ("type", .string(enumeration.type)),
+                                ("aliases", versionsJSON(enumeration.aliases)),
+                            ])
+                        })
+                ))
         }
         return .object(members)
     }
 
     private func versionsJSON(_ versions: [Int: [String: String]]) -> JSON {
-        .object(versions.sorted { $0.key < $1.key }.map { version, names in
-            (String(version), .object(names.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
-        })
+        .object(
+            versions.sorted { $0.key < $1.key }.map { version, names in
+                (String(version), .object(names.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
+            })
     }
 }

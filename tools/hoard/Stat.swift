@@ -69,7 +69,8 @@ struct StatReport {
             lastTransaction = txn.id
             var result: [CollectionFigures] = []
             for handle in handles {
-                var figures = CollectionFigures(name: handle.name, type: handle.schema.type, currentVersion: handle.schema.currentVersion)
+                var figures = CollectionFigures(
+                    name: handle.name, type: handle.schema.type, currentVersion: handle.schema.currentVersion)
                 let statistics = try txn.statistics(of: handle.database)
                 figures.records = statistics.entries
                 figures.bytes = statistics.bytes
@@ -107,25 +108,39 @@ struct StatReport {
             ("readers", .int(Int64(readers))),
             ("staleReaders", .int(Int64(staleReaders))),
             ("lastTransaction", .int(Int64(lastTransaction))),
-            ("collections", .array(collections.map { c in
-                .object([
-                    ("name", .string(c.name)),
-                    ("type", .string(c.type)),
-                    ("records", .int(Int64(c.records))),
-                    ("bytes", .int(Int64(c.bytes))),
-                    ("currentVersion", .int(Int64(c.currentVersion))),
-                    ("versions", .object(c.versions.sorted { $0.key < $1.key }.map { (String($0.key), .int(Int64($0.value))) })),
-                    ("expired", .int(Int64(c.expired))),
-                    ("unreadableHeaders", .int(Int64(c.unreadableHeaders))),
-                ])
-            })),
+            (
+                "collections",
+                .array(
+                    collections.map { c in
+                        .object([
+                            ("name", .string(c.name)),
+                            ("type", .string(c.type)),
+                            ("records", .int(Int64(c.records))),
+                            ("bytes", .int(Int64(c.bytes))),
+                            ("currentVersion", .int(Int64(c.currentVersion))),
+                            (
+                                "versions",
+                                .object(
+                                    c.versions.sorted { $0.key < $1.key }.map {
+                                        (String($0.key), .int(Int64($0.value)))
+                                    })
+                            ),
+                            ("expired", .int(Int64(c.expired))),
+                            ("unreadableHeaders", .int(Int64(c.unreadableHeaders))),
+                        ])
+                    })
+            ),
         ])
     }
 
     func print() {
         say("\(Terminal.bold("store"))        \(path) (format \(format))")
-        say("\(Terminal.bold("file"))         \(byteSize(fileBytes)); map \(byteSize(mapBytes)), \(pagesUsed) pages of \(pageSize) bytes used, \(freePages) free")
-        say("\(Terminal.bold("readers"))      \(readers) other\(staleReaders > 0 ? ", \(Terminal.red("\(staleReaders) stale"))" : "")")
+        say(
+            "\(Terminal.bold("file"))         \(byteSize(fileBytes)); map \(byteSize(mapBytes)), \(pagesUsed) pages of \(pageSize) bytes used, \(freePages) free"
+        )
+        say(
+            "\(Terminal.bold("readers"))      \(readers) other\(staleReaders > 0 ? ", \(Terminal.red("\(staleReaders) stale"))" : "")"
+        )
         say("\(Terminal.bold("transaction"))  \(lastTransaction)")
         guard !collections.isEmpty else {
             say("no collections")
@@ -134,8 +149,12 @@ struct StatReport {
         say("")
         var table = Table("collection", "type", "records", "bytes", "version", "older versions", "expired")
         for c in collections {
-            let older = c.versions.filter { $0.key < c.currentVersion }.sorted { $0.key < $1.key }.map { "v\($0.key): \($0.value)" }
-            let newer = c.versions.filter { $0.key > c.currentVersion }.sorted { $0.key < $1.key }.map { "v\($0.key) (newer): \($0.value)" }
+            let older = c.versions.filter { $0.key < c.currentVersion }.sorted { $0.key < $1.key }.map {
+                "v\($0.key): \($0.value)"
+            }
+            let newer = c.versions.filter { $0.key > c.currentVersion }.sorted { $0.key < $1.key }.map {
+                "v\($0.key) (newer): \($0.value)"
+            }
             var notes = older + newer
             if c.unreadableHeaders > 0 { notes.append(Terminal.red("\(c.unreadableHeaders) unreadable")) }
             table.add([

@@ -42,7 +42,9 @@ func installInterruptHandler() {
 }
 
 func checkInterrupt() throws {
-    if interruptRequested.load(ordering: .relaxed) { throw CLIError(status: 130, message: "interrupted; nothing half-done was committed") }
+    if interruptRequested.load(ordering: .relaxed) {
+        throw CLIError(status: 130, message: "interrupted; nothing half-done was committed")
+    }
 }
 
 /// Opens the store at `path`, read-only unless `writable`; every way this can fail becomes one
@@ -107,7 +109,9 @@ struct CollectionShape {
     /// The key bytes of an ID given on the command line.
     func key(_ text: String) throws -> [UInt8] {
         guard let bytes = keyKind.keyBytes(parsing: text) else {
-            throw CLIError.usage("'\(text)' is not an ID of collection \(name) (its IDs are \(keyKind.rawValue) keys; 0x… gives raw key bytes)")
+            throw CLIError.usage(
+                "'\(text)' is not an ID of collection \(name) (its IDs are \(keyKind.rawValue) keys; 0x… gives raw key bytes)"
+            )
         }
         return bytes
     }
@@ -130,7 +134,8 @@ struct CollectionHandle {
 /// Over the whole store, a collection whose registry entry is damaged is skipped, not fatal: it is
 /// named on standard error, the other collections are served, and the command then ends with exit
 /// status 1 (`Skipped`). Commands whose output must be complete (dump) pass `skippingDamaged: false`.
-func openCollections(_ name: String? = nil, in store: Store, skippingDamaged: Bool = true) throws -> [CollectionHandle] {
+func openCollections(_ name: String? = nil, in store: Store, skippingDamaged: Bool = true) throws -> [CollectionHandle]
+{
     if let name { return [try openCollection(name, in: store)] }
     return try store.collectionNames().compactMap { name in
         do {
@@ -156,7 +161,9 @@ enum Skipped {
 func openCollection(_ name: String, in store: Store) throws -> CollectionHandle {
     guard let schema = try store.schema(of: name), let database = try store.recordDatabase(of: name) else {
         let names = try store.collectionNames()
-        throw CLIError.usage("no collection '\(name)' in \(store.path) (it has \(names.isEmpty ? "none" : names.joined(separator: ", ")))")
+        throw CLIError.usage(
+            "no collection '\(name)' in \(store.path) (it has \(names.isEmpty ? "none" : names.joined(separator: ", ")))"
+        )
     }
     return CollectionHandle(shape: CollectionShape(schema, keyKind: try store.keyKind(of: schema)), database: database)
 }
@@ -186,7 +193,9 @@ struct RecordView {
 
     /// The record as one JSON object (get, scan and dump share it).
     func json(collection: CollectionShape, key: some Collection<UInt8>, now: Int64, asCurrent: Bool) -> JSON {
-        var members: [(String, JSON)] = [("collection", .string(collection.name)), ("id", .string(collection.describeKey(key)))]
+        var members: [(String, JSON)] = [
+            ("collection", .string(collection.name)), ("id", .string(collection.describeKey(key))),
+        ]
         if let header {
             members.append(("version", .int(Int64(header.version))))
             members.append(("writtenAt", .string(iso8601(milliseconds: header.writtenAt))))

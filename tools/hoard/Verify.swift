@@ -32,7 +32,8 @@ struct Verify: StoreCommand {
 
         var collection: String {
             switch self {
-            case .record(.corruptRecord(let collection, _, _)), .record(.newerRecord(let collection, _, _, _)): collection
+            case .record(.corruptRecord(let collection, _, _)), .record(.newerRecord(let collection, _, _, _)):
+                collection
             case .record(let error): "\(error)"
             case .collection(let name, _): name
             }
@@ -68,7 +69,8 @@ struct Verify: StoreCommand {
                 continue
             }
             guard let schema = recorded, let database = try opened.recordDatabase(of: name) else {
-                problems.append(.collection(name, reason: "the collection has no registry entry: its records cannot be named"))
+                problems.append(
+                    .collection(name, reason: "the collection has no registry entry: its records cannot be named"))
                 continue
             }
             found.append((name, schema, database))
@@ -76,7 +78,9 @@ struct Verify: StoreCommand {
         try opened.read { txn in
             for (name, schema, database) in found {
                 let shape = CollectionShape(schema)
-                let topLevel = schema.versions.mapValues { KeyNames(Set($0.values.map { String($0.prefix { $0 != "." }) })) }
+                let topLevel = schema.versions.mapValues {
+                    KeyNames(Set($0.values.map { String($0.prefix { $0 != "." }) }))
+                }
                 var progress = Progress("verify \(name)", total: try txn.count(in: database))
                 var done = 0
                 try txn.forEach(in: database) { key, record in
@@ -95,30 +99,45 @@ struct Verify: StoreCommand {
             }
         }
         if store.json {
-            say(JSON.object([
-                ("collections", .int(Int64(names.count))),
-                ("records", .int(Int64(records))),
-                ("problems", .array(problems.map {
-                    .object([
-                        ("collection", .string($0.collection)), ("id", .string($0.key?.text ?? "-")),
-                        ("key", .string(hexString($0.key?.bytes ?? []))), ("problem", .string($0.reason)),
-                    ])
-                })),
-            ]).text)
+            say(
+                JSON.object([
+                    ("collections", .int(Int64(names.count))),
+                    ("records", .int(Int64(records))),
+                    (
+                        "problems",
+                        .array(
+                            problems.map {
+                                .object([
+                                    ("collection", .string($0.collection)), ("id", .string($0.key?.text ?? "-")),
+                                    ("key", .string(hexString($0.key?.bytes ?? []))), ("problem", .string($0.reason)),
+                                ])
+                            })
+                    ),
+                ]).text)
         } else {
-            for problem in problems { say("\(problem.collection)[\(problem.key?.text ?? "-")]: \(Terminal.red(problem.reason))") }
+            for problem in problems {
+                say("\(problem.collection)[\(problem.key?.text ?? "-")]: \(Terminal.red(problem.reason))")
+            }
             let summary = "verified \(records) records in \(names.count) collection\(names.count == 1 ? "" : "s"): "
-            say(summary + (problems.isEmpty ? Terminal.green("no problems") : Terminal.red("\(problems.count) problem\(problems.count == 1 ? "" : "s")")))
+            say(
+                summary
+                    + (problems.isEmpty
+                        ? Terminal.green("no problems")
+                        : Terminal.red("\(problems.count) problem\(problems.count == 1 ? "" : "s")")))
         }
         if !problems.isEmpty { throw ExitCode(1) }
     }
 
     /// What is wrong with one record, or `nil`. Payloads are validated in place, without
     /// building values: verify must keep up with hundreds of thousands of records a second.
-    private func check(key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer, shape: CollectionShape, topLevel: [Int: KeyNames]) -> HoardError? {
+    private func check(
+        key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer, shape: CollectionShape, topLevel: [Int: KeyNames]
+    ) -> HoardError? {
         // The key is copied only for a record with a problem.
         var stored: StoredKey { StoredKey(key, kind: shape.keyKind) }
-        let damaged = { (reason: String) in HoardError.corruptRecord(collection: shape.name, key: stored, reason: reason) }
+        let damaged = { (reason: String) in
+            HoardError.corruptRecord(collection: shape.name, key: stored, reason: reason)
+        }
         if !shape.keyKind.accepts(key) {
             return damaged("the key 0x\(hexString(key)) is not a \(shape.keyKind.rawValue) ID")
         }
@@ -131,7 +150,8 @@ struct Verify: StoreCommand {
         }
         guard let known = topLevel[header.version] else {
             return header.version > shape.schema.currentVersion
-                ? .newerRecord(collection: shape.name, key: stored, version: header.version, current: shape.schema.currentVersion)
+                ? .newerRecord(
+                    collection: shape.name, key: stored, version: header.version, current: shape.schema.currentVersion)
                 : damaged("written with key-set version \(header.version), which the registry does not record")
         }
         var seen = KeyNames.Seen()
@@ -139,9 +159,13 @@ struct Verify: StoreCommand {
             let major = try CBORValue.validate(payload) { name in
                 guard let name else { throw PayloadProblem("the payload has a map key that is not text") }
                 guard let index = known.index(of: name) else {
-                    throw PayloadProblem("the payload has key '\(String(decoding: name, as: UTF8.self))', which is not a key of version \(header.version)")
+                    throw PayloadProblem(
+                        "the payload has key '\(String(decoding: name, as: UTF8.self))', which is not a key of version \(header.version)"
+                    )
                 }
-                guard seen.insert(index) else { throw PayloadProblem("the payload has key '\(known.names[index])' twice") }
+                guard seen.insert(index) else {
+                    throw PayloadProblem("the payload has key '\(known.names[index])' twice")
+                }
             }
             if major != 5 { return damaged("the payload is not a CBOR map") }
         } catch let problem as PayloadProblem {

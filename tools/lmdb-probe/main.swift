@@ -65,7 +65,9 @@ func serve(_ env: Environment) throws {
             case "snapshot":
                 let db = try env.openDatabase(String(words[1]))
                 let (entries, counter) = try env.read { txn in
-                    let counter = try txn.value(forKey: bytes("counter"), in: db).map { String(decoding: $0, as: UTF8.self) } ?? "0"
+                    let counter =
+                        try txn.value(forKey: bytes("counter"), in: db).map { String(decoding: $0, as: UTF8.self) }
+                        ?? "0"
                     return (try txn.count(in: db), counter)
                 }
                 reply("snapshot \(entries) \(counter)")
@@ -148,7 +150,9 @@ case "store":
 case "open":
     var options = Environment.Options(durability: .riskStoreOnOSCrash)
     options.readOnly = arguments.contains("--read-only")
-    if let index = arguments.firstIndex(of: "--as-user"), index + 1 < arguments.count, let uid = UInt32(arguments[index + 1]) {
+    if let index = arguments.firstIndex(of: "--as-user"), index + 1 < arguments.count,
+        let uid = UInt32(arguments[index + 1])
+    {
         guard setgid(uid) == 0, setuid(uid) == 0 else {
             reply("open error setuid \(String(cString: strerror(errno)))")
             exit(1)
@@ -208,7 +212,11 @@ func serveStore(_ store: Store) {
         switch words.first {
         case "collection" where words.count == 3:
             do {
-                if words[2] == "A" { _ = try store.collection(RaceA.self, named: words[1]) } else { _ = try store.collection(RaceB.self, named: words[1]) }
+                if words[2] == "A" {
+                    _ = try store.collection(RaceA.self, named: words[1])
+                } else {
+                    _ = try store.collection(RaceB.self, named: words[1])
+                }
                 reply("ok")
             } catch {
                 reply("error \(error)")

@@ -128,7 +128,9 @@ struct Reader {
                 var text: [UInt8] = []  // the chunks joined, only when checking text
                 while try !isBreak(at: position) {
                     let chunk = try self.head(at: position)
-                    guard chunk.major == head.major, !chunk.isIndefinite else { throw CBORDecodingError(.invalidChunk, at: position) }
+                    guard chunk.major == head.major, !chunk.isIndefinite else {
+                        throw CBORDecodingError(.invalidChunk, at: position)
+                    }
                     let length = try checkLength(chunk.argument, from: chunk.contentOffset)
                     if checksText { text.append(contentsOf: bytes(from: chunk.contentOffset, count: length)) }
                     position = chunk.contentOffset + length
@@ -137,7 +139,9 @@ struct Reader {
                 return position + 1
             }
             let length = try checkLength(head.argument, from: head.contentOffset)
-            if checksText, !isValidUTF8(bytes(from: head.contentOffset, count: length)) { throw CBORDecodingError(.invalidUTF8, at: offset) }
+            if checksText, !isValidUTF8(bytes(from: head.contentOffset, count: length)) {
+                throw CBORDecodingError(.invalidUTF8, at: offset)
+            }
             return head.contentOffset + length
         case 4, 5:
             let perEntry = head.major == 5 ? 2 : 1
@@ -152,7 +156,11 @@ struct Reader {
                         position = try skip(at: position, depth: depth + 1, validating: validating)
                     }
                 }
-                if checksKeys { try keys.withUnsafeMutableBufferPointer { (keys) throws(CBORDecodingError) in try checkDistinctKeys(keys, ofMapAt: offset) } }
+                if checksKeys {
+                    try keys.withUnsafeMutableBufferPointer { (keys) throws(CBORDecodingError) in
+                        try checkDistinctKeys(keys, ofMapAt: offset)
+                    }
+                }
                 return position + 1
             }
             let items = try checkLength(head.argument, units: UInt64(perEntry), from: position) * perEntry
@@ -160,7 +168,8 @@ struct Reader {
                 for _ in 0..<items { position = try skip(at: position, depth: depth + 1, validating: validating) }
                 return position
             }
-            return try withUnsafeTemporaryAllocation(of: Int.self, capacity: items / 2) { (keys) throws(CBORDecodingError) -> Int in
+            return try withUnsafeTemporaryAllocation(of: Int.self, capacity: items / 2) {
+                (keys) throws(CBORDecodingError) -> Int in
                 for entry in 0..<items / 2 {
                     keys[entry] = position
                     position = try skip(at: position, depth: depth + 1, validating: true)
@@ -183,7 +192,8 @@ struct Reader {
     /// other map goes through ``CBORValue``.
     func checkDistinctKeys(_ offsets: UnsafeMutableBufferPointer<Int>, ofMapAt offset: Int) throws(CBORDecodingError) {
         if offsets.count <= 24 {
-            let allText = try withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: offsets.count) { (texts) throws(CBORDecodingError) -> Bool in
+            let allText = try withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: offsets.count) {
+                (texts) throws(CBORDecodingError) -> Bool in
                 for i in offsets.indices {
                     guard let key = try definiteText(at: offsets[i]) else { return false }
                     for j in 0..<i where texts[j].count == key.count && texts[j].elementsEqual(key) {
@@ -208,7 +218,9 @@ struct Reader {
                 throw CBORDecodingError(.truncated, at: key)  // unreachable: parse throws CBORDecodingError only
             }
         }
-        if let repeated = CBORValue.firstRepeatedKey(keys) { throw CBORDecodingError(.duplicateKey(CBORValue.keyName(repeated)), at: offset) }
+        if let repeated = CBORValue.firstRepeatedKey(keys) {
+            throw CBORDecodingError(.duplicateKey(CBORValue.keyName(repeated)), at: offset)
+        }
     }
 
     /// The bytes of the definite text string at `offset`, or `nil` for any other item.
@@ -235,7 +247,9 @@ struct Reader {
         var position = head.contentOffset
         while try !isBreak(at: position) {
             let chunk = try self.head(at: position)
-            guard chunk.major == head.major, !chunk.isIndefinite else { throw CBORDecodingError(.invalidChunk, at: position) }
+            guard chunk.major == head.major, !chunk.isIndefinite else {
+                throw CBORDecodingError(.invalidChunk, at: position)
+            }
             let length = try checkLength(chunk.argument, from: chunk.contentOffset)
             joined.append(contentsOf: bytes(from: chunk.contentOffset, count: length))
             position = chunk.contentOffset + length

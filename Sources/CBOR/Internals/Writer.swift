@@ -185,12 +185,16 @@ final class Writer {
         } else if Double(Float(value)) == value {
             let bits = Float(value).bitPattern.bigEndian
             base[count] = 0xFA
-            withUnsafeBytes(of: bits) { (base + count + 1).update(from: $0.baseAddress!.assumingMemoryBound(to: UInt8.self), count: 4) }
+            withUnsafeBytes(of: bits) {
+                (base + count + 1).update(from: $0.baseAddress!.assumingMemoryBound(to: UInt8.self), count: 4)
+            }
             count += 5
         } else {
             let bits = value.bitPattern.bigEndian
             base[count] = 0xFB
-            withUnsafeBytes(of: bits) { (base + count + 1).update(from: $0.baseAddress!.assumingMemoryBound(to: UInt8.self), count: 8) }
+            withUnsafeBytes(of: bits) {
+                (base + count + 1).update(from: $0.baseAddress!.assumingMemoryBound(to: UInt8.self), count: 8)
+            }
             count += 9
         }
     }

@@ -9,7 +9,10 @@ extension HoardCollection {
     /// making an array of them. An encoding error is thrown as ``HoardError/encoding(collection:key:underlying:)``
     /// naming `key`; what `body` throws comes out unchanged. With `ordinarily`, generated code is
     /// not tried (the caller's has declined already).
-    func withPayload<R>(of model: Model, key: UnsafeRawBufferPointer, ordinarily: Bool = false, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+    func withPayload<R>(
+        of model: Model, key: UnsafeRawBufferPointer, ordinarily: Bool = false,
+        _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
         do {
             func forwarding(_ raw: UnsafeRawBufferPointer) throws -> R {
                 do { return try body(raw) } catch { throw Forwarded(error: error) }
@@ -39,14 +42,16 @@ extension HoardCollection {
     func encode<R>(_ model: Model, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         // Generated code writes plain values only: no nested model needs the key set chosen.
         guard let table = currentEmitted else { return try encodeOrdinarily(model, body) }
-        return try encoder.emitFields(table: table, { model.emit(into: &$0) }, reading: body, otherwise: { try encodeOrdinarily(model, body) })
+        return try encoder.emitFields(
+            table: table, { model.emit(into: &$0) }, reading: body, otherwise: { try encodeOrdinarily(model, body) })
     }
 
     /// Encodes through the model's `encode(to:)`.
     private func encodeOrdinarily<R>(_ model: Model, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         try withStorageKeySet(version: currentVersion) {
             guard let fields = currentFields else { return try encoder.encode(model).withUnsafeBytes(body) }
-            return try encoder.encodeFields(keys: fields.keys, { try model.encode(fields: $0, layout: fields.layout) }, reading: body)
+            return try encoder.encodeFields(
+                keys: fields.keys, { try model.encode(fields: $0, layout: fields.layout) }, reading: body)
         }
     }
 
@@ -59,7 +64,9 @@ extension HoardCollection {
     func decodePayload(_ payload: UnsafeRawBufferPointer, version: Int) throws -> Model {
         // Generated code reads plain values only: no nested model needs the key set chosen. (The
         // scanner holds the table unowned; the collection holds it for as long as it lives.)
-        if let table = version == currentVersion ? currentScanned : olderScanned[version], var scanner = CBORFieldScanner(payload, table: table) {
+        if let table = version == currentVersion ? currentScanned : olderScanned[version],
+            var scanner = CBORFieldScanner(payload, table: table)
+        {
             do throws(FieldScanDeclined) {
                 let model = try Model.scan(&scanner)
                 if scanner.isComplete { return model }
@@ -68,8 +75,12 @@ extension HoardCollection {
             }
         }
         return try withKeySet(.local(version)) {
-            guard let fields = version == currentVersion ? currentFields : olderFields[version] else { return try decoder.decode(Model.self, from: payload) }
-            return try decoder.decodeFields(from: payload, keys: fields.keys) { try Model(fields: $0, layout: fields.layout) }
+            guard let fields = version == currentVersion ? currentFields : olderFields[version] else {
+                return try decoder.decode(Model.self, from: payload)
+            }
+            return try decoder.decodeFields(from: payload, keys: fields.keys) {
+                try Model(fields: $0, layout: fields.layout)
+            }
         }
     }
 }

@@ -57,10 +57,13 @@ extension HoardCollection {
     /// Rewrites the record under `key` in the current version if it is older, keeping its
     /// write time and expiry (a migration changes the spelling, not the content).
     func rewriteIfOld(_ key: [UInt8], in txn: borrowing WriteTransaction) throws -> RewriteOutcome {
-        let found: StoredRecord<Model>? = try txn.withValue(forKey: key, in: database) { record -> StoredRecord<Model> in
+        let found: StoredRecord<Model>? = try txn.withValue(forKey: key, in: database) {
+            record -> StoredRecord<Model> in
             guard let (header, payload) = try? RecordHeader.parse(record) else { return .damaged }
             if header.version >= currentVersion { return .upToDate(newer: header.version > currentVersion) }
-            guard localVersions.contains(header.version), let model = try? decodePayload(payload, version: header.version) else { return .damaged }
+            guard localVersions.contains(header.version),
+                let model = try? decodePayload(payload, version: header.version)
+            else { return .damaged }
             return .old(header, model)
         }
         let header: RecordHeader
@@ -73,7 +76,9 @@ extension HoardCollection {
         }
         let rewritten = RecordHeader(version: currentVersion, writtenAt: header.writtenAt, expiresAt: header.expiresAt)
         try key.withUnsafeBytes { rawKey in
-            try withPayload(of: model, key: rawKey) { try rewritten.store(payload: $0, forKey: rawKey, in: database, txn: txn) }
+            try withPayload(of: model, key: rawKey) {
+                try rewritten.store(payload: $0, forKey: rawKey, in: database, txn: txn)
+            }
         }
         return .migrated
     }
@@ -88,7 +93,9 @@ extension HoardCollection {
     ///
     /// - Parameter progress: called after each batch with the totals so far; return `false` to stop.
     @discardableResult
-    public func migrate(batchSize: Int = 1_000, progress: (MigrationProgress) -> Bool = { _ in true }) throws -> MigrationProgress {
+    public func migrate(
+        batchSize: Int = 1_000, progress: (MigrationProgress) -> Bool = { _ in true }
+    ) throws -> MigrationProgress {
         precondition(batchSize > 0, "migrate: batchSize must be positive")
         guard let meta = store.meta else { return MigrationProgress(finished: true) }
         let checkpointKey = Array("migrate:\(name)".utf8)
@@ -119,13 +126,19 @@ extension HoardCollection {
             totals.migrated += batch.0.migrated
             totals.failed += batch.0.failed
             totals.finished = batch.1
-            store.logger.debug("migration batch", metadata: [
-                "collection": "\(name)", "scanned": "\(totals.scanned)", "migrated": "\(totals.migrated)", "failed": "\(totals.failed)",
-            ])
-            if batch.1 {
-                store.logger.info("migrated collection", metadata: [
-                    "collection": "\(name)", "migrated": "\(totals.migrated)", "failed": "\(totals.failed)", "version": "\(currentVersion)",
+            store.logger.debug(
+                "migration batch",
+                metadata: [
+                    "collection": "\(name)", "scanned": "\(totals.scanned)", "migrated": "\(totals.migrated)",
+                    "failed": "\(totals.failed)",
                 ])
+            if batch.1 {
+                store.logger.info(
+                    "migrated collection",
+                    metadata: [
+                        "collection": "\(name)", "migrated": "\(totals.migrated)", "failed": "\(totals.failed)",
+                        "version": "\(currentVersion)",
+                    ])
             }
             if batch.1 || !progress(totals) { return totals }
         }

@@ -37,7 +37,9 @@ extension HoardCollection {
 
     /// The models whose IDs lie from `lower` to `upper` (both included; either may be open), in
     /// ID order or reversed, at most `limit`.
-    public func scan(from lower: Model.ID? = nil, through upper: Model.ID? = nil, reverse: Bool = false, limit: Int = .max) throws -> [Model] {
+    public func scan(
+        from lower: Model.ID? = nil, through upper: Model.ID? = nil, reverse: Bool = false, limit: Int = .max
+    ) throws -> [Model] {
         let keys = KeyRange(from: lower.map { .inclusive($0.keyBytes) }, to: upper.map { .inclusive($0.keyBytes) })
         return try scan(keys: keys, reverse: reverse, limit: limit)
     }
@@ -64,7 +66,9 @@ extension HoardCollection {
 
     /// Like ``scan(keys:reverse:limit:)``, but a damaged or undecodable record does not stop the
     /// scan: it is left out and reported in ``ScanResult/damaged``. Nothing is deleted.
-    public func scanSkippingDamaged(keys: KeyRange = .all, reverse: Bool = false, limit: Int = .max) throws -> ScanResult<Model> {
+    public func scanSkippingDamaged(
+        keys: KeyRange = .all, reverse: Bool = false, limit: Int = .max
+    ) throws -> ScanResult<Model> {
         try scan(keys: keys, reverse: reverse, limit: limit, skippingDamaged: true)
     }
 
@@ -77,7 +81,8 @@ extension HoardCollection {
                 do {
                     if let model = try decode(record, key: { Array(key) }, now: now) { result.models.append(model) }
                 } catch let error as HoardError where skippingDamaged {
-                    store.logger.warning("skipped a damaged record", metadata: ["collection": "\(name)", "error": "\(error)"])
+                    store.logger.warning(
+                        "skipped a damaged record", metadata: ["collection": "\(name)", "error": "\(error)"])
                     result.damaged.append(error)
                 }
                 return result.models.count < limit ? .next : .stop
@@ -114,10 +119,13 @@ extension HoardCollection {
         }
         if header.expiresAt != nil && header.isExpired(at: now()) { return nil }
         guard header.version <= currentVersion else {
-            throw HoardError.newerRecord(collection: name, key: storedKey(key()), version: header.version, current: currentVersion)
+            throw HoardError.newerRecord(
+                collection: name, key: storedKey(key()), version: header.version, current: currentVersion)
         }
         guard header.version == currentVersion || localVersions.contains(header.version) else {
-            throw HoardError.corruptRecord(collection: name, key: storedKey(key()), reason: "key-set version \(header.version) is not one of \(Model.self)'s local versions")
+            throw HoardError.corruptRecord(
+                collection: name, key: storedKey(key()),
+                reason: "key-set version \(header.version) is not one of \(Model.self)'s local versions")
         }
         do {
             let model = try decodePayload(payload, version: header.version)
@@ -131,7 +139,8 @@ extension HoardCollection {
         } catch let error as CBORDecodingError {
             throw HoardError.corruptRecord(collection: name, key: storedKey(key()), reason: "\(error)")
         } catch {
-            throw HoardError.decoding(collection: name, key: storedKey(key()), version: header.version, underlying: error)
+            throw HoardError.decoding(
+                collection: name, key: storedKey(key()), version: header.version, underlying: error)
         }
     }
 }
@@ -143,4 +152,3 @@ public struct ScanResult<Model> {
     /// The damaged or undecodable records met on the way, each naming collection, key and cause.
     public var damaged: [HoardError]
 }
-

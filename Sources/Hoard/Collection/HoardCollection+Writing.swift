@@ -28,7 +28,10 @@ extension HoardCollection {
     }
 
     /// Stores `model` in `txn`. With `insertOnly`, an existing record is an error (`LMDBError` keyExists).
-    public func put(_ model: Model, expiry: Expiry = .collectionDefault, insertOnly: Bool = false, in txn: borrowing WriteTransaction) throws {
+    public func put(
+        _ model: Model, expiry: Expiry = .collectionDefault, insertOnly: Bool = false,
+        in txn: borrowing WriteTransaction
+    ) throws {
         let batch = PutBatch(header: header(for: expiry), options: insertOnly ? .noOverwrite : [])
         guard let table = currentEmitted else { return try putOrdinarily(model, batch, in: txn) }
         try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
@@ -39,7 +42,10 @@ extension HoardCollection {
     /// and an expiry `after` a duration counts from it), and generated code writes every payload
     /// into one buffer. With `insertOnly`, an existing record is an error (`LMDBError` keyExists),
     /// and what the call stored before it stays in `txn`.
-    public func put(_ models: some Sequence<Model>, expiry: Expiry = .collectionDefault, insertOnly: Bool = false, in txn: borrowing WriteTransaction) throws {
+    public func put(
+        _ models: some Sequence<Model>, expiry: Expiry = .collectionDefault, insertOnly: Bool = false,
+        in txn: borrowing WriteTransaction
+    ) throws {
         let batch = PutBatch(header: header(for: expiry), options: insertOnly ? .noOverwrite : [])
         guard let table = currentEmitted else {
             for model in models { try putOrdinarily(model, batch, in: txn) }
@@ -67,23 +73,28 @@ extension HoardCollection {
     @inline(__always)
     private func header(for expiry: Expiry) -> RecordHeader {
         let now = store.options.now()
-        let expiresAt: Int64? = switch expiry {
-        case .collectionDefault: timeToLiveMilliseconds.map { now.addingSaturating($0) }
-        case .never: nil
-        case .at(let time): time.storedMilliseconds
-        case .after(let duration): now.addingSaturating(duration.storedMilliseconds)
-        }
+        let expiresAt: Int64? =
+            switch expiry {
+            case .collectionDefault: timeToLiveMilliseconds.map { now.addingSaturating($0) }
+            case .never: nil
+            case .at(let time): time.storedMilliseconds
+            case .after(let duration): now.addingSaturating(duration.storedMilliseconds)
+            }
         return RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
     }
 
     /// Stores one model of a batch through its generated code, or the ordinary way when that declines.
-    private func put(_ model: Model, _ batch: PutBatch, _ session: inout CBOREmitSession, in txn: borrowing WriteTransaction) throws {
+    private func put(
+        _ model: Model, _ batch: PutBatch, _ session: inout CBOREmitSession, in txn: borrowing WriteTransaction
+    ) throws {
         try model.id.withKeyBytes { key in
             try checkKeySize(key.count)
             // Generated code cannot fail (it declines instead), so its payload goes straight to
             // LMDB, without the layers that name the key in an encoding error.
             guard let payload = session.emit({ model.emit(into: &$0) }) else {
-                return try withPayload(of: model, key: key, ordinarily: true) { try store($0, batch, key: key, in: txn) }
+                return try withPayload(of: model, key: key, ordinarily: true) {
+                    try store($0, batch, key: key, in: txn)
+                }
             }
             try store(payload, batch, key: key, in: txn)
         }
@@ -98,7 +109,10 @@ extension HoardCollection {
     }
 
     /// Writes a record of `payload` under `key`.
-    private func store(_ payload: UnsafeRawBufferPointer, _ batch: PutBatch, key: UnsafeRawBufferPointer, in txn: borrowing WriteTransaction) throws {
+    private func store(
+        _ payload: UnsafeRawBufferPointer, _ batch: PutBatch, key: UnsafeRawBufferPointer,
+        in txn: borrowing WriteTransaction
+    ) throws {
         try batch.header.store(payload: payload, forKey: key, in: database, options: batch.options, txn: txn)
     }
 
@@ -145,7 +159,9 @@ extension HoardCollection {
                 entry = try cursor.next()
             }
         }
-        if purged > 0 { store.logger.info("purged expired records", metadata: ["collection": "\(name)", "count": "\(purged)"]) }
+        if purged > 0 {
+            store.logger.info("purged expired records", metadata: ["collection": "\(name)", "count": "\(purged)"])
+        }
         return purged
     }
 }
@@ -161,4 +177,3 @@ public enum Expiry: Sendable, Hashable {
     /// After a duration from the write (a bulk put's records share one write time).
     case after(Duration)
 }
-

@@ -53,7 +53,9 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         let databaseName = Store.collectionPrefix + name
         var fields: [Int: PayloadFields<Model>] = [:]
         for version in keySets.localVersions {
-            if let layout = try keySets.fieldLayout(for: .local(version)) { fields[version] = PayloadFields(layout: layout) }
+            if let layout = try keySets.fieldLayout(for: .local(version)) {
+                fields[version] = PayloadFields(layout: layout)
+            }
         }
         currentVersion = keySets.currentVersion
         currentFields = fields.removeValue(forKey: keySets.currentVersion)
@@ -82,7 +84,9 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
 
     func checkKeySize(_ count: Int) throws {
         guard count <= store.environment.maxKeySize else {
-            throw HoardError.invalidID(collection: name, reason: "its key has \(count) bytes, more than the \(store.environment.maxKeySize) LMDB allows")
+            throw HoardError.invalidID(
+                collection: name,
+                reason: "its key has \(count) bytes, more than the \(store.environment.maxKeySize) LMDB allows")
         }
     }
 

@@ -8,7 +8,9 @@ extension CollectionSchema {
     /// properties the current version lacks are dropped and returned in `dropped`. Maps come out
     /// in deterministic order, as the store's encoder writes them.
     public func renaming(_ value: CBORValue, from version: Int) -> (value: CBORValue, dropped: [String]) {
-        guard version != currentVersion, let old = versions[version], let new = versions[currentVersion] else { return (value, []) }
+        guard version != currentVersion, let old = versions[version], let new = versions[currentVersion] else {
+            return (value, [])
+        }
         var result = value
         var moved: [(path: [String], value: CBORValue)] = []
         var dropped: [String] = []
@@ -39,7 +41,8 @@ func lookup(_ value: CBORValue, _ path: [String]) -> CBORValue? {
 
 private func removing(_ value: CBORValue, _ path: [String]) -> CBORValue {
     guard case .map(var entries) = value, let first = path.first,
-          let index = entries.firstIndex(where: { $0.key == .text(first) }) else { return value }
+        let index = entries.firstIndex(where: { $0.key == .text(first) })
+    else { return value }
     if path.count == 1 {
         entries.remove(at: index)
     } else {

@@ -46,7 +46,8 @@ extension Store {
         precondition(batchSize > 0, "migrateByKeyNames: batchSize must be positive")
         var outcome = SchemaMigrationResult(collection: collection)
         guard let schema = try schema(of: collection), let database = try recordDatabase(of: collection),
-              let current = schema.versions[schema.currentVersion] else { return outcome }
+            let current = schema.versions[schema.currentVersion]
+        else { return outcome }
         let keyKind = try self.keyKind(of: schema)
         let types = try currentTypes(schema, database)
         var resume: [UInt8]? = nil
@@ -62,18 +63,23 @@ extension Store {
                     if seen > batchSize { next = Array(key); return .stop }
                     guard let (header, payload) = try? RecordHeader.parse(record) else { return .next }
                     guard header.version < schema.currentVersion else { outcome.upToDate += 1; return .next }
-                    let left = { reason in outcome.left.append(.init(key: StoredKey(key, kind: keyKind), reason: reason)) }
-                    guard let old = schema.versions[header.version], let value = try? CBORValue(decoding: payload) else {
+                    let left = { reason in
+                        outcome.left.append(.init(key: StoredKey(key, kind: keyKind), reason: reason))
+                    }
+                    guard let old = schema.versions[header.version], let value = try? CBORValue(decoding: payload)
+                    else {
                         left("version \(header.version) is unknown to the registry or its payload is damaged")
                         return .next
                     }
                     if let reason = blocker(value, old: old, current: current, version: header.version, types: types)
-                        ?? nestedOrEnumBlocker(schema, version: header.version) {
+                        ?? nestedOrEnumBlocker(schema, version: header.version)
+                    {
                         left(reason)
                         return .next
                     }
                     let renamed = schema.renaming(value, from: header.version).value
-                    let rewritten = RecordHeader(version: schema.currentVersion, writtenAt: header.writtenAt, expiresAt: header.expiresAt)
+                    let rewritten = RecordHeader(
+                        version: schema.currentVersion, writtenAt: header.writtenAt, expiresAt: header.expiresAt)
                     pending.append((Array(key), Array(record), rewritten.record(with: renamed.encoded())))
                     return .next
                 }
@@ -93,13 +99,19 @@ extension Store {
             resume = next
         } while resume != nil
         if outcome.migrated > 0 && !dryRun {
-            logger.info("migrated records by key names", metadata: ["collection": "\(collection)", "migrated": "\(outcome.migrated)", "left": "\(outcome.left.count)"])
+            logger.info(
+                "migrated records by key names",
+                metadata: [
+                    "collection": "\(collection)", "migrated": "\(outcome.migrated)", "left": "\(outcome.left.count)",
+                ])
         }
         return outcome
     }
 
     /// Why a record cannot be migrated from names alone, or `nil`.
-    private func blocker(_ value: CBORValue, old: [String: String], current: [String: String], version: Int, types: [String: Set<UInt8>]) -> String? {
+    private func blocker(
+        _ value: CBORValue, old: [String: String], current: [String: String], version: Int, types: [String: Set<UInt8>]
+    ) -> String? {
         for property in current.keys.sorted() where old[property] == nil {
             return "property '\(property)' is new since version \(version): its value must come from the app"
         }
@@ -109,7 +121,8 @@ extension Store {
                 return "no current-version record holds property '\(property)' to compare its type with"
             }
             if !seen.contains(majorType(found)) {
-                return "property '\(property)' holds \(typeName(majorType(found))) here but \(seen.sorted().map(typeName).joined(separator: "/")) in current records: a type change for the app's code"
+                return
+                    "property '\(property)' holds \(typeName(majorType(found))) here but \(seen.sorted().map(typeName).joined(separator: "/")) in current records: a type change for the app's code"
             }
         }
         return nil
@@ -122,13 +135,18 @@ extension Store {
     private func nestedOrEnumBlocker(_ schema: CollectionSchema, version: Int) -> String? {
         for nested in schema.nested {
             let from = nested.versionUsed[version], to = nested.versionUsed[schema.currentVersion]
-            guard from != to, from.flatMap({ nested.keyNames[$0] }) != to.flatMap({ nested.keyNames[$0] }) else { continue }
+            guard from != to, from.flatMap({ nested.keyNames[$0] }) != to.flatMap({ nested.keyNames[$0] }) else {
+                continue
+            }
             let name: (Int?) -> String = { $0.map { "version \($0)" } ?? "no version" }
-            return "nested \(nested.type) at '\(nested.path)' has \(name(from)) of its keys here and \(name(to)) in current records: its maps need the app's code"
+            return
+                "nested \(nested.type) at '\(nested.path)' has \(name(from)) of its keys here and \(name(to)) in current records: its maps need the app's code"
         }
         // An enum's aliases apply to exactly one version: other aliases mean other raw values.
-        for enumeration in schema.enums where (enumeration.aliases[version] ?? [:]) != (enumeration.aliases[schema.currentVersion] ?? [:]) {
-            return "enum \(enumeration.type) at '\(enumeration.path)' writes other raw values in version \(version) than in the current one: its values need the app's code"
+        for enumeration in schema.enums
+        where (enumeration.aliases[version] ?? [:]) != (enumeration.aliases[schema.currentVersion] ?? [:]) {
+            return
+                "enum \(enumeration.type) at '\(enumeration.path)' writes other raw values in version \(version) than in the current one: its values need the app's code"
         }
         return nil
     }
@@ -140,9 +158,12 @@ extension Store {
             var types: [String: Set<UInt8>] = [:]
             try txn.forEach(in: database) { _, record in
                 guard RecordHeader.peekVersion(record) == schema.currentVersion,
-                      let (_, payload) = try? RecordHeader.parse(record), let value = try? CBORValue(decoding: payload) else { return .next }
+                    let (_, payload) = try? RecordHeader.parse(record), let value = try? CBORValue(decoding: payload)
+                else { return .next }
                 for (property, name) in current {
-                    if let found = lookup(value, keyPath(name)) { types[property, default: []].insert(majorType(found)) }
+                    if let found = lookup(value, keyPath(name)) {
+                        types[property, default: []].insert(majorType(found))
+                    }
                 }
                 return .next
             }

@@ -87,7 +87,9 @@ extension String: HoardKey {
     public var keyBytes: [UInt8] { [0x01] + Array(utf8) }
 
     public init?(keyBytes: some Swift.Collection<UInt8>) {
-        guard keyBytes.first == 0x01, let text = String(validating: keyBytes.dropFirst(), as: UTF8.self) else { return nil }
+        guard keyBytes.first == 0x01, let text = String(validating: keyBytes.dropFirst(), as: UTF8.self) else {
+            return nil
+        }
         self = text
     }
 }

@@ -27,13 +27,14 @@ public enum KeyKind: String, Sendable, Hashable, CaseIterable {
     /// For every kind but ``string``, `0x` followed by hex digits gives raw key bytes (for
     /// reaching a damaged key); a string ID is always the text itself, `"0x10"` included.
     public func keyBytes(parsing text: String) -> [UInt8]? {
-        let typed: [UInt8]? = switch self {
-        case .int: Int64(text).map(\.keyBytes)
-        case .uint: UInt64(text).map(\.keyBytes)
-        case .string: text.keyBytes
-        case .uuid: UUID(uuidString: text).map(\.keyBytes)
-        case .custom: nil
-        }
+        let typed: [UInt8]? =
+            switch self {
+            case .int: Int64(text).map(\.keyBytes)
+            case .uint: UInt64(text).map(\.keyBytes)
+            case .string: text.keyBytes
+            case .uuid: UUID(uuidString: text).map(\.keyBytes)
+            case .custom: nil
+            }
         if let typed { return typed }
         return self == .string ? nil : bytes(hex: text)
     }

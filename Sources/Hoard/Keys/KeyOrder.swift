@@ -16,7 +16,8 @@ func keyPrecedes(_ a: ArraySlice<UInt8>, _ b: ArraySlice<UInt8>) -> Bool {
 func keyPrecedes(_ a: ArraySlice<UInt8>, _ b: UnsafeRawBufferPointer) -> Bool {
     a.withUnsafeBytes { x in
         let common = min(x.count, b.count)
-        let order = common == 0 ? 0 : x.baseAddress.flatMap { left in b.baseAddress.map { memcmp(left, $0, common) } } ?? 0
+        let order =
+            common == 0 ? 0 : x.baseAddress.flatMap { left in b.baseAddress.map { memcmp(left, $0, common) } } ?? 0
         return order != 0 ? order < 0 : x.count < b.count
     }
 }

@@ -64,7 +64,9 @@ public struct RecordHeader: Sendable, Hashable {
     /// `size + payload.count` bytes long (for writing a record in place, e.g. into LMDB's
     /// reserved space).
     public func write(payload: UnsafeRawBufferPointer, into record: UnsafeMutableRawBufferPointer) {
-        precondition(record.count == Self.size + payload.count, "a record buffer of \(record.count) bytes for a \(payload.count)-byte payload")
+        precondition(
+            record.count == Self.size + payload.count,
+            "a record buffer of \(record.count) bytes for a \(payload.count)-byte payload")
         record[0] = Self.magic.0
         record[1] = Self.magic.1
         record[2] = Self.format
@@ -84,12 +86,18 @@ public struct RecordHeader: Sendable, Hashable {
     /// the payload, which points into `record`.
     ///
     /// - Throws: ``RecordDamage`` saying what is wrong (the caller names the record).
-    public static func parse(_ record: UnsafeRawBufferPointer) throws(RecordDamage) -> (RecordHeader, UnsafeRawBufferPointer) {
-        guard record.count >= size else { throw RecordDamage("the record has \(record.count) bytes, fewer than the \(size)-byte header") }
+    public static func parse(
+        _ record: UnsafeRawBufferPointer
+    ) throws(RecordDamage) -> (RecordHeader, UnsafeRawBufferPointer) {
+        guard record.count >= size else {
+            throw RecordDamage("the record has \(record.count) bytes, fewer than the \(size)-byte header")
+        }
         guard record[0] == magic.0, record[1] == magic.1 else {
             throw RecordDamage("the header does not start with \"HR\" (found 0x\(hexString([record[0], record[1]])))")
         }
-        guard record[2] == format else { throw RecordDamage("record format \(record[2]) is not the format \(format) this code reads") }
+        guard record[2] == format else {
+            throw RecordDamage("record format \(record[2]) is not the format \(format) this code reads")
+        }
         let flags = record[3]
         guard flags & ~1 == 0 else { throw RecordDamage("unknown header flags 0x\(hexString([flags]))") }
         let payload = UnsafeRawBufferPointer(rebasing: record[size...])
@@ -97,7 +105,8 @@ public struct RecordHeader: Sendable, Hashable {
         crc.update(header: UnsafeRawBufferPointer(rebasing: record[0..<24]), payload: payload)
         let stored = loadBigEndian(UInt32.self, at: 24, in: record)
         guard crc.value == stored else {
-            throw RecordDamage("checksum mismatch (stored 0x\(String(stored, radix: 16)), computed 0x\(String(crc.value, radix: 16)))")
+            throw RecordDamage(
+                "checksum mismatch (stored 0x\(String(stored, radix: 16)), computed 0x\(String(crc.value, radix: 16)))")
         }
         let version = Int(loadBigEndian(UInt32.self, at: 4, in: record))
         let writtenAt = Int64(bitPattern: loadBigEndian(UInt64.self, at: 8, in: record))
@@ -170,7 +179,8 @@ struct CRC32 {
         while remaining >= 8 {
             let low = UInt32(littleEndian: pointer.loadUnaligned(as: UInt32.self)) ^ c
             let high = UInt32(littleEndian: pointer.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
-            c = t[7 * 256 + Int(low & 0xFF)] ^ t[6 * 256 + Int((low >> 8) & 0xFF)]
+            c =
+                t[7 * 256 + Int(low & 0xFF)] ^ t[6 * 256 + Int((low >> 8) & 0xFF)]
                 ^ t[5 * 256 + Int((low >> 16) & 0xFF)] ^ t[4 * 256 + Int(low >> 24)]
                 ^ t[3 * 256 + Int(high & 0xFF)] ^ t[2 * 256 + Int((high >> 8) & 0xFF)]
                 ^ t[1 * 256 + Int((high >> 16) & 0xFF)] ^ t[Int(high >> 24)]
@@ -189,13 +199,15 @@ struct CRC32 {
     /// run where the processor can (the header alone is too short to fold).
     mutating func update(header: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) {
         guard Self.accelerated, header.count == 24, payload.count >= 8,
-              let head = header.baseAddress, let data = payload.baseAddress else {
+            let head = header.baseAddress, let data = payload.baseAddress
+        else {
             update(header)
             update(payload)
             return
         }
         let blocks = (payload.count - 8) / 16
-        state = hoard_crc32_fold_record(state, head.assumingMemoryBound(to: UInt8.self), data.assumingMemoryBound(to: UInt8.self), blocks)
+        state = hoard_crc32_fold_record(
+            state, head.assumingMemoryBound(to: UInt8.self), data.assumingMemoryBound(to: UInt8.self), blocks)
         update(UnsafeRawBufferPointer(rebasing: payload[(8 + 16 * blocks)...]))
     }
 

@@ -60,7 +60,9 @@ public struct CollectionSchema: Sendable, Hashable {
         keyKind = entry.key.flatMap(KeyKind.init(rawValue:))
         versions = versionKeyed(entry.versions)
         nested = (entry.nested ?? [:]).map { path, nested in
-            NestedKeySets(path: path, type: nested.type, versionUsed: versionKeyed(nested.used), keyNames: versionKeyed(nested.versions))
+            NestedKeySets(
+                path: path, type: nested.type, versionUsed: versionKeyed(nested.used),
+                keyNames: versionKeyed(nested.versions))
         }.sorted { $0.path < $1.path }
         enums = (entry.enums ?? [:]).map { path, enumeration in
             StoredEnumAliases(path: path, type: enumeration.type, aliases: versionKeyed(enumeration.aliases))
@@ -70,5 +72,6 @@ public struct CollectionSchema: Sendable, Hashable {
 
 /// A registry map keyed by version numbers as text, keyed by the numbers (text that is not one is skipped).
 private func versionKeyed<Value>(_ map: [String: Value]) -> [Int: Value] {
-    Dictionary(map.compactMap { version, value in Int(version).map { ($0, value) } }, uniquingKeysWith: { first, _ in first })
+    Dictionary(
+        map.compactMap { version, value in Int(version).map { ($0, value) } }, uniquingKeysWith: { first, _ in first })
 }

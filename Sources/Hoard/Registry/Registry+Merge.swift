@@ -15,19 +15,25 @@ extension Registry {
     /// it, there is nothing to write, and no other process can change what is recorded (entries
     /// only grow). Otherwise the check is made again, and the entry written, in one write
     /// transaction.
-    static func check<Model: VariablyCodable>(_ type: Model.Type, collection: String, keyKind: KeyKind, in store: Store) throws {
+    static func check<Model: VariablyCodable>(
+        _ type: Model.Type, collection: String, keyKind: KeyKind, in store: Store
+    ) throws {
         guard let meta = store.meta else { return }
         let declared = try CollectionSchema(declaring: Model.self, name: collection, keyKind: keyKind)
         let recorded = try read(collection, in: store)
-        guard try merged(declared, into: recorded, refusingForgotten: true) != recorded, !store.options.readOnly else { return }
+        guard try merged(declared, into: recorded, refusingForgotten: true) != recorded, !store.options.readOnly else {
+            return
+        }
         let written = try store.environment.write { txn in
             try record(declared, refusingForgotten: true, in: txn, meta: meta)
         }
         guard let written else { return }
-        store.logger.notice("recorded key sets", metadata: [
-            "collection": "\(collection)", "type": "\(written.type)", "current": "\(written.current)",
-            "versions": "\(written.versions.keys.sorted().joined(separator: ","))",
-        ])
+        store.logger.notice(
+            "recorded key sets",
+            metadata: [
+                "collection": "\(collection)", "type": "\(written.type)", "current": "\(written.current)",
+                "versions": "\(written.versions.keys.sorted().joined(separator: ","))",
+            ])
     }
 
     /// Merges `incoming` into the entry recorded in `txn` and writes the result there when it
@@ -55,7 +61,9 @@ extension Registry {
     /// - Throws: ``HoardError/keySetChanged(type:collection:version:differences:)`` when a recorded
     ///   version (of the model or of a nested one) has other key names, or an enum other aliases;
     ///   ``HoardError/keyKindChanged(type:collection:recorded:now:)`` when the ID kinds differ.
-    static func merged(_ incoming: CollectionSchema, into recorded: RegistryEntry?, refusingForgotten: Bool) throws -> RegistryEntry {
+    static func merged(
+        _ incoming: CollectionSchema, into recorded: RegistryEntry?, refusingForgotten: Bool
+    ) throws -> RegistryEntry {
         let (type, collection) = (incoming.type, incoming.name)
         var entry = recorded ?? RegistryEntry(type: type, current: incoming.currentVersion, versions: [:])
         if let old = recorded?.key, let new = incoming.keyKind?.rawValue, old != new {
@@ -67,19 +75,24 @@ extension Registry {
                 if !refusingForgotten || (Int(version) ?? 0) > incoming.currentVersion { continue }
                 throw HoardError.keySetChanged(
                     type: type, collection: collection, version: Int(version) ?? 0,
-                    differences: ["version \(version) was recorded but the code no longer declares it; its records could not be read"]
+                    differences: [
+                        "version \(version) was recorded but the code no longer declares it; its records could not be read"
+                    ]
                 )
             }
             let differences = describeDifferences(recorded: names, now: now)
             if !differences.isEmpty {
-                throw HoardError.keySetChanged(type: type, collection: collection, version: number, differences: differences)
+                throw HoardError.keySetChanged(
+                    type: type, collection: collection, version: number, differences: differences)
             }
         }
         for (version, names) in incoming.versions where entry.versions[String(version)] == nil {
             entry.versions[String(version)] = names
         }
-        entry.nested = try merge(nested: incoming.nested, recorded: recorded?.nested ?? [:], type: type, collection: collection)
-        entry.enums = try merge(enums: incoming.enums, recorded: recorded?.enums ?? [:], type: type, collection: collection)
+        entry.nested = try merge(
+            nested: incoming.nested, recorded: recorded?.nested ?? [:], type: type, collection: collection)
+        entry.enums = try merge(
+            enums: incoming.enums, recorded: recorded?.enums ?? [:], type: type, collection: collection)
         entry.current = max(entry.current, incoming.currentVersion)
         entry.type = type
         return entry
@@ -102,17 +115,22 @@ extension Registry {
             let place = "\(nested.type) at '\(nested.path)' in \(type)"
             var entry = recorded[nested.path] ?? RegistryEntry.NestedEntry(type: nested.type, versions: [:], used: [:])
             for (outer, version) in entry.used.sorted(by: { $0.key < $1.key }) {
-                guard let number = Int(outer), let today = nested.versionUsed[number], today != version else { continue }
-                throw HoardError.keySetChanged(type: place, collection: collection, version: version, differences: [
-                    "records of \(type)'s version \(outer) hold its version \(version), the code would read them with its version \(today); "
-                        + "number a nested type's new version above every version of the outer model in use",
-                ])
+                guard let number = Int(outer), let today = nested.versionUsed[number], today != version else {
+                    continue
+                }
+                throw HoardError.keySetChanged(
+                    type: place, collection: collection, version: version,
+                    differences: [
+                        "records of \(type)'s version \(outer) hold its version \(version), the code would read them with its version \(today); "
+                            + "number a nested type's new version above every version of the outer model in use"
+                    ])
             }
             for (version, names) in entry.versions.sorted(by: { $0.key < $1.key }) {
                 guard let number = Int(version), let today = nested.keyNames[number] else { continue }
                 let differences = describeDifferences(recorded: names, now: today)
                 if !differences.isEmpty {
-                    throw HoardError.keySetChanged(type: place, collection: collection, version: number, differences: differences)
+                    throw HoardError.keySetChanged(
+                        type: place, collection: collection, version: number, differences: differences)
                 }
             }
             for (outer, version) in nested.versionUsed where entry.used[String(outer)] == nil {
@@ -143,7 +161,8 @@ extension Registry {
                 let differences = describeDifferences(recorded: aliases, now: today, item: "case", value: "raw value")
                 if !differences.isEmpty {
                     throw HoardError.keySetChanged(
-                        type: "\(enumeration.type) at '\(enumeration.path)' in \(type)", collection: collection, version: number, differences: differences
+                        type: "\(enumeration.type) at '\(enumeration.path)' in \(type)", collection: collection,
+                        version: number, differences: differences
                     )
                 }
             }

@@ -60,7 +60,9 @@ enum Registry {
             throw HoardError.corruptRegistry(collection: collection, reason: "\(error)")
         }
         // Versions are keyed by their decimal text; "01" beside "1" would make one version two.
-        let versionKeys = Array(entry.versions.keys) + (entry.nested ?? [:]).values.flatMap { Array($0.versions.keys) + Array($0.used.keys) }
+        let versionKeys =
+            Array(entry.versions.keys)
+            + (entry.nested ?? [:]).values.flatMap { Array($0.versions.keys) + Array($0.used.keys) }
             + (entry.enums ?? [:]).values.flatMap { Array($0.aliases.keys) }
         if let bad = versionKeys.first(where: { key in Int(key).map { $0 < 1 || String($0) != key } ?? true }) {
             throw HoardError.corruptRegistry(collection: collection, reason: "'\(bad)' is not a version number")
@@ -68,11 +70,14 @@ enum Registry {
         return entry
     }
 
-    static func describeDifferences(recorded: [String: String], now: [String: String], item: String = "property", value: String = "key") -> [String] {
+    static func describeDifferences(
+        recorded: [String: String], now: [String: String], item: String = "property", value: String = "key"
+    ) -> [String] {
         var result: [String] = []
         for name in Set(recorded.keys).union(now.keys).sorted() {
             switch (recorded[name], now[name]) {
-            case let (old?, new?) where old != new: result.append("\(item) '\(name)': \(value) '\(old)' recorded, '\(new)' now")
+            case let (old?, new?) where old != new:
+                result.append("\(item) '\(name)': \(value) '\(old)' recorded, '\(new)' now")
             case (nil, let new?): result.append("\(item) '\(name)' (\(value) '\(new)') added")
             case (let old?, nil): result.append("\(item) '\(name)' (\(value) '\(old)') removed")
             default: break

@@ -31,7 +31,9 @@ extension Store {
     ///
     /// - Throws: what `body` throws (nothing of it is stored), or the `LMDBError` of a commit that
     ///   failed (nothing of the batch is stored).
-    public func write<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) async throws -> R {
+    public func write<R: Sendable>(
+        _ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R
+    ) async throws -> R {
         try await submit(body)
     }
 }

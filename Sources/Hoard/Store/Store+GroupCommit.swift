@@ -62,13 +62,16 @@ extension Store {
         let enqueued = ContinuousClock.now
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
             let result = ResultBox<R>()
-            let request = GroupCommit.Request(enqueued: enqueued, run: { txn in result.value = try body(txn) }, finish: { outcome in
-                switch (outcome, result.value) {
-                case (.success, let value?): continuation.resume(returning: value)
-                case (.failure(let error), _): continuation.resume(throwing: error)
-                case (.success, nil): preconditionFailure("group commit: a write was reported committed without having run")
-                }
-            })
+            let request = GroupCommit.Request(
+                enqueued: enqueued, run: { txn in result.value = try body(txn) },
+                finish: { outcome in
+                    switch (outcome, result.value) {
+                    case (.success, let value?): continuation.resume(returning: value)
+                    case (.failure(let error), _): continuation.resume(throwing: error)
+                    case (.success, nil):
+                        preconditionFailure("group commit: a write was reported committed without having run")
+                    }
+                })
             if groupCommit.enqueue(request) {
                 writerQueue.async { self.drainGroupCommit() }
             }
@@ -96,7 +99,8 @@ extension Store {
                 // taken in the failed attempt run again first, in their order.
                 outcomes.removeAll(keepingCapacity: true)
                 for request in taken { outcomes.append(Result { try txn.nested { try request.run($0) } }) }
-                while taken.count < limits.writes, txn.bytesWritten < limits.bytes, let request = groupCommit.dequeue() {
+                while taken.count < limits.writes, txn.bytesWritten < limits.bytes, let request = groupCommit.dequeue()
+                {
                     waited += ContinuousClock.now - request.enqueued
                     taken.append(request)
                     let outcome = Result { try txn.nested { try request.run($0) } }

@@ -118,17 +118,23 @@ public final class Store: Sendable {
     ///   format, `LMDBError` when LMDB cannot open it. None of them changes the files.
     public init(path: String, options: Options = Options()) throws {
         self.options = options
-        environment = try Environment(path: path, options: .init(
-            maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 1,  // + the meta database
-            maxReaders: options.maxReaders, readOnly: options.readOnly, durability: options.durability
-        ))
+        environment = try Environment(
+            path: path,
+            options: .init(
+                maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 1,  // + the meta database
+                maxReaders: options.maxReaders, readOnly: options.readOnly, durability: options.durability
+            ))
         let names = try Self.databaseNames(environment)
         let formatKey = Array("format".utf8)
         if try Self.hasMeta(environment) {
             let meta = try environment.openDatabase(Self.metaName)
             let (format, metaIsEmpty) = try environment.read { txn in
-                (try txn.value(forKey: formatKey, in: meta).flatMap { String(decoding: $0, as: UTF8.self) }.flatMap { Int($0) },
-                 try txn.count(in: meta) == 0)
+                (
+                    try txn.value(forKey: formatKey, in: meta).flatMap { String(decoding: $0, as: UTF8.self) }.flatMap {
+                        Int($0)
+                    },
+                    try txn.count(in: meta) == 0
+                )
             }
             if let format {
                 guard format <= Self.formatVersion else {
@@ -139,7 +145,9 @@ public final class Store: Sendable {
                 // by code that created the meta database and wrote the format in two
                 // transactions. Finish it (read-only, it is simply empty).
                 if !options.readOnly {
-                    try environment.write { txn in try txn.put(Array(String(Self.formatVersion).utf8), forKey: formatKey, in: meta) }
+                    try environment.write { txn in
+                        try txn.put(Array(String(Self.formatVersion).utf8), forKey: formatKey, in: meta)
+                    }
                 }
             } else {
                 throw HoardError.notAHoardStore(path: path, found: names)
@@ -158,9 +166,11 @@ public final class Store: Sendable {
         } else {
             throw HoardError.notAHoardStore(path: path, found: names)
         }
-        options.logger.info("opened store", metadata: [
-            "path": "\(path)", "created": "\(environment.wasCreated)", "readOnly": "\(options.readOnly)",
-        ])
+        options.logger.info(
+            "opened store",
+            metadata: [
+                "path": "\(path)", "created": "\(environment.wasCreated)", "readOnly": "\(options.readOnly)",
+            ])
     }
 
     var logger: Logger { options.logger }
@@ -219,7 +229,8 @@ public final class Store: Sendable {
         _ type: Model.Type, named name: String? = nil, timeToLive: Duration? = nil, migration: MigrationPolicy = .never
     ) throws -> HoardCollection<Model> {
         let name = name ?? String(describing: Model.self)
-        return try HoardCollection(store: self, name: name, state: state(of: name), timeToLive: timeToLive, migration: migration)
+        return try HoardCollection(
+            store: self, name: name, state: state(of: name), timeToLive: timeToLive, migration: migration)
     }
 
     /// The state the handles of collection `name` share, made at its first open.

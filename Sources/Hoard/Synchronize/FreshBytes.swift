@@ -44,14 +44,17 @@ struct FreshBytes {
     /// first 8 bytes tie; the entries carry their ranges so that the copy reads them in order.
     func sorted() -> FreshBytes {
         if keys.indices.dropFirst().allSatisfy({ !keyPrecedes(key($0), key($0 - 1)) }) { return self }
-        var order: [(prefix: UInt64, key: Range<Int>, payload: Range<Int>)] = keys.indices.map { (keyPrefix(key($0)), keys[$0], payloads[$0]) }
+        var order: [(prefix: UInt64, key: Range<Int>, payload: Range<Int>)] = keys.indices.map {
+            (keyPrefix(key($0)), keys[$0], payloads[$0])
+        }
         order.sort { a, b in
             if a.prefix != b.prefix { return a.prefix < b.prefix }
             return keyPrecedes(keyBytes[a.key], keyBytes[b.key])
         }
         var result = FreshBytes()
         result.keys = Self.gather(order.lazy.map(\.key), count: order.count, from: keyBytes, into: &result.keyBytes)
-        result.payloads = Self.gather(order.lazy.map(\.payload), count: order.count, from: payloadBytes, into: &result.payloadBytes)
+        result.payloads = Self.gather(
+            order.lazy.map(\.payload), count: order.count, from: payloadBytes, into: &result.payloadBytes)
         return result
     }
 

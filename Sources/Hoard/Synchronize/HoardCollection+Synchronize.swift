@@ -58,12 +58,14 @@ extension HoardCollection {
         let range = keyRange(of: scope)
         for model in fresh {
             let key = try keyBytes(model.id)
-            let inScope: Bool = switch scope {
-            case .matching(let predicate): predicate(model)
-            default: range.contains(key)
-            }
+            let inScope: Bool =
+                switch scope {
+                case .matching(let predicate): predicate(model)
+                default: range.contains(key)
+                }
             guard inScope else {
-                throw HoardError.invalidID(collection: name, reason: "\(model.id) is outside the scope of the synchronize")
+                throw HoardError.invalidID(
+                    collection: name, reason: "\(model.id) is outside the scope of the synchronize")
             }
             // The encoder's bytes are copied straight into the flat buffer, with no array per model.
             try key.withUnsafeBytes { rawKey in
@@ -73,14 +75,16 @@ extension HoardCollection {
         let incoming = unsorted.sorted()
         unsorted = FreshBytes()  // the unsorted copy goes as soon as the sorted one is made
         for index in incoming.keys.indices.dropFirst() where incoming.key(index) == incoming.key(index - 1) {
-            throw HoardError.invalidID(collection: name, reason: "\(storedKey(incoming.key(index))) appears twice in the fresh collection")
+            throw HoardError.invalidID(
+                collection: name, reason: "\(storedKey(incoming.key(index))) appears twice in the fresh collection")
         }
 
         // 2. Merge with the stored scope, then apply the plan, in one transaction.
         let now = store.options.now()
         let expiresAt = timeToLiveMilliseconds.map { now.addingSaturating($0) }
         if dryRun {
-            return try store.environment.read { txn in result(of: try plan(incoming, scope, range, now, txn), incoming) }
+            return try store.environment.read { txn in result(of: try plan(incoming, scope, range, now, txn), incoming)
+            }
         }
         return try store.environment.write { txn in
             // The plan is made in one pass, then applied: the cursor never walks a tree that
@@ -92,7 +96,9 @@ extension HoardCollection {
                 try incoming.keyBytes.withUnsafeBytes { keys in
                     for index in merged.puts {
                         let payload = UnsafeRawBufferPointer(rebasing: payloads[incoming.payloads[index]])
-                        try header.store(payload: payload, forKey: UnsafeRawBufferPointer(rebasing: keys[incoming.keys[index]]), in: database, txn: txn)
+                        try header.store(
+                            payload: payload, forKey: UnsafeRawBufferPointer(rebasing: keys[incoming.keys[index]]),
+                            in: database, txn: txn)
                     }
                 }
             }
@@ -103,12 +109,14 @@ extension HoardCollection {
     /// Runs the concrete merge over the stored scope in `txn`. Only the rare paths that need the
     /// model type (a predicate scope, a record of an older version) call back into generic code.
     private func plan<Access>(
-        _ incoming: FreshBytes, _ scope: SynchronizeScope<Model>, _ range: KeyRange, _ now: Int64, _ txn: borrowing Transaction<Access>
+        _ incoming: FreshBytes, _ scope: SynchronizeScope<Model>, _ range: KeyRange, _ now: Int64,
+        _ txn: borrowing Transaction<Access>
     ) throws -> MergePlan {
         var predicate: (@Sendable (Model) -> Bool)?
         if case .matching(let matching) = scope { predicate = matching }
         return try MergePlan(
-            fresh: incoming, now: now, collection: name, keyKind: Model.ID.keyKind, currentVersion: currentVersion, hasPredicate: predicate != nil,
+            fresh: incoming, now: now, collection: name, keyKind: Model.ID.keyKind, currentVersion: currentVersion,
+            hasPredicate: predicate != nil,
             forEachStored: { visit in try txn.forEach(in: database, range: range, visit) },
             inScope: { record, key in
                 // Outside the fresh side, a record is in scope only if its model matches; nil: it does not decode.
@@ -117,7 +125,9 @@ extension HoardCollection {
             },
             sameContent: { version, payload, index in
                 // An older version: the same content re-encodes to the fresh bytes.
-                guard localVersions.contains(version), let old = try? decodePayload(payload, version: version) else { return false }
+                guard localVersions.contains(version), let old = try? decodePayload(payload, version: version) else {
+                    return false
+                }
                 return (try? encode(old) { $0.elementsEqual(incoming.payload(index)) }) ?? false
             }
         )

@@ -32,7 +32,9 @@ struct MergePlan {
         self.init()
         try withoutActuallyEscaping(inScope) { inScope in
             try withoutActuallyEscaping(sameContent) { sameContent in
-                try merge(fresh, now, Reporter(collection: collection, keyKind: keyKind, currentVersion: currentVersion), hasPredicate, forEachStored, inScope, sameContent)
+                try merge(
+                    fresh, now, Reporter(collection: collection, keyKind: keyKind, currentVersion: currentVersion),
+                    hasPredicate, forEachStored, inScope, sameContent)
             }
         }
     }
@@ -78,7 +80,8 @@ struct MergePlan {
             guard matched else {
                 if hasPredicate {
                     guard let matches = inScope(record, key) else {
-                        plan.leftAlone.append(report.damaged(key, "it does not decode, so the scope's predicate cannot be checked"))
+                        plan.leftAlone.append(
+                            report.damaged(key, "it does not decode, so the scope's predicate cannot be checked"))
                         return .next
                     }
                     if !matches { return .next }
@@ -105,7 +108,11 @@ struct MergePlan {
                 plan.updated.append(next)
             } else {
                 plan.puts.append(next)
-                if sameContent(header.version, payload, next) { plan.migrated.append(next) } else { plan.updated.append(next) }
+                if sameContent(header.version, payload, next) {
+                    plan.migrated.append(next)
+                } else {
+                    plan.updated.append(next)
+                }
             }
             next += 1
             return .next
@@ -129,6 +136,7 @@ struct Reporter {
     }
 
     func newer(_ key: UnsafeRawBufferPointer, _ version: Int) -> HoardError {
-        .newerRecord(collection: collection, key: StoredKey(key, kind: keyKind), version: version, current: currentVersion)
+        .newerRecord(
+            collection: collection, key: StoredKey(key, kind: keyKind), version: version, current: currentVersion)
     }
 }

@@ -78,7 +78,8 @@ enum FileSystem {
     static func makeDirectories(_ path: String, mode: mode_t) throws(LMDBError) -> Bool {
         if let st = try status(path) {
             guard isDirectory(st) else {
-                throw LMDBError(.notADirectory, operation: "open", context: "\(path) exists and is not a directory", code: ENOTDIR)
+                throw LMDBError(
+                    .notADirectory, operation: "open", context: "\(path) exists and is not a directory", code: ENOTDIR)
             }
             return false
         }

@@ -28,7 +28,9 @@ func isFailingStep(_ k: Int) -> Bool { k % 5 == 0 }
 /// Runs `writers` tasks of group-commit writes against the store at `path` until killed (or
 /// `steps` steps each are done); with `earlyAck`, acknowledges each step before its write (a
 /// broken workload the driver must catch).
-public func runConcurrentWorkload(path: String, writers: Int, durability: Environment.Durability, steps: Int, earlyAck: Bool) async throws {
+public func runConcurrentWorkload(
+    path: String, writers: Int, durability: Environment.Durability, steps: Int, earlyAck: Bool
+) async throws {
     let store = try openWorkloadStore(path, durability: durability)
     let a = try store.collection(Item.self, named: "GA")
     let b = try store.collection(Item.self, named: "GB")
@@ -42,7 +44,8 @@ public func runConcurrentWorkload(path: String, writers: Int, durability: Enviro
                     if isFailingStep(k) {
                         do {
                             try await store.write { txn in
-                                try markers.put(Item(id: Int64(task * 1_000_000 + k), name: "marker", value: k), in: txn)
+                                try markers.put(
+                                    Item(id: Int64(task * 1_000_000 + k), name: "marker", value: k), in: txn)
                                 throw RefusedStep()
                             }
                         } catch is RefusedStep {}
@@ -89,7 +92,8 @@ public final class ConcurrentCrashDriver {
     public func run(kills: Int) throws -> CrashReport {
         var report = CrashReport(seed: seed)
         var rng = SeededGenerator(seed: seed ^ 0x6C0_33177)
-        let arguments = [storePath, "--concurrent", String(writers), "--durability", durability == .durable ? "durable" : "nosync"]
+        let arguments =
+            [storePath, "--concurrent", String(writers), "--durability", durability == .durable ? "durable" : "nosync"]
             + (earlyAck ? ["--mode", "early-ack"] : [])
         for _ in 0..<kills {
             let child = try ChildProcess(workload, arguments)
@@ -121,7 +125,9 @@ public final class ConcurrentCrashDriver {
 
     private static func parse(_ line: String) -> (Int, Int)? {
         let words = line.split(separator: " ")
-        guard words.count == 3, words[0] == "ack", let task = Int(words[1]), let step = Int(words[2]) else { return nil }
+        guard words.count == 3, words[0] == "ack", let task = Int(words[1]), let step = Int(words[2]) else {
+            return nil
+        }
         return (task, step)
     }
 
@@ -142,9 +148,15 @@ public final class ConcurrentCrashDriver {
         for task in 0..<writers {
             let stepA = try a.get(Int64(task))?.value ?? 0
             let stepB = try b.get(Int64(task))?.value ?? 0
-            if stepA != stepB { return "task \(task): its pair is half applied (GA holds step \(stepA), GB step \(stepB))" }
-            if stepA < acknowledged[task] ?? 0 { return "task \(task): step \(acknowledged[task] ?? 0) was acknowledged, the store holds \(stepA)" }
-            if stepA > 0 && isFailingStep(stepA) { return "task \(task): the store holds step \(stepA), a write that failed" }
+            if stepA != stepB {
+                return "task \(task): its pair is half applied (GA holds step \(stepA), GB step \(stepB))"
+            }
+            if stepA < acknowledged[task] ?? 0 {
+                return "task \(task): step \(acknowledged[task] ?? 0) was acknowledged, the store holds \(stepA)"
+            }
+            if stepA > 0 && isFailingStep(stepA) {
+                return "task \(task): the store holds step \(stepA), a write that failed"
+            }
         }
         return nil
     }

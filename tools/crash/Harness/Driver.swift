@@ -55,15 +55,20 @@ public final class CrashDriver {
     }
 
     private var workloadArguments: [String] {
-        [storePath, "--seed", String(seed), "--start", String(acknowledged + 1),
-         "--durability", durability == .durable ? "durable" : "nosync", "--mode", mode.rawValue]
+        [
+            storePath, "--seed", String(seed), "--start", String(acknowledged + 1),
+            "--durability", durability == .durable ? "durable" : "nosync", "--mode", mode.rawValue,
+        ]
     }
 
     /// Runs the workload to its end — `count` operations, or fewer when it fails — with extra
     /// `arguments` and `environment` (fault injection), and takes in its acknowledgements.
     /// - Returns: its exit status and standard error.
-    public func runWorkload(count: Int, arguments: [String] = [], environment: [String: String] = [:]) throws -> (status: Int32, stderr: String, acks: Int) {
-        let result = try runProcess(workload, workloadArguments + ["--count", String(count)] + arguments, environment: environment)
+    public func runWorkload(
+        count: Int, arguments: [String] = [], environment: [String: String] = [:]
+    ) throws -> (status: Int32, stderr: String, acks: Int) {
+        let result = try runProcess(
+            workload, workloadArguments + ["--count", String(count)] + arguments, environment: environment)
         let acks = result.stdout.split(separator: "\n").compactMap { $0.hasPrefix("ack ") ? Int($0.dropFirst(4)) : nil }
         if let problem = absorb(acks) { return (result.status, result.stderr + "\n" + problem, acks.count) }
         return (result.status, result.stderr, acks.count)
@@ -72,7 +77,9 @@ public final class CrashDriver {
     /// Applies acknowledged operations to the model; a gap or disorder is a violation.
     private func absorb(_ acks: [Int]) -> String? {
         for index in acks {
-            guard index == acknowledged + 1 else { return "acknowledgement \(index) out of order after \(acknowledged)" }
+            guard index == acknowledged + 1 else {
+                return "acknowledgement \(index) out of order after \(acknowledged)"
+            }
             model.apply(Operation.at(index, seed: seed), index: index)
             acknowledged = index
         }
@@ -102,7 +109,8 @@ public final class CrashDriver {
             let status = child.wait()
             report.kills += 1
             if status != 128 + SIGKILL {
-                report.violations.append("the workload ended with status \(status) before the kill (its stderr is above)")
+                report.violations.append(
+                    "the workload ended with status \(status) before the kill (its stderr is above)")
                 return report
             }
             if let problem = absorb(acks) {
@@ -174,6 +182,7 @@ public final class CrashDriver {
         let different = found.a.keys.filter { expected.a[$0] != nil && expected.a[$0] != found.a[$0] }.count
         let bMissing = expected.b.keys.filter { found.b[$0] == nil }.count
         let bExtra = found.b.keys.filter { expected.b[$0] == nil }.count
-        return "A: \(missing) missing, \(extra) extra, \(different) different; B: \(bMissing) missing, \(bExtra) extra (of \(expected.a.count) and \(expected.b.count) expected)"
+        return
+            "A: \(missing) missing, \(extra) extra, \(different) different; B: \(bMissing) missing, \(bExtra) extra (of \(expected.a.count) and \(expected.b.count) expected)"
     }
 }

@@ -18,10 +18,14 @@ public enum WorkloadMode: String, Sendable, CaseIterable {
 let logicalNow = Atomic<Int64>(0)
 
 /// Opens the workload's store with its logical clock.
-public func openWorkloadStore(_ path: String, durability: Environment.Durability, clock: (@Sendable () -> Int64)? = nil) throws -> Store {
+public func openWorkloadStore(
+    _ path: String, durability: Environment.Durability, clock: (@Sendable () -> Int64)? = nil
+) throws -> Store {
     // The logical clock counts milliseconds, as records store times; the store takes a Date.
     let milliseconds = clock ?? { logicalNow.load(ordering: .relaxed) }
-    return try Store(path: path, options: .init(durability: durability, clock: { Date(timeIntervalSince1970: Double(milliseconds()) / 1000) }))
+    return try Store(
+        path: path,
+        options: .init(durability: durability, clock: { Date(timeIntervalSince1970: Double(milliseconds()) / 1000) }))
 }
 
 /// Runs operation `index` against `store`.
@@ -42,7 +46,12 @@ public func execute(_ operation: Operation, index: Int, store: Store, mode: Work
     switch operation {
     case .put(let items, let expiries):
         try halves(items) { part, txn in
-            for item in part { try a.put(item, expiry: expiries[item.id].map { .at(Date(timeIntervalSince1970: Double($0) / 1000)) } ?? .never, in: txn) }
+            for item in part {
+                try a.put(
+                    item,
+                    expiry: expiries[item.id].map { .at(Date(timeIntervalSince1970: Double($0) / 1000)) } ?? .never,
+                    in: txn)
+            }
         }
     case .delete(let ids):
         try store.write { txn in
@@ -68,11 +77,17 @@ public func execute(_ operation: Operation, index: Int, store: Store, mode: Work
         if mode == .split, let range {
             // Two halves of the scope, each synchronized on its own.
             let middle = range.lowerBound + (range.upperBound - range.lowerBound) / 2
-            try a.synchronize(with: fresh.filter { $0.id <= middle }, scope: .range(from: range.lowerBound, through: middle))
-            try a.synchronize(with: fresh.filter { $0.id > middle }, scope: .range(from: middle + 1, through: range.upperBound))
+            try a.synchronize(
+                with: fresh.filter { $0.id <= middle }, scope: .range(from: range.lowerBound, through: middle))
+            try a.synchronize(
+                with: fresh.filter { $0.id > middle }, scope: .range(from: middle + 1, through: range.upperBound))
         } else if mode == .split {
-            try a.synchronize(with: fresh.filter { $0.id < Operation.idSpace / 2 }, scope: .range(from: nil, through: Operation.idSpace / 2 - 1))
-            try a.synchronize(with: fresh.filter { $0.id >= Operation.idSpace / 2 }, scope: .range(from: Operation.idSpace / 2, through: nil))
+            try a.synchronize(
+                with: fresh.filter { $0.id < Operation.idSpace / 2 },
+                scope: .range(from: nil, through: Operation.idSpace / 2 - 1))
+            try a.synchronize(
+                with: fresh.filter { $0.id >= Operation.idSpace / 2 },
+                scope: .range(from: Operation.idSpace / 2, through: nil))
         } else {
             try a.synchronize(with: fresh, scope: scope)
         }

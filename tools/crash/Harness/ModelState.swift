@@ -33,7 +33,9 @@ public struct ModelState: Equatable, Sendable {
             for item in fresh {
                 // A live record with the same content stays as it is (its expiry too); anything
                 // else is rewritten, without expiry (the collection has no time to live).
-                if let existing = a[item.id], existing.item == item, !(existing.expiresAt.map { $0 <= now } ?? false) { continue }
+                if let existing = a[item.id], existing.item == item, !(existing.expiresAt.map { $0 <= now } ?? false) {
+                    continue
+                }
                 a[item.id] = Record(item: item, expiresAt: nil)
             }
         case .oldWrite(let items):

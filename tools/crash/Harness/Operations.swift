@@ -94,13 +94,18 @@ public enum Operation: Sendable {
         case 28..<40:
             return .delete(ids(Int.random(in: 1...200, using: &rng)))
         case 40..<52:
-            return .pair(a: ids(Int.random(in: 1...300, using: &rng)).map(item), b: ids(Int.random(in: 1...300, using: &rng)).map(item),
-                         deleteB: ids(Int.random(in: 0...100, using: &rng)))
+            return .pair(
+                a: ids(Int.random(in: 1...300, using: &rng)).map(item),
+                b: ids(Int.random(in: 1...300, using: &rng)).map(item),
+                deleteB: ids(Int.random(in: 0...100, using: &rng)))
         case 52..<72:
-            let range: ClosedRange<Int64>? = Bool.random(using: &rng) ? nil : {
-                let lower = Int64.random(in: 0..<idSpace, using: &rng)
-                return lower...min(idSpace - 1, lower + Int64.random(in: 100...2_000, using: &rng))
-            }()
+            let range: ClosedRange<Int64>? =
+                Bool.random(using: &rng)
+                ? nil
+                : {
+                    let lower = Int64.random(in: 0..<idSpace, using: &rng)
+                    return lower...min(idSpace - 1, lower + Int64.random(in: 100...2_000, using: &rng))
+                }()
             let span = range ?? 0...(idSpace - 1)
             let fresh = span.filter { _ in Int.random(in: 0..<10, using: &rng) < 7 }.map(item)
             return .sync(fresh, range: range)

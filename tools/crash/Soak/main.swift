@@ -14,12 +14,16 @@ import Darwin
 
 let kills = commandLineValue("kills").flatMap(Int.init) ?? 5_000
 let seed = commandLineValue("seed").flatMap(UInt64.init) ?? UInt64(time(nil))
-let modes: [Environment.Durability] = commandLineValue("durability") == "nosync" ? [.riskStoreOnOSCrash] : commandLineValue("durability") == "durable" ? [.durable] : [.durable, .riskStoreOnOSCrash]
+let modes: [Environment.Durability] =
+    commandLineValue("durability") == "nosync"
+    ? [.riskStoreOnOSCrash]
+    : commandLineValue("durability") == "durable" ? [.durable] : [.durable, .riskStoreOnOSCrash]
 var failed = false
 for (offset, durability) in modes.enumerated() {
     let directory = try makeTemporaryDirectory()
     let driver = CrashDriver(
-        storePath: directory + "/store", workload: try builtExecutable("CrashWorkload"), hoard: try builtExecutable("hoard"),
+        storePath: directory + "/store", workload: try builtExecutable("CrashWorkload"),
+        hoard: try builtExecutable("hoard"),
         seed: seed &+ UInt64(offset)
     )
     driver.durability = durability

@@ -48,8 +48,10 @@ if arguments.count >= 2, let writers = commandLineValue("concurrent").flatMap(In
     // Group commit: WRITERS tasks of async writes (tools/crash/Harness/Concurrent.swift).
     do {
         try await runConcurrentWorkload(
-            path: arguments[1], writers: writers, durability: commandLineValue("durability") == "nosync" ? .riskStoreOnOSCrash : .durable,
-            steps: commandLineValue("count").flatMap(Int.init) ?? 1_000_000, earlyAck: commandLineValue("mode") == "early-ack"
+            path: arguments[1], writers: writers,
+            durability: commandLineValue("durability") == "nosync" ? .riskStoreOnOSCrash : .durable,
+            steps: commandLineValue("count").flatMap(Int.init) ?? 1_000_000,
+            earlyAck: commandLineValue("mode") == "early-ack"
         )
         exit(0)
     } catch {
@@ -57,9 +59,13 @@ if arguments.count >= 2, let writers = commandLineValue("concurrent").flatMap(In
         exit(1)
     }
 }
-guard arguments.count >= 2, let seed = commandLineValue("seed").flatMap(UInt64.init), let start = commandLineValue("start").flatMap(Int.init),
-      let mode = WorkloadMode(rawValue: commandLineValue("mode") ?? "correct") else {
-    emit("usage: CrashWorkload PATH --seed S --start N [--count C] [--durability durable|nosync] [--mode correct|split|early-ack]", to: 2)
+guard arguments.count >= 2, let seed = commandLineValue("seed").flatMap(UInt64.init),
+    let start = commandLineValue("start").flatMap(Int.init),
+    let mode = WorkloadMode(rawValue: commandLineValue("mode") ?? "correct")
+else {
+    emit(
+        "usage: CrashWorkload PATH --seed S --start N [--count C] [--durability durable|nosync] [--mode correct|split|early-ack]",
+        to: 2)
     exit(2)
 }
 let count = commandLineValue("count").flatMap(Int.init) ?? .max

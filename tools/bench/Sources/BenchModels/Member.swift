@@ -15,11 +15,21 @@ public struct Member: VariablyCodable, Identifiable, Sendable {
 
     public static let keySets = KeySets<Member>(
         local: [
-            1: [\.id: "ID", \.name: "USER_NAME", \.email: "EMAIL_ADDRESS", \.age: "USER_AGE", \.city: "CITY_NAME", \.followers: "FOLLOWER_COUNT"],
-            2: [\.id: "ID", \.name: "NAME", \.email: "EMAIL_ADDRESS", \.age: "AGE", \.city: "CITY_NAME", \.followers: "FOLLOWER_COUNT"],
+            1: [
+                \.id: "ID", \.name: "USER_NAME", \.email: "EMAIL_ADDRESS", \.age: "USER_AGE", \.city: "CITY_NAME",
+                \.followers: "FOLLOWER_COUNT",
+            ],
+            2: [
+                \.id: "ID", \.name: "NAME", \.email: "EMAIL_ADDRESS", \.age: "AGE", \.city: "CITY_NAME",
+                \.followers: "FOLLOWER_COUNT",
+            ],
             3: [\.id: "I", \.name: "N", \.email: "E", \.age: "A", \.city: "C", \.followers: "F"],
         ],
-        remote: ["v1": [\.id: "id", \.name: "name", \.email: "email", \.age: "age", \.city: "city", \.followers: "followers"]]
+        remote: [
+            "v1": [
+                \.id: "id", \.name: "name", \.email: "email", \.age: "age", \.city: "city", \.followers: "followers",
+            ]
+        ]
     )
 
     public init(id: Int64, name: String, email: String, age: Int, city: String, followers: Int) {
@@ -40,14 +50,22 @@ public struct KeyPathMember: VariablyCodable, Identifiable, Sendable {
 
     public static let keySets = KeySets<KeyPathMember>(
         local: [
-            1: [\.id: "ID", \.name: "USER_NAME", \.email: "EMAIL_ADDRESS", \.age: "USER_AGE", \.city: "CITY_NAME", \.followers: "FOLLOWER_COUNT"],
-            2: [\.id: "ID", \.name: "NAME", \.email: "EMAIL_ADDRESS", \.age: "AGE", \.city: "CITY_NAME", \.followers: "FOLLOWER_COUNT"],
+            1: [
+                \.id: "ID", \.name: "USER_NAME", \.email: "EMAIL_ADDRESS", \.age: "USER_AGE", \.city: "CITY_NAME",
+                \.followers: "FOLLOWER_COUNT",
+            ],
+            2: [
+                \.id: "ID", \.name: "NAME", \.email: "EMAIL_ADDRESS", \.age: "AGE", \.city: "CITY_NAME",
+                \.followers: "FOLLOWER_COUNT",
+            ],
             3: [\.id: "I", \.name: "N", \.email: "E", \.age: "A", \.city: "C", \.followers: "F"],
         ]
     )
 
     public init(_ member: Member) {
-        (id, name, email, age, city, followers) = (member.id, member.name, member.email, member.age, member.city, member.followers)
+        (id, name, email, age, city, followers) = (
+            member.id, member.name, member.email, member.age, member.city, member.followers
+        )
     }
 
     public init(from container: DecodingContainer<KeyPathMember>) throws {

@@ -61,7 +61,9 @@ public func compare(
         base.append(try baselineRound())
         cand.append(try candidateRound())
     }
-    return Comparison(name: name, baseline: baseline, operations: operations, baselineNanos: median(base), candidateNanos: median(cand), budget: budget)
+    return Comparison(
+        name: name, baseline: baseline, operations: operations, baselineNanos: median(base),
+        candidateNanos: median(cand), budget: budget)
 }
 
 /// Prints the comparisons as an aligned table; returns whether every budget holds.
@@ -75,7 +77,9 @@ public func report(_ title: String, _ comparisons: [Comparison]) -> Bool {
         let perBase = Double(c.baselineNanos) / Double(c.operations)
         let perCand = Double(c.candidateNanos) / Double(c.operations)
         let budget = c.budget.map { "≤ \(format($0, 2))× \(c.withinBudget ? "ok" : "MISSED")" } ?? "—"
-        print("| \(c.name) | \(c.baseline) | \(format(perBase, 1)) | \(format(perCand, 1)) | \(format(c.ratio, 3))× | \(budget) |")
+        print(
+            "| \(c.name) | \(c.baseline) | \(format(perBase, 1)) | \(format(perCand, 1)) | \(format(c.ratio, 3))× | \(budget) |"
+        )
     }
     print("")
     return comparisons.allSatisfy(\.withinBudget)

@@ -35,8 +35,9 @@ do {
     var next = 0
     while next < count {
         let batch = (next..<min(count, next + 100_000)).map { i in
-            Member(id: Int64(i), name: "Member \(i)", email: "member\(i)@example.com",
-                   age: Int(rng.next() % 90), city: "Lisbon", followers: Int(rng.next() % 100_000))
+            Member(
+                id: Int64(i), name: "Member \(i)", email: "member\(i)@example.com",
+                age: Int(rng.next() % 90), city: "Lisbon", followers: Int(rng.next() % 100_000))
         }
         try collection.put(batch)
         next += batch.count
@@ -95,7 +96,9 @@ func rawWalk() -> UInt64 {
     return now() - start
 }
 
-let verify = compare("hoard verify", baseline: "C cursor walk", operations: count, rounds: rounds, baselineRound: rawWalk) {
+let verify = compare(
+    "hoard verify", baseline: "C cursor walk", operations: count, rounds: rounds, baselineRound: rawWalk
+) {
     runHoard(["verify", path])
 }
 let stat = compare("hoard stat", baseline: "C cursor walk", operations: count, rounds: rounds, baselineRound: rawWalk) {

@@ -65,7 +65,9 @@ func cborRoundTrip() throws -> UInt64 {
 // `--only NAME` runs one workload `rounds` times and nothing else, for instruction counting
 // under callgrind (tools/bench/instructions.sh): wall-clock time on a shared machine is noisy,
 // instruction counts are not.
-let variableUsers = users.map { Member(id: Int64($0.id), name: $0.name, email: $0.email, age: $0.age, city: $0.city, followers: $0.followers) }
+let variableUsers = users.map {
+    Member(id: Int64($0.id), name: $0.name, email: $0.email, age: $0.age, city: $0.city, followers: $0.followers)
+}
 let remoteEncoder = JSONEncoder()
 remoteEncoder.userInfo[.keySet] = KeySetID.remote("v1")
 let remoteDecoder = JSONDecoder()
@@ -82,13 +84,23 @@ let workloads: [String: () throws -> Void] = [
     "json-variable-decode": { for data in json { sink &+= try remoteDecoder.decode(Member.self, from: data).age } },
     "json-plain-encode": { for user in users { sink &+= try jsonEncoder.encode(user).count } },
     "json-variable-encode": { for user in variableUsers { sink &+= try remoteEncoder.encode(user).count } },
-    "json-variable-decode-call": { for data in json { sink &+= try jsonDecoder.decode(Member.self, from: data, keySet: .remote("v1")).age } },
-    "json-variable-encode-call": { for user in variableUsers { sink &+= try jsonEncoder.encode(user, keySet: .remote("v1")).count } },
+    "json-variable-decode-call": {
+        for data in json { sink &+= try jsonDecoder.decode(Member.self, from: data, keySet: .remote("v1")).age }
+    },
+    "json-variable-encode-call": {
+        for user in variableUsers { sink &+= try jsonEncoder.encode(user, keySet: .remote("v1")).count }
+    },
     "cbor-plain-decode": { for bytes in cbor { sink &+= try cborDecoder.decode(User.self, from: bytes).age } },
     "cbor-store-encode": { for user in variableUsers { sink &+= try cborStoreEncoder.encode(user).count } },
-    "cbor-store-decode": { for bytes in variableCBOR { sink &+= try withKeySet(.currentLocal) { try cborDecoder.decode(Member.self, from: bytes) }.age } },
+    "cbor-store-decode": {
+        for bytes in variableCBOR {
+            sink &+= try withKeySet(.currentLocal) { try cborDecoder.decode(Member.self, from: bytes) }.age
+        }
+    },
     "cbor-plain-encode": { for user in users { sink &+= try cborEncoder.encode(user).count } },
-    "cbor-variable-decode": { for bytes in variableCBOR { sink &+= try cborLocalDecoder.decode(Member.self, from: bytes).age } },
+    "cbor-variable-decode": {
+        for bytes in variableCBOR { sink &+= try cborLocalDecoder.decode(Member.self, from: bytes).age }
+    },
 ]
 if let index = CommandLine.arguments.firstIndex(of: "--only"), index + 1 < CommandLine.arguments.count {
     guard let workload = workloads[CommandLine.arguments[index + 1]] else {
@@ -99,14 +111,19 @@ if let index = CommandLine.arguments.firstIndex(of: "--only"), index + 1 < Comma
     exit(0)
 }
 
-print("codec-bench: \(count) models of 6 fields, \(rounds) rounds (medians); average size JSON \(jsonBytes / count) B, CBOR \(cborBytes / count) B")
+print(
+    "codec-bench: \(count) models of 6 fields, \(rounds) rounds (medians); average size JSON \(jsonBytes / count) B, CBOR \(cborBytes / count) B"
+)
 print("")
-let roundTrip = try compare("encode + decode", baseline: "Foundation JSON", operations: count, rounds: rounds,
+let roundTrip = try compare(
+    "encode + decode", baseline: "Foundation JSON", operations: count, rounds: rounds,
     baselineRound: jsonRoundTrip, candidateRound: cborRoundTrip)
-let encode = try compare("encode", baseline: "JSONEncoder", operations: count, rounds: rounds,
+let encode = try compare(
+    "encode", baseline: "JSONEncoder", operations: count, rounds: rounds,
     baselineRound: { try time { for user in users { sink &+= try jsonEncoder.encode(user).count } } },
     candidateRound: { try time { for user in users { sink &+= try cborEncoder.encode(user).count } } })
-let decode = try compare("decode", baseline: "JSONDecoder", operations: count, rounds: rounds,
+let decode = try compare(
+    "decode", baseline: "JSONDecoder", operations: count, rounds: rounds,
     baselineRound: { try time { for data in json { sink &+= try jsonDecoder.decode(User.self, from: data).age } } },
     candidateRound: { try time { for bytes in cbor { sink &+= try cborDecoder.decode(User.self, from: bytes).age } } })
 // Here the budget is a speed-up: JSON time / CBOR time ≥ 5, i.e. CBOR/JSON ≤ 0.2.
@@ -122,22 +139,46 @@ let variableJSON = try variableUsers.map { try remoteEncoder.encode($0) }
 let crossCheck = try remoteDecoder.decode(Member.self, from: json[0])
 precondition(crossCheck.email == users[0].email && variableJSON.count == count, "Member does not read User's JSON")
 var variableRows = [
-    try compare("decode (JSONDecoder, keySet: in the call)", baseline: "plain Codable", operations: count, rounds: rounds, budget: 1.2,
+    try compare(
+        "decode (JSONDecoder, keySet: in the call)", baseline: "plain Codable", operations: count, rounds: rounds,
+        budget: 1.2,
         baselineRound: { try time { for data in json { sink &+= try jsonDecoder.decode(User.self, from: data).age } } },
-        candidateRound: { try time { for data in json { sink &+= try jsonDecoder.decode(Member.self, from: data, keySet: .remote("v1")).age } } }),
-    try compare("encode (JSONEncoder, keySet: in the call)", baseline: "plain Codable", operations: count, rounds: rounds, budget: 1.2,
+        candidateRound: {
+            try time {
+                for data in json { sink &+= try jsonDecoder.decode(Member.self, from: data, keySet: .remote("v1")).age }
+            }
+        }),
+    try compare(
+        "encode (JSONEncoder, keySet: in the call)", baseline: "plain Codable", operations: count, rounds: rounds,
+        budget: 1.2,
         baselineRound: { try time { for user in users { sink &+= try jsonEncoder.encode(user).count } } },
-        candidateRound: { try time { for user in variableUsers { sink &+= try jsonEncoder.encode(user, keySet: .remote("v1")).count } } }),
-    try compare("decode (JSONDecoder, userInfo)", baseline: "plain Codable", operations: count, rounds: rounds,
+        candidateRound: {
+            try time {
+                for user in variableUsers { sink &+= try jsonEncoder.encode(user, keySet: .remote("v1")).count }
+            }
+        }),
+    try compare(
+        "decode (JSONDecoder, userInfo)", baseline: "plain Codable", operations: count, rounds: rounds,
         baselineRound: { try time { for data in json { sink &+= try jsonDecoder.decode(User.self, from: data).age } } },
-        candidateRound: { try time { for data in json { sink &+= try remoteDecoder.decode(Member.self, from: data).age } } }),
-    try compare("encode (JSONEncoder, userInfo)", baseline: "plain Codable", operations: count, rounds: rounds,
+        candidateRound: {
+            try time { for data in json { sink &+= try remoteDecoder.decode(Member.self, from: data).age } }
+        }),
+    try compare(
+        "encode (JSONEncoder, userInfo)", baseline: "plain Codable", operations: count, rounds: rounds,
         baselineRound: { try time { for user in users { sink &+= try jsonEncoder.encode(user).count } } },
         candidateRound: { try time { for user in variableUsers { sink &+= try remoteEncoder.encode(user).count } } }),
 ]
-variableRows.append(try compare("decode (CBORDecoder)", baseline: "plain Codable", operations: count, rounds: rounds,
-    baselineRound: { try time { for bytes in cbor { sink &+= try cborDecoder.decode(User.self, from: bytes).age } } },
-    candidateRound: { try time { for bytes in variableCBOR { sink &+= try cborLocalDecoder.decode(Member.self, from: bytes).age } } }))
+variableRows.append(
+    try compare(
+        "decode (CBORDecoder)", baseline: "plain Codable", operations: count, rounds: rounds,
+        baselineRound: {
+            try time { for bytes in cbor { sink &+= try cborDecoder.decode(User.self, from: bytes).age } }
+        },
+        candidateRound: {
+            try time {
+                for bytes in variableCBOR { sink &+= try cborLocalDecoder.decode(Member.self, from: bytes).age }
+            }
+        }))
 let variableOK = report("VariablyCodable vs plain Codable (ratio = VariablyCodable time / plain time)", variableRows)
 if sink == 42 { print("") }
 exit(ok && variableOK ? 0 : 1)

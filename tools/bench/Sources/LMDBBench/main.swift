@@ -125,7 +125,10 @@ struct SwiftStore {
         try env.read { txn in
             var total = 0
             for i in getOrder {
-                total &+= try txn.withValue(forKey: UnsafeRawBufferPointer(rebasing: keyBytes[i * 8..<i * 8 + 8]), in: db) { $0.count } ?? 0
+                total &+=
+                    try txn.withValue(forKey: UnsafeRawBufferPointer(rebasing: keyBytes[i * 8..<i * 8 + 8]), in: db) {
+                        $0.count
+                    } ?? 0
             }
             return total
         }
@@ -135,7 +138,9 @@ struct SwiftStore {
         var total = 0
         for i in getOrder.prefix(shortTransactions) {
             total &+= try env.read { txn in
-                try txn.withValue(forKey: UnsafeRawBufferPointer(rebasing: keyBytes[i * 8..<i * 8 + 8]), in: db) { $0.count } ?? 0
+                try txn.withValue(forKey: UnsafeRawBufferPointer(rebasing: keyBytes[i * 8..<i * 8 + 8]), in: db) {
+                    $0.count
+                } ?? 0
             }
         }
         return total
@@ -151,24 +156,33 @@ mkdir(cPath, 0o700)
 let raw = RawStore(path: cPath)
 let wrapped = try SwiftStore(path: swiftPath)
 
-print("lmdb-bench: \(records) records, 8-byte keys, \(valueSize)-byte values, \(rounds) rounds (medians), NOSYNC on both sides")
+print(
+    "lmdb-bench: \(records) records, 8-byte keys, \(valueSize)-byte values, \(rounds) rounds (medians), NOSYNC on both sides"
+)
 print("")
 
 var sink = 0
 let comparisons = try keys.withUnsafeBytes { keyBytes in
     try value.withUnsafeBytes { valueBytes in
         let put = try compare(
-            "put \(records) in one transaction", baseline: "C mdb_put", operations: records, rounds: rounds, budget: 1.15,
-            baselineRound: { raw.clear(); return time { raw.putAll(keyBytes, valueBytes) } },
-            candidateRound: { try wrapped.clear(); return try time { try wrapped.putAll(keyBytes, valueBytes) } }
+            "put \(records) in one transaction", baseline: "C mdb_put", operations: records, rounds: rounds,
+            budget: 1.15,
+            baselineRound: {
+                raw.clear(); return time { raw.putAll(keyBytes, valueBytes) }
+            },
+            candidateRound: {
+                try wrapped.clear(); return try time { try wrapped.putAll(keyBytes, valueBytes) }
+            }
         )
         let get = try compare(
-            "get \(records) in one read transaction", baseline: "C mdb_get", operations: records, rounds: rounds, budget: 1.15,
+            "get \(records) in one read transaction", baseline: "C mdb_get", operations: records, rounds: rounds,
+            budget: 1.15,
             baselineRound: { time { sink &+= raw.getAll(keyBytes) } },
             candidateRound: { try time { sink &+= try wrapped.getAll(keyBytes) } }
         )
         let short = try compare(
-            "read transaction + 1 get, \(shortTransactions)×", baseline: "C begin/get/abort", operations: shortTransactions, rounds: rounds,
+            "read transaction + 1 get, \(shortTransactions)×", baseline: "C begin/get/abort",
+            operations: shortTransactions, rounds: rounds,
             baselineRound: { time { sink &+= raw.getEachInOwnTransaction(keyBytes) } },
             candidateRound: { try time { sink &+= try wrapped.getEachInOwnTransaction(keyBytes) } }
         )

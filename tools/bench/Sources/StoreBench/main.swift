@@ -21,8 +21,9 @@ let rounds = option("rounds", default: 5)
 var rng = SplitMix64(seed: 11)
 let cities = ["Berlin", "Lisbon", "Osaka", "Nairobi", "Montréal", "São Paulo"]
 let members = (0..<count).map { i in
-    Member(id: Int64(i) &* 7_919, name: "Member \(i)", email: "member\(i)@example.com",
-           age: Int(rng.next() % 90), city: cities[Int(rng.next() % 6)], followers: Int(rng.next() % 100_000))
+    Member(
+        id: Int64(i) &* 7_919, name: "Member \(i)", email: "member\(i)@example.com",
+        age: Int(rng.next() % 90), city: cities[Int(rng.next() % 6)], followers: Int(rng.next() % 100_000))
 }
 let getOrder = members.indices.shuffled(using: &rng)
 nonisolated(unsafe) var sink = 0
@@ -30,7 +31,9 @@ nonisolated(unsafe) var sink = 0
 // The exact records Hoard writes, for the C baseline to put and get.
 let encoder = CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.currentLocal])
 let keys = members.map { $0.id.keyBytes }
-let records = try members.map { RecordHeader(version: 3, writtenAt: 0, expiresAt: nil).record(with: try encoder.encode($0)) }
+let records = try members.map {
+    RecordHeader(version: 3, writtenAt: 0, expiresAt: nil).record(with: try encoder.encode($0))
+}
 
 func fail(_ what: String, _ rc: Int32) -> Never {
     print("error: \(what): \(String(cString: mdb_strerror(rc)))")
@@ -46,7 +49,9 @@ mkdir(directory + "/c", 0o700)
 if mdb_env_create(&rawEnv) != 0 { fail("mdb_env_create", -1) }
 mdb_env_set_mapsize(rawEnv, 8 << 30)
 mdb_env_set_maxdbs(rawEnv, 4)
-if case let rc = mdb_env_open(rawEnv, directory + "/c", UInt32(MDB_NOTLS | MDB_NOSYNC), 0o600), rc != 0 { fail("mdb_env_open", rc) }
+if case let rc = mdb_env_open(rawEnv, directory + "/c", UInt32(MDB_NOTLS | MDB_NOSYNC), 0o600), rc != 0 {
+    fail("mdb_env_open", rc)
+}
 do {
     var txn: OpaquePointer?
     mdb_txn_begin(rawEnv, nil, 0, &txn)
@@ -187,9 +192,12 @@ func handWrittenGetAll() throws -> UInt64 {
 // under callgrind (as codec-bench's): hoard-put, hoard-put-each, hoard-get, c-put, c-get, hand-put, hand-get,
 // keypath-put, keypath-get.
 if let index = CommandLine.arguments.firstIndex(of: "--only"), index + 1 < CommandLine.arguments.count {
-    let workloads: [String: () throws -> UInt64] = ["hoard-put": hoardPutAll, "hoard-put-each": hoardPutEach, "hoard-get": hoardGetAll, "c-put": rawPutAll, "c-get": rawGetAll,
-                                                         "hand-put": handWrittenPutAll, "hand-get": handWrittenGetAll,
-                                                         "keypath-put": keyPathPutAll, "keypath-get": keyPathGetAll]
+    let workloads: [String: () throws -> UInt64] = [
+        "hoard-put": hoardPutAll, "hoard-put-each": hoardPutEach, "hoard-get": hoardGetAll, "c-put": rawPutAll,
+        "c-get": rawGetAll,
+        "hand-put": handWrittenPutAll, "hand-get": handWrittenGetAll,
+        "keypath-put": keyPathPutAll, "keypath-get": keyPathGetAll,
+    ]
     guard let workload = workloads[CommandLine.arguments[index + 1]] else {
         print("unknown workload; known: \(workloads.keys.sorted().joined(separator: ", "))")
         exit(2)
@@ -202,13 +210,17 @@ if let index = CommandLine.arguments.firstIndex(of: "--only"), index + 1 < Comma
     exit(0)
 }
 
-print("store-bench: \(count) records of a 6-field model (average record \(records.reduce(0) { $0 + $1.count } / count) bytes), \(rounds) rounds (medians), NOSYNC on both sides")
+print(
+    "store-bench: \(count) records of a 6-field model (average record \(records.reduce(0) { $0 + $1.count } / count) bytes), \(rounds) rounds (medians), NOSYNC on both sides"
+)
 print("")
 
-let put = try compare("bulk put in one transaction", baseline: "C mdb_put, same bytes", operations: count, rounds: rounds, budget: 2.0,
+let put = try compare(
+    "bulk put in one transaction", baseline: "C mdb_put, same bytes", operations: count, rounds: rounds, budget: 2.0,
     baselineRound: rawPutAll, candidateRound: hoardPutAll)
 _ = rawPutAll()  // both hold the same records for the gets
-let get = try compare("typed get, random order", baseline: "C mdb_get, same key", operations: count, rounds: rounds, budget: 1.5,
+let get = try compare(
+    "typed get, random order", baseline: "C mdb_get, same key", operations: count, rounds: rounds, budget: 1.5,
     baselineRound: rawGetAll, candidateRound: hoardGetAll)
 
 // Decoding a record written two versions ago against a current one: the same members stored
@@ -222,7 +234,9 @@ try store.write { txn in
         try txn.put(record, forKey: member.id.keyBytes, in: oldDatabase)
     }
 }
-let migrated = try compare("get of a record written 2 versions ago", baseline: "get of a current record", operations: count, rounds: rounds, budget: 1.5,
+let migrated = try compare(
+    "get of a record written 2 versions ago", baseline: "get of a current record", operations: count, rounds: rounds,
+    budget: 1.5,
     baselineRound: hoardGetAll,
     candidateRound: {
         try time {
@@ -235,24 +249,29 @@ let migrated = try compare("get of a record written 2 versions ago", baseline: "
 let ok = report("Hoard store vs the C API (ratio = Hoard time / baseline time)", [put, get, migrated])
 
 // No budget: a put call per model (in one transaction), against the same baseline.
-let putEach = try compare("put one model per call, one transaction", baseline: "C mdb_put, same bytes", operations: count, rounds: rounds,
+let putEach = try compare(
+    "put one model per call, one transaction", baseline: "C mdb_put, same bytes", operations: count, rounds: rounds,
     baselineRound: rawPutAll, candidateRound: hoardPutEach)
 report("Hoard, one call per model", [putEach])
 
 // No budget: how far the budgets above are from what hand-written code achieves.
-let handPut = try compare("bulk put, hand-written codec", baseline: "C mdb_put, same bytes", operations: count, rounds: rounds,
+let handPut = try compare(
+    "bulk put, hand-written codec", baseline: "C mdb_put, same bytes", operations: count, rounds: rounds,
     baselineRound: rawPutAll, candidateRound: handWrittenPutAll)
 _ = rawPutAll()
-let handGet = try compare("typed get, hand-written codec", baseline: "C mdb_get, same key", operations: count, rounds: rounds,
+let handGet = try compare(
+    "typed get, hand-written codec", baseline: "C mdb_get, same key", operations: count, rounds: rounds,
     baselineRound: rawGetAll, candidateRound: handWrittenGetAll)
 report("Reference: a hand-written codec for this one model and version (not an API of Hoard's)", [handPut, handGet])
 
 // No budget: the same model with init(from:) and encode(to:) written by hand against key paths,
 // which is what a model without @VariablyCoded (or with properties generated code does not read) costs.
-let keyPathPut = try compare("bulk put, key-path model", baseline: "C mdb_put, same bytes", operations: count, rounds: rounds,
+let keyPathPut = try compare(
+    "bulk put, key-path model", baseline: "C mdb_put, same bytes", operations: count, rounds: rounds,
     baselineRound: rawPutAll, candidateRound: keyPathPutAll)
 _ = rawPutAll()
-let keyPathGet = try compare("typed get, key-path model", baseline: "C mdb_get, same key", operations: count, rounds: rounds,
+let keyPathGet = try compare(
+    "typed get, key-path model", baseline: "C mdb_get, same key", operations: count, rounds: rounds,
     baselineRound: rawGetAll, candidateRound: keyPathGetAll)
 report("Reference: the same model coded by hand through key paths (Hoard's ordinary path)", [keyPathPut, keyPathGet])
 if sink == 42 { print("") }

@@ -18,7 +18,9 @@ let rounds = option("rounds", default: 3)
 
 func members(_ n: Int) -> [Member] {
     (0..<n).map { i in
-        Member(id: Int64(i) &* 13, name: "Member \(i)", email: "m\(i)@example.com", age: i % 90, city: "Lisbon", followers: i % 1000)
+        Member(
+            id: Int64(i) &* 13, name: "Member \(i)", email: "m\(i)@example.com", age: i % 90, city: "Lisbon",
+            followers: i % 1000)
     }
 }
 
@@ -30,7 +32,9 @@ func freshVersion(of stored: [Member]) -> [Member] {
     fresh.removeAll { $0.id % 200 == 13 }
     let base = Int64(stored.count) &* 13
     fresh += (0..<stored.count / 200).map { i in
-        Member(id: base + Int64(i) &* 13 + 1, name: "New \(i)", email: "n\(i)@example.com", age: 30, city: "Osaka", followers: 0)
+        Member(
+            id: base + Int64(i) &* 13 + 1, name: "New \(i)", email: "n\(i)@example.com", age: 30, city: "Osaka",
+            followers: 0)
     }
     return fresh.shuffled(using: &rng)
 }
@@ -72,7 +76,8 @@ func synchronizeRound() throws -> UInt64 {
 // them (the server's order, here shuffled). A second, informational row writes the stored models
 // in ID order instead: LMDB inserts in key order are much cheaper than random ones.
 let large = try compare(
-    "synchronize \(count) models (1% changed, 0.5% new, 0.5% removed)", baseline: "write the same \(fresh.count) models into an empty collection",
+    "synchronize \(count) models (1% changed, 0.5% new, 0.5% removed)",
+    baseline: "write the same \(fresh.count) models into an empty collection",
     operations: count, rounds: rounds, budget: 1.0,
     baselineRound: { try writeRound(fresh) }, candidateRound: synchronizeRound
 )
@@ -82,14 +87,17 @@ let sortedWrite = try compare(
     baselineRound: { try writeRound(stored) }, candidateRound: synchronizeRound
 )
 let result = lastResult!
-print("synchronize: added \(result.added.count), updated \(result.updated.count), removed \(result.removed.count), unchanged \(result.unchanged); peak RSS \(before) MiB before the rounds, \(peakMiB()) MiB after")
+print(
+    "synchronize: added \(result.added.count), updated \(result.updated.count), removed \(result.removed.count), unchanged \(result.unchanged); peak RSS \(before) MiB before the rounds, \(peakMiB()) MiB after"
+)
 
 // MARK: 20,000 models: synchronize vs the quadratic algorithm
 
 let smallStored = members(small)
 let smallFresh = freshVersion(of: smallStored)
 func sameContent(_ a: Member, _ b: Member) -> Bool {
-    a.id == b.id && a.name == b.name && a.email == b.email && a.age == b.age && a.city == b.city && a.followers == b.followers
+    a.id == b.id && a.name == b.name && a.email == b.email && a.age == b.age && a.city == b.city
+        && a.followers == b.followers
 }
 let quadratic = try compare(
     "synchronize \(small) models", baseline: "compare every stored model with every fresh one",
@@ -104,7 +112,11 @@ let quadratic = try compare(
             try store.write { txn in
                 var kept: [Member] = []
                 for entity in current {
-                    if smallFresh.contains(where: { sameContent($0, entity) }) { kept.append(entity) } else { try collection.delete(entity.id, in: txn) }
+                    if smallFresh.contains(where: { sameContent($0, entity) }) {
+                        kept.append(entity)
+                    } else {
+                        try collection.delete(entity.id, in: txn)
+                    }
                 }
                 for value in smallFresh where !kept.contains(where: { sameContent($0, value) }) {
                     try collection.put(value, in: txn)
@@ -119,4 +131,6 @@ let quadratic = try compare(
     }
 )
 _ = report("synchronize (ratio = synchronize time / baseline time)", [large, sortedWrite, quadratic])
-print("synchronize is \(format(1 / quadratic.ratio, 1))× faster than the quadratic algorithm at \(small) models (budget ≥ 100×)")
+print(
+    "synchronize is \(format(1 / quadratic.ratio, 1))× faster than the quadratic algorithm at \(small) models (budget ≥ 100×)"
+)

@@ -32,18 +32,24 @@ struct MemberRow: Codable, FetchableRecord, PersistableRecord, Equatable {
     var followers: Int
 
     init(_ member: Member) {
-        (id, name, email, age, city, followers) = (member.id, member.name, member.email, member.age, member.city, member.followers)
+        (id, name, email, age, city, followers) = (
+            member.id, member.name, member.email, member.age, member.city, member.followers
+        )
     }
 
     var member: Member { Member(id: id, name: name, email: email, age: age, city: city, followers: followers) }
 }
 
 func member(_ id: Int, version: Int) -> Member {
-    Member(id: Int64(id), name: "member \(id)", email: "m\(id)@example.com", age: 20 + id % 50, city: "city \(id % 97)", followers: version)
+    Member(
+        id: Int64(id), name: "member \(id)", email: "m\(id)@example.com", age: 20 + id % 50, city: "city \(id % 97)",
+        followers: version)
 }
 
 /// A round's writes: `writers` tasks, each updating its own IDs in turn, one durable write each.
-func writeRound(writers: Int, round: Int, _ write: @escaping @Sendable (Member) async throws -> Void) async throws -> UInt64 {
+func writeRound(
+    writers: Int, round: Int, _ write: @escaping @Sendable (Member) async throws -> Void
+) async throws -> UInt64 {
     let start = now()
     try await withThrowingTaskGroup(of: Void.self) { group in
         for writer in 0..<writers {
@@ -97,10 +103,14 @@ guard journal == "wal", synchronous == 2 else {
     exit(1)
 }
 
-print("write-bench: \(stored) records stored, \(writesPerRound) durable single-record writes per round, \(rounds) rounds (medians)")
+print(
+    "write-bench: \(stored) records stored, \(writesPerRound) durable single-record writes per round, \(rounds) rounds (medians)"
+)
 print("GRDB: DatabasePool, journal_mode=\(journal), synchronous=\(synchronous) (2 = FULL); Hoard: durable, async put")
 print("")
-print("| writers | GRDB writes/s | Hoard writes/s | Hoard ÷ GRDB | µs per write, GRDB | µs per write, Hoard | writes per commit, Hoard |")
+print(
+    "| writers | GRDB writes/s | Hoard writes/s | Hoard ÷ GRDB | µs per write, GRDB | µs per write, Hoard | writes per commit, Hoard |"
+)
 print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 
 var round = 0
@@ -111,16 +121,19 @@ for writers in [1, 8, 64] {
     for _ in 0..<rounds {
         round += 1
         let r = round
-        grdbTimes.append(try await writeRound(writers: writers, round: r) { model in
-            try await pool.write { db in try MemberRow(model).update(db) }
-        })
+        grdbTimes.append(
+            try await writeRound(writers: writers, round: r) { model in
+                try await pool.write { db in try MemberRow(model).update(db) }
+            })
         hoardTimes.append(try await writeRound(writers: writers, round: r) { model in try await hoard.put(model) })
     }
     let after = hoardStore.writeStatistics
     let batched = Double(after.writes - before.writes) / Double(max(after.commits - before.commits, 1))
     let grdb = median(grdbTimes), mine = median(hoardTimes)
     let perSecond = { (nanos: UInt64) in Double(writesPerRound) * 1e9 / Double(nanos) }
-    print("| \(writers) | \(format(perSecond(grdb), 0)) | \(format(perSecond(mine), 0)) | \(format(perSecond(mine) / perSecond(grdb), 2))× | \(format(Double(grdb) / Double(writesPerRound) / 1000, 1)) | \(format(Double(mine) / Double(writesPerRound) / 1000, 1)) | \(format(batched, 1)) |")
+    print(
+        "| \(writers) | \(format(perSecond(grdb), 0)) | \(format(perSecond(mine), 0)) | \(format(perSecond(mine) / perSecond(grdb), 2))× | \(format(Double(grdb) / Double(writesPerRound) / 1000, 1)) | \(format(Double(mine) / Double(writesPerRound) / 1000, 1)) | \(format(batched, 1)) |"
+    )
 }
 
 // Validation: both wrote the same models in the same rounds.
@@ -140,10 +153,15 @@ var hoardLone: [UInt64] = []
 for _ in 0..<rounds {
     round += 1
     let r = round
-    grdbLone.append(try await writeRound(writers: 1, round: r) { model in try await pool.write { db in try MemberRow(model).update(db) } })
+    grdbLone.append(
+        try await writeRound(writers: 1, round: r) { model in
+            try await pool.write { db in try MemberRow(model).update(db) }
+        })
     hoardLone.append(try await writeRound(writers: 1, round: r) { model in try await hoardNoMetaSync.put(model) })
 }
 print("")
-print("Lone writer, Hoard with Store.Options.cache (.riskLastCommitOnOSCrash, MDB_NOMETASYNC): \(format(Double(median(hoardLone)) / Double(writesPerRound) / 1000, 1)) µs per write; GRDB in the same rounds \(format(Double(median(grdbLone)) / Double(writesPerRound) / 1000, 1)) µs")
+print(
+    "Lone writer, Hoard with Store.Options.cache (.riskLastCommitOnOSCrash, MDB_NOMETASYNC): \(format(Double(median(hoardLone)) / Double(writesPerRound) / 1000, 1)) µs per write; GRDB in the same rounds \(format(Double(median(grdbLone)) / Double(writesPerRound) / 1000, 1)) µs"
+)
 print("")
 print("validated: GRDB and Hoard held the same \(stored) models after the rounds")
