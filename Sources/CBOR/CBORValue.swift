@@ -166,8 +166,22 @@ public indirect enum CBORValue: Sendable, Hashable {
         }
     }
 
+    /// The value with every map's entries, at every depth, in deterministic order (RFC 8949
+    /// §4.2.1: bytewise order of the encoded keys), as a deterministic encoder writes them.
+    public func deterministicallyOrdered() -> CBORValue {
+        switch self {
+        case .map(let entries):
+            let sorted = entries.map { Entry($0.key, $0.value.deterministicallyOrdered()) }
+                .sorted { $0.key.encoded().lexicographicallyPrecedes($1.key.encoded()) }
+            return .map(sorted)
+        case .array(let items): return .array(items.map { $0.deterministicallyOrdered() })
+        case .tagged(let tag, let inner): return .tagged(tag, inner.deterministicallyOrdered())
+        default: return self
+        }
+    }
+
     /// The value's canonical encoding: definite lengths, shortest heads and floats, map entries in
-    /// the order given (sort them for deterministic bytes).
+    /// the order given (``deterministicallyOrdered()`` sorts them for deterministic bytes).
     public func encoded() -> [UInt8] {
         let writer = Writer()
         write(to: writer)

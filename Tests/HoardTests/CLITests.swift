@@ -273,6 +273,45 @@ struct CLITests {
         }
     }
 
+    @Test(
+        "put stores a record from JSON with the current key names; the app reads it; bad values are refused untouched")
+    func put() throws {
+        try withSampleStore { _, path in
+            let fixed = #"{"ID": 9, "TEXT": "fixed by hand", "STARS": 4, "PINNED": true}"#
+            let stored = try hoard("put", path, "Note", "9", input: Array(fixed.utf8))
+            #expect(stored.status == 0, "\(stored.stderr)")
+            #expect(stored.stdout.contains("stored Note[9] in version 3"), "\(stored.stdout)")
+            let replaced = try hoard(
+                "put", path, "Note", "--value", #"{"ID": 3, "TEXT": "third, edited", "STARS": 2, "PINNED": false}"#, "3"
+            )
+            #expect(
+                replaced.status == 0 && replaced.stdout.contains("replaced Note[3]"),
+                "\(replaced.stdout)\(replaced.stderr)")
+            let tag = try hoard("put", path, "Tag", "0x10", "--value", #"{"id": "0x10", "uses": 16}"#)
+            #expect(tag.status == 0, "\(tag.stderr)")
+
+            // Refused, with nothing written: an old version's key name, another ID, not an object, not JSON.
+            for (value, id, message) in [
+                (#"{"ID": 10, "BODY": "old name"}"#, "10", "'BODY' is not a key name"),
+                (#"{"ID": 11, "TEXT": "x"}"#, "12", "not the ID 12"),
+                (#"[1, 2]"#, "13", "must be a JSON object"),
+                (#"{"ID": 14,"#, "14", "not valid JSON"),
+            ] {
+                let refused = try hoard("put", path, "Note", "--value", value, id)
+                #expect(refused.status == 2, "\(value): \(refused.stderr)")
+                #expect(refused.stderr.contains(message), "\(value): \(refused.stderr)")
+            }
+
+            let store = try Store(path: path, options: .init(readOnly: true))
+            let notes = try store.collection(Note.self)
+            #expect(try notes.get(9) == Note(id: 9, text: "fixed by hand", stars: 4, pinned: true))
+            #expect(try notes.get(3) == Note(id: 3, text: "third, edited", stars: 2, pinned: false))
+            #expect(try notes.get(10) == nil && notes.get(11) == nil && notes.get(12) == nil)
+            #expect(try store.collection(Tag.self).get("0x10") == Tag(id: "0x10", uses: 16))
+            #expect(try hoard("verify", path).status == 0)
+        }
+    }
+
     @Test("verify names every damaged record: checksum, header, payload")
     func verify() throws {
         try withTemporaryDirectory { dir in

@@ -25,7 +25,7 @@ extension CollectionSchema {
             }
         }
         for (path, found) in moved { result = setting(result, path, found) }
-        return (sortedMaps(result), dropped)
+        return (result.deterministicallyOrdered(), dropped)
     }
 }
 
@@ -61,18 +61,4 @@ private func setting(_ value: CBORValue, _ path: [String], _ new: CBORValue) -> 
         entries.append(CBORValue.Entry(.text(first), setting(.map([]), Array(path.dropFirst()), new)))
     }
     return .map(entries)
-}
-
-/// The value with every map's entries in deterministic order (RFC 8949 §4.2.1: bytewise order
-/// of the encoded keys), as the store's encoder writes them.
-private func sortedMaps(_ value: CBORValue) -> CBORValue {
-    switch value {
-    case .map(let entries):
-        let sorted = entries.map { CBORValue.Entry($0.key, sortedMaps($0.value)) }
-            .sorted { $0.key.encoded().lexicographicallyPrecedes($1.key.encoded()) }
-        return .map(sorted)
-    case .array(let items): return .array(items.map(sortedMaps))
-    case .tagged(let tag, let inner): return .tagged(tag, sortedMaps(inner))
-    default: return value
-    }
 }
