@@ -24,4 +24,7 @@ if grep -E "^$PWD/(Sources|Tests|tools)/.*: warning:" "$log"; then
     echo "error: the build has warnings (above); Hoard builds without any" >&2
     exit 1
 fi
+# The DocC documentation: a warning (a broken link, an undocumented parameter) or a public symbol
+# without a summary fails the run.
+tools/docs.sh >/dev/null
 swift test --skip-build

@@ -30,8 +30,26 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
 
     /// The cases without their values, to match on (`catch let error as HoardError where error.kind == .newerRecord`).
     public enum Kind: Sendable, Hashable {
-        case notAHoardStore, newerFormat, newerRecord, corruptRecord, keySetChanged, decoding, keyKindChanged,
-            corruptRegistry, encoding, invalidID
+        /// ``HoardError/notAHoardStore(path:found:)``
+        case notAHoardStore
+        /// ``HoardError/newerFormat(path:found:supported:)``
+        case newerFormat
+        /// ``HoardError/newerRecord(collection:key:version:current:)``
+        case newerRecord
+        /// ``HoardError/corruptRecord(collection:key:reason:)``
+        case corruptRecord
+        /// ``HoardError/keySetChanged(type:collection:version:differences:)``
+        case keySetChanged
+        /// ``HoardError/decoding(collection:key:version:underlying:)``
+        case decoding
+        /// ``HoardError/keyKindChanged(type:collection:recorded:now:)``
+        case keyKindChanged
+        /// ``HoardError/corruptRegistry(collection:reason:)``
+        case corruptRegistry
+        /// ``HoardError/encoding(collection:key:underlying:)``
+        case encoding
+        /// ``HoardError/invalidID(collection:reason:)``
+        case invalidID
     }
 
     /// Which case this is.
@@ -61,6 +79,7 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
         }
     }
 
+    /// The error in one sentence: what happened, to which collection and key, and what was (not) changed.
     public var description: String {
         switch self {
         case .notAHoardStore(let path, let found):

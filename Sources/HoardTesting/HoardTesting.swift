@@ -49,7 +49,9 @@ public func withTemporaryStore<R>(options: Store.Options = .testing(), _ body: (
     return try body(try Store(path: directory.path + "/store", options: options))
 }
 
-/// The async variant of ``withTemporaryStore(options:_:)``.
+/// The async variant of ``withTemporaryStore(options:_:)-1dbu1``.
+///
+/// - Throws: what `body` throws, or an error when the directory or the store cannot be made.
 public func withTemporaryStore<R>(
     options: Store.Options = .testing(), _ body: (Store) async throws -> R
 ) async throws -> R {
@@ -58,8 +60,9 @@ public func withTemporaryStore<R>(
     return try await body(try Store(path: directory.path + "/store", options: options))
 }
 
-/// Why ``withTemporaryStore(options:_:)`` could not make its directory.
+/// Why ``withTemporaryStore(options:_:)-1dbu1`` could not make its directory.
 public struct TemporaryStoreError: Error, CustomStringConvertible {
+    /// The directory and the system's reason.
     public let description: String
 }
 
@@ -85,11 +88,12 @@ struct TemporaryDirectory {
 
 // MARK: - A manual clock
 
-/// A clock that stands still until told to move, for ``Store/Options/testing(clock:)``: expiry
+/// A clock that stands still until told to move, for `Store.Options.testing(clock:)`: expiry
 /// can then be tested without waiting. It starts 1,000 seconds after 1970.
 public final class ManualClock: Sendable {
     private let milliseconds = Mutex<Int64>(1_000_000)
 
+    /// A clock at 1,000 seconds after 1970.
     public init() {}
 
     /// Moves the clock on by `duration` (records keep times to the millisecond).
@@ -119,10 +123,12 @@ public struct ContentsDifference<ID: Hashable & Sendable>: Sendable, Equatable, 
     /// Stored with other content than expected.
     public var different: [ID]
 
+    /// A difference of these IDs (to compare a result with in a test).
     public init(missing: [ID], unexpected: [ID], different: [ID]) {
         (self.missing, self.unexpected, self.different) = (missing, unexpected, different)
     }
 
+    /// The three lists, for a test's failure message.
     public var description: String {
         "missing \(missing), unexpected \(unexpected), different \(different)"
     }

@@ -32,22 +32,36 @@ public struct Cursor<Access: TransactionAccess>: ~Copyable {
     }
 
     /// The first entry. The corresponding C call is `mdb_cursor_get` with `MDB_FIRST`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails (an absent entry is `nil`, not an error).
     public func first() throws(LMDBError) -> Entry? { try move(MDB_FIRST) }
     /// The last entry. The corresponding C call is `mdb_cursor_get` with `MDB_LAST`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails (an absent entry is `nil`, not an error).
     public func last() throws(LMDBError) -> Entry? { try move(MDB_LAST) }
     /// The entry after the current one. The corresponding C call is `mdb_cursor_get` with `MDB_NEXT`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails (an absent entry is `nil`, not an error).
     public func next() throws(LMDBError) -> Entry? { try move(MDB_NEXT) }
     /// The entry before the current one. The corresponding C call is `mdb_cursor_get` with `MDB_PREV`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails (an absent entry is `nil`, not an error).
     public func previous() throws(LMDBError) -> Entry? { try move(MDB_PREV) }
     /// The entry at the cursor. The corresponding C call is `mdb_cursor_get` with `MDB_GET_CURRENT`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails (an absent entry is `nil`, not an error).
     public func current() throws(LMDBError) -> Entry? { try move(MDB_GET_CURRENT) }
 
     /// The first entry whose key is `key` or greater. The corresponding C call is `mdb_cursor_get` with `MDB_SET_RANGE`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails (an absent entry is `nil`, not an error).
     public func seek(atLeast key: some ContiguousBytes) throws -> Entry? {
         try key.withUnsafeBytes { try move(MDB_SET_RANGE, key: $0) }
     }
 
     /// The entry whose key is exactly `key`. The corresponding C call is `mdb_cursor_get` with `MDB_SET_KEY`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails (an absent entry is `nil`, not an error).
     public func seek(exactly key: some ContiguousBytes) throws -> Entry? {
         try key.withUnsafeBytes { try move(MDB_SET_KEY, key: $0) }
     }
@@ -101,6 +115,8 @@ extension Cursor where Access == ReadWriteAccess {
     /// Deletes the entry at the cursor; a following ``next()`` returns the entry after the deleted one.
     ///
     /// The corresponding C function is `mdb_cursor_del`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     public func deleteCurrent() throws(LMDBError) {
         let rc = mdb_cursor_del(handle, 0)
         if rc == MDB_MAP_FULL { state?.mapFull = true }

@@ -20,7 +20,9 @@ public struct Database: Sendable, Hashable {
 
 /// How a put treats an existing key.
 public struct PutOptions: OptionSet, Sendable, Hashable {
+    /// The options as bits of the project's own (not LMDB's flag values).
     public let rawValue: UInt8
+    /// Options of these bits.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     /// Fail with ``LMDBError/Kind/keyExists`` instead of overwriting (`MDB_NOOVERWRITE`).

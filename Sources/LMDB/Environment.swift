@@ -78,6 +78,7 @@ public final class Environment: @unchecked Sendable {
         /// Directory or single-file layout.
         public var layout: Layout
 
+        /// Options with these values; each parameter is the property of the same name.
         public init(
             mapSize: Int = 16 << 20,
             maxMapSize: Int? = nil,
@@ -273,6 +274,8 @@ extension Environment {
     /// Statistics of the main database (which lists the named databases).
     ///
     /// The corresponding C function is `mdb_env_stat`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     public func statistics() throws(LMDBError) -> Statistics {
         var s = MDB_stat()
         try check(mdb_env_stat(handle, &s), "mdb_env_stat", path)
@@ -282,6 +285,8 @@ extension Environment {
     /// The map size, last page and last transaction of the environment.
     ///
     /// The corresponding C function is `mdb_env_info`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     public func info() throws(LMDBError) -> Info {
         var i = MDB_envinfo()
         try check(mdb_env_info(handle, &i), "mdb_env_info", path)
@@ -299,6 +304,8 @@ extension Environment {
     /// - Parameter force: flush even when the mode says not to (`MDB_NOSYNC`).
     ///
     /// The corresponding C function is `mdb_env_sync`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     public func sync(force: Bool = true) throws(LMDBError) {
         try check(mdb_env_sync(handle, force ? 1 : 0), "mdb_env_sync", path)
     }
@@ -308,6 +315,8 @@ extension Environment {
     /// - Returns: how many stale slots were cleared.
     ///
     /// The corresponding C function is `mdb_reader_check`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     @discardableResult
     public func clearStaleReaders() throws(LMDBError) -> Int {
         var dead: Int32 = 0
@@ -328,7 +337,9 @@ extension Environment {
     /// would open as a store whose pages are missing (and an empty file as an empty store). A
     /// leftover `.partial` is replaced.
     ///
-    /// - Parameter compacting: omit free pages and renumber pages (`MDB_CP_COMPACT`): smaller, slower.
+    /// - Parameters:
+    ///   - destination: the directory for the copy (directory layout) or the new data file (single-file layout).
+    ///   - compacting: omit free pages and renumber pages (`MDB_CP_COMPACT`): smaller, slower.
     /// - Throws: ``LMDBError`` if the destination exists or cannot be written.
     ///
     /// The corresponding C function is `mdb_env_copyfd2`.
@@ -398,6 +409,8 @@ extension Environment {
     /// The reader table: which processes hold read snapshots of this environment now.
     ///
     /// The corresponding C function is `mdb_reader_list`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     public func readers() throws(LMDBError) -> [Reader] {
         final class Lines { var lines: [String] = [] }
         let collected = Lines()

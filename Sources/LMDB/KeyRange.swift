@@ -8,7 +8,9 @@
 public struct KeyRange: Sendable, Hashable {
     /// One end of a range.
     public enum Bound: Sendable, Hashable {
+        /// The range includes this key.
         case inclusive([UInt8])
+        /// The range stops short of this key.
         case exclusive([UInt8])
 
         /// The key at this end.
@@ -24,6 +26,7 @@ public struct KeyRange: Sendable, Hashable {
     /// The highest key, or `nil` for no upper end.
     public var upper: Bound?
 
+    /// The keys from `lower` to `upper`; a `nil` end is open.
     public init(from lower: Bound? = nil, to upper: Bound? = nil) {
         self.lower = lower
         self.upper = upper

@@ -98,6 +98,7 @@ public struct LMDBError: Error, Sendable, Equatable, CustomStringConvertible {
         return String(cString: mdb_strerror(code))
     }
 
+    /// The failed operation, LMDB's message, and the path, database and key involved.
     public var description: String {
         var text = "LMDB \(operation) failed: \(message)"
         if !context.isEmpty { text += " (\(context))" }

@@ -59,12 +59,16 @@ extension Transaction {
     /// A copy of the value stored under `key`, or `nil` when it is absent.
     ///
     /// The corresponding C function is `mdb_get`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     @inlinable
     public func value(forKey key: some ContiguousBytes, in database: Database) throws -> [UInt8]? {
         try withValue(forKey: key, in: database) { Array($0) }
     }
 
     /// Whether `key` is stored in `database`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     @inlinable
     public func contains(_ key: some ContiguousBytes, in database: Database) throws -> Bool {
         try key.withUnsafeBytes { try _get($0, database) } != nil
@@ -84,6 +88,8 @@ extension Transaction {
     /// The number of entries in `database`, read from its B-tree header (no scan).
     ///
     /// The corresponding C function is `mdb_stat`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     public func count(in database: Database) throws(LMDBError) -> Int {
         try statistics(of: database).entries
     }
@@ -91,6 +97,8 @@ extension Transaction {
     /// Page statistics of `database` as this transaction sees it.
     ///
     /// The corresponding C function is `mdb_stat`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     public func statistics(of database: Database) throws(LMDBError) -> Environment.Statistics {
         environment.checkOwnership(database)
         var s = MDB_stat()
@@ -107,6 +115,8 @@ extension Transaction {
     /// Runs `body` with a cursor over `database`; the cursor is closed when `body` returns.
     ///
     /// The corresponding C functions are `mdb_cursor_open` and `mdb_cursor_close`.
+    ///
+    /// - Throws: what `body` throws, or ``LMDBError`` when LMDB fails.
     public func withCursor<R>(in database: Database, _ body: (borrowing Cursor<Access>) throws -> R) throws -> R {
         environment.checkOwnership(database)
         var cursor: OpaquePointer?
@@ -124,6 +134,8 @@ extension Transaction {
     /// until `body` returns ``IterationStep/stop``.
     ///
     /// The buffers are valid only during the call of `body` for that entry.
+    ///
+    /// - Throws: what `body` throws, or ``LMDBError`` when LMDB fails.
     public func forEach(
         in database: Database,
         range: KeyRange = .all,
@@ -141,6 +153,8 @@ extension Transaction {
     }
 
     /// Copies of the entries of `range`, at most `limit` of them.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     public func entries(
         in database: Database,
         range: KeyRange = .all,
@@ -201,6 +215,9 @@ extension Transaction where Access == ReadWriteAccess {
     /// `fill` must write all `count` bytes; the buffer is valid only during the call.
     ///
     /// The corresponding C function is `mdb_put` with `MDB_RESERVE`.
+    ///
+    /// - Throws: what `fill` throws, or ``LMDBError`` when LMDB fails (``LMDBError/Kind/keyExists`` with
+    ///   ``PutOptions/noOverwrite``, ``LMDBError/Kind/mapFull`` when the map is full).
     @inlinable
     public func reserve<R>(
         _ count: Int,
@@ -232,6 +249,8 @@ extension Transaction where Access == ReadWriteAccess {
     /// - Returns: whether the key was there.
     ///
     /// The corresponding C function is `mdb_del`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     @inlinable
     @discardableResult
     public func delete(_ key: some ContiguousBytes, in database: Database) throws -> Bool {
@@ -251,6 +270,8 @@ extension Transaction where Access == ReadWriteAccess {
     /// Removes every entry of `database`, keeping the database.
     ///
     /// The corresponding C function is `mdb_drop` with `del` 0.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     public func clear(_ database: Database) throws(LMDBError) {
         environment.checkOwnership(database)
         try finishWrite(mdb_drop(handle, database.dbi, 0), "mdb_drop", nil, database, [])
@@ -260,6 +281,8 @@ extension Transaction where Access == ReadWriteAccess {
     /// this transaction later aborts); open it again to use the name.
     ///
     /// The corresponding C function is `mdb_drop` with `del` 1.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     public func drop(_ database: Database) throws(LMDBError) {
         environment.checkOwnership(database)
         environment.forgetDatabase(database)
@@ -351,6 +374,8 @@ extension Transaction {
     ///
     /// The free list is LMDB's internal database 0; each value is a list of page numbers whose
     /// first machine word is the list's length (as `mdb_stat -f` reads it).
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails.
     public func freePageCount() throws -> Int {
         var cursor: OpaquePointer?
         try check(mdb_cursor_open(handle, 0, &cursor), "mdb_cursor_open", "free list of \(environment.path)")

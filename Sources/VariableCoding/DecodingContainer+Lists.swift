@@ -14,6 +14,7 @@ public struct ElementFailure: Error, CustomStringConvertible, @unchecked Sendabl
     /// Why it failed.
     public let error: any Error
 
+    /// The element's key and its error.
     public var description: String { "element '\(key)': \(error)" }
 }
 
@@ -78,6 +79,9 @@ extension DecodingContainer {
     ///   - policy: fail on the first element that does not decode, or leave it out and report it.
     ///   - areInIncreasingOrder: the order of the result; without it, an array keeps its order
     ///     and an object is ordered by its keys (numerically when they are all integers).
+    /// - Throws: ``VariableCodingError/decoding(type:keySet:property:key:codingPath:reason:underlying:)``, naming the
+    ///   property, its key and why: the list is not an array or object, or (with the failing policy) an element
+    ///   does not decode.
     public func decodeList<Element: Decodable>(
         _ type: Element.Type,
         forProperty keyPath: PartialKeyPath<Model>,

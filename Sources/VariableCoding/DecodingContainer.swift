@@ -84,6 +84,9 @@ public struct DecodingContainer<Model> {
     }
 
     /// The property's value; an error when it is missing, `null` or of the wrong type.
+    ///
+    /// - Throws: ``VariableCodingError/decoding(type:keySet:property:key:codingPath:reason:underlying:)``, naming the
+    ///   property, its key and why.
     @inlinable
     public func decodeValue<Value: Decodable>(for keyPath: KeyPath<Model, Value>) throws -> Value {
         if let value = try? decodeFlat(Value.self, keyPath) { return value }
@@ -91,6 +94,9 @@ public struct DecodingContainer<Model> {
     }
 
     /// The property's value as a type of your choice: for a property whose type changed between versions.
+    ///
+    /// - Throws: ``VariableCodingError/decoding(type:keySet:property:key:codingPath:reason:underlying:)``, naming the
+    ///   property, its key and why.
     @inlinable
     public func decodeValue<Value: Decodable>(
         _ type: Value.Type, forProperty keyPath: PartialKeyPath<Model>
@@ -103,6 +109,9 @@ public struct DecodingContainer<Model> {
     }
 
     /// The property's value, or `defaultValue` when the key is missing (`null` is an error).
+    ///
+    /// - Throws: ``VariableCodingError/decoding(type:keySet:property:key:codingPath:reason:underlying:)``, naming the
+    ///   property, its key and why.
     @inlinable
     public func decodeValue<Value: Decodable>(
         for keyPath: KeyPath<Model, Value>, default defaultValue: @autoclosure () -> Value
@@ -116,12 +125,18 @@ public struct DecodingContainer<Model> {
     }
 
     /// The optional property's value, or `nil` when the key is missing or `null`.
+    ///
+    /// - Throws: ``VariableCodingError/decoding(type:keySet:property:key:codingPath:reason:underlying:)``, naming the
+    ///   property, its key and why (a value of the wrong type).
     @inlinable
     public func decodeValueIfPresent<Value: Decodable>(for keyPath: KeyPath<Model, Value?>) throws -> Value? {
         try decodeValueIfPresent(Value.self, forProperty: keyPath)
     }
 
     /// The property's value, or `nil` when the key is missing or `null`.
+    ///
+    /// - Throws: ``VariableCodingError/decoding(type:keySet:property:key:codingPath:reason:underlying:)``, naming the
+    ///   property, its key and why (a value of the wrong type).
     @inlinable
     public func decodeValueIfPresent<Value: Decodable>(
         _ type: Value.Type, forProperty keyPath: PartialKeyPath<Model>
@@ -131,6 +146,9 @@ public struct DecodingContainer<Model> {
     }
 
     /// Whether the property is missing, `null` or has a value; errors only for a value of the wrong type.
+    ///
+    /// - Throws: ``VariableCodingError/decoding(type:keySet:property:key:codingPath:reason:underlying:)``, naming the
+    ///   property, its key and why (a value of the wrong type).
     @inlinable
     public func presence<Value: Decodable>(
         of type: Value.Type, forProperty keyPath: PartialKeyPath<Model>

@@ -49,6 +49,9 @@ public struct EncodingContainer<Model> {
     public var codingPath: [any CodingKey] { fields == nil ? keyed.codingPath : [] }
 
     /// Writes the property's value (`nil` as `null`).
+    ///
+    /// - Throws: ``VariableCodingError/propertyWithoutKey(type:keySet:property:)`` when storage encodes a property its
+    ///   key set has no key for, or what the coder throws for the value.
     @inlinable
     public mutating func encodeValue<Value: Encodable>(_ value: Value, for keyPath: KeyPath<Model, Value>) throws {
         try encodeValue(value, forProperty: keyPath)
@@ -56,6 +59,9 @@ public struct EncodingContainer<Model> {
 
     /// Writes a value of your choice for the property: for a property whose type differs in the
     /// key set being encoded.
+    ///
+    /// - Throws: ``VariableCodingError/propertyWithoutKey(type:keySet:property:)`` when storage encodes a property its
+    ///   key set has no key for, or what the coder throws for the value.
     @inlinable
     public mutating func encodeValue<Value: Encodable>(
         _ value: Value, forProperty keyPath: PartialKeyPath<Model>
@@ -76,6 +82,9 @@ public struct EncodingContainer<Model> {
     }
 
     /// Writes the property's value, or no key at all when it is `nil`.
+    ///
+    /// - Throws: ``VariableCodingError/propertyWithoutKey(type:keySet:property:)`` when storage encodes a property its
+    ///   key set has no key for, or what the coder throws for the value.
     @inlinable
     public mutating func encodeValueIfPresent<Value: Encodable>(
         _ value: Value?, for keyPath: KeyPath<Model, Value?>

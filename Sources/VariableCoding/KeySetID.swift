@@ -11,10 +11,14 @@ public import Darwin
 /// - `currentLocal`: the current local version of whatever type is being coded (each type has
 ///   its own); storage always encodes with it.
 public enum KeySetID: Hashable, Sendable, CustomStringConvertible {
+    /// The current local version of the type being coded.
     case currentLocal
+    /// Local storage version `n`.
     case local(Int)
+    /// The server API version of this name.
     case remote(String)
 
+    /// `local(current)`, `local(3)` or `remote(v2)`.
     public var description: String {
         switch self {
         case .currentLocal: "local(current)"
@@ -122,6 +126,8 @@ package func withStorageKeySet<R>(version: Int, _ body: () throws -> R) rethrows
 /// Runs `body` with `keySet` as the choice of every VariablyCodable value coded inside it, ahead
 /// of what a coder's `userInfo` says. This is how the convenience methods pass a key set to a
 /// coder without touching its (shared, mutable) `userInfo`.
+///
+/// - Throws: only what `body` throws.
 public func withKeySet<R>(_ keySet: KeySetID, _ body: () throws -> R) rethrows -> R {
     try KeySetContext.with(.init(keySet: keySet, storage: false), body)
 }

@@ -1,10 +1,15 @@
 /// The coding key of a variably coded model: one component of a key name from a key set.
 public struct VariableKey: CodingKey, Hashable, Sendable {
+    /// The key name.
     public let stringValue: String
+    /// Always `nil`: key names are strings.
     public var intValue: Int? { nil }
 
+    /// The key `name`.
     public init(_ name: String) { stringValue = name }
+    /// The key `stringValue`; never fails.
     public init?(stringValue: String) { self.stringValue = stringValue }
+    /// The key named by the digits of `intValue`; never fails.
     public init?(intValue: Int) { stringValue = String(intValue) }
 }
 
@@ -164,6 +169,8 @@ public final class KeySets<Model>: @unchecked Sendable {
 
     /// The key names of one key set by property name (`"name"`, `"meta.width"`), for registries
     /// and tools that work without the Swift type.
+    ///
+    /// - Throws: ``VariableCodingError/unknownKeySet(type:keySet:known:)`` when the type does not declare `keySet`.
     public func keyNames(for keySet: KeySetID) throws -> [String: String] {
         let table = try table(for: keySet)
         return Dictionary(uniqueKeysWithValues: table.properties.map { ($0.name, $0.keyName) })

@@ -16,6 +16,8 @@ public struct KeyTransform: Sendable {
     /// A transform from a decoded `Raw` to the property's type.
     ///
     /// The closure may throw to reject a value; the error is reported for the property.
+    ///
+    /// - Throws: nothing itself; what `convert` throws is thrown when the property is decoded.
     public static func from<Raw: Decodable & SendableMetatype, Value>(
         _ raw: Raw.Type, _ convert: @escaping @Sendable (Raw) throws -> Value
     ) -> KeyTransform {
@@ -36,7 +38,9 @@ public struct KeyTransform: Sendable {
 
 /// A value a transform refused.
 public struct TransformError: Error, CustomStringConvertible, Sendable {
+    /// What was wrong with the value.
     public let description: String
+    /// An error saying `description`.
     public init(description: String) { self.description = description }
 }
 

@@ -23,6 +23,7 @@ public struct NestedKeySets: Sendable, Hashable {
     /// The key names of every nested version in ``versionUsed``, by property name.
     public var keyNames: [Int: [String: String]]
 
+    /// A description with these fields.
     public init(path: String, type: String, versionUsed: [Int: Int], keyNames: [Int: [String: String]]) {
         self.path = path
         self.type = type
@@ -43,6 +44,7 @@ public struct StoredEnumAliases: Sendable, Hashable {
     /// the cases that version aliases (empty when it writes the canonical raw values only).
     public var aliases: [Int: [String: String]]
 
+    /// A description with these fields.
     public init(path: String, type: String, aliases: [Int: [String: String]]) {
         self.path = path
         self.type = type

@@ -16,6 +16,7 @@ public enum VariableCodingError: Error, CustomStringConvertible, @unchecked Send
         type: String, keySet: String, property: String, key: String, codingPath: String, reason: String,
         underlying: (any Error)?)
 
+    /// The error in one sentence, naming the type, key set and property.
     public var description: String {
         switch self {
         case .invalidKeySets(let type, let keySet, let problem):

@@ -25,6 +25,10 @@ extension VariableEnum {
     public static var aliases: [KeySetID: [Self: RawValue]] { [:] }
     public static var unknownCase: Self? { nil }
 
+    /// Decodes the case whose raw value (or alias in the coder's key set) was stored.
+    ///
+    /// - Throws: `DecodingError.dataCorrupted` for a raw value no case has, when there is no
+    ///   ``unknownCase``; what the coder throws.
     public init(from decoder: any Decoder) throws {
         let keySet = requestedKeySet(decoder.userInfo)
         let raw = try decoder.singleValueContainer().decode(RawValue.self)
@@ -44,6 +48,9 @@ extension VariableEnum {
         }
     }
 
+    /// Encodes the case's raw value, or its alias in the coder's key set.
+    ///
+    /// - Throws: what the coder throws.
     public func encode(to encoder: any Encoder) throws {
         let keySet = requestedKeySet(encoder.userInfo)
         var container = encoder.singleValueContainer()

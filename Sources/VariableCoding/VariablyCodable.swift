@@ -8,6 +8,8 @@ public protocol VariablyDecodable: Decodable {
     /// The key sets of this type.
     static var keySets: KeySets<Self> { get }
     /// Decodes the model from a container of its properties.
+    ///
+    /// - Throws: what the container's `decodeValue` calls throw (a missing or mistyped property).
     init(from container: DecodingContainer<Self>) throws
     /// Decodes the model from a coder's direct field access, numbered by `layout`. Do not
     /// implement it: the default (``init(fields:layout:)-(FieldDecoding,_)``) is declared as a
@@ -32,6 +34,8 @@ public protocol VariablyEncodable: Encodable {
     /// The key sets of this type.
     static var keySets: KeySets<Self> { get }
     /// Encodes the model's properties into a container.
+    ///
+    /// - Throws: what the container's `encodeValue` calls throw.
     func encode(to container: inout EncodingContainer<Self>) throws
     /// Encodes the model through a coder's direct field access, numbered by `layout`. Do not
     /// implement it: like ``VariablyDecodable/init(fields:layout:)-(FieldDecoding,_)``, it is a
@@ -52,6 +56,10 @@ public protocol VariablyEncodable: Encodable {
 public typealias VariablyCodable = VariablyDecodable & VariablyEncodable
 
 extension VariablyDecodable {
+    /// Decodes the model with the key set the coder asks for: `userInfo[.keySet]`, a convenience
+    /// method's choice, or the current local version.
+    ///
+    /// - Throws: ``VariableCodingError`` naming the key set and property that failed.
     @inlinable
     public init(from decoder: any Decoder) throws {
         let table = try Self.keySets.table(for: requestedKeySet(decoder.userInfo))
@@ -62,6 +70,9 @@ extension VariablyDecodable {
 }
 
 extension VariablyEncodable {
+    /// Encodes the model with the key set the coder asks for, as ``init(from:)-(Decoder)`` decodes.
+    ///
+    /// - Throws: ``VariableCodingError`` naming the key set and property that failed.
     @inlinable
     public func encode(to encoder: any Encoder) throws {
         let table = try Self.keySets.table(for: requestedKeySet(encoder.userInfo))

@@ -1,7 +1,7 @@
 // The README's model example, in a file that imports Hoard and Foundation (for JSONDecoder)
 // only: `import Hoard` is all a user writes to declare a model (ReadmeSnippetTests checks that
 // README.md shows these lines).
-// README begin: declaration
+// README begin: declaration; also GettingStarted.md
 import Foundation
 import Hoard
 

@@ -8,46 +8,74 @@ import Testing
 // here and in ReadmeModel.swift (the model's declaration, in a file that imports Hoard alone).
 // The lines between each pair of markers must appear in README.md as they are (indentation
 // aside), which a test checks: so the README cannot drift away from code that builds and works.
+// A marker may add articles of the DocC catalog that show the block too
+// (`// README begin: testing; also Testing.md`); they are checked the same way.
 
 @Suite("README")
 struct ReadmeSnippetTests {
-    /// The marked blocks of this file, ReadmeModel.swift and HoardTestingExampleTests.swift, each as trimmed lines.
-    func markedBlocks() throws -> [[String]] {
+    /// A marked block, as trimmed lines, and the DocC articles that show it besides the README.
+    struct Block {
+        var lines: [String] = []
+        var articles: [String] = []
+    }
+
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// The marked blocks of this file, ReadmeModel.swift and HoardTestingExampleTests.swift.
+    func markedBlocks() throws -> [Block] {
         let here = URL(fileURLWithPath: #filePath)
         let others = ["ReadmeModel.swift", "HoardTestingExampleTests.swift"].map {
             here.deletingLastPathComponent().appendingPathComponent($0).path
         }
         let source = try (others + [here.path]).map { try String(contentsOfFile: $0, encoding: .utf8) }.joined(
             separator: "\n")
-        var blocks: [[String]] = []
-        var current: [String]?
+        var blocks: [Block] = []
+        var current: Block?
         for line in source.split(separator: "\n", omittingEmptySubsequences: false) {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.hasPrefix("// README begin") {
-                current = []
+                let also = trimmed.components(separatedBy: "; also ").dropFirst().first ?? ""
+                current = Block(articles: also.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
             } else if trimmed == "// README end" {
-                blocks.append(current ?? [])
+                blocks.append(current ?? Block())
                 current = nil
             } else if current != nil {
-                current?.append(trimmed)
+                current?.lines.append(trimmed)
             }
         }
         return blocks
     }
 
+    /// The lines of a file of the repository, each trimmed.
+    func trimmedLines(of path: String) throws -> [String] {
+        try String(contentsOfFile: Self.repository.appendingPathComponent(path).path, encoding: .utf8)
+            .split(separator: "\n", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+    }
+
+    func contains(_ text: [String], _ block: [String]) -> Bool {
+        text.indices.contains { start in
+            start + block.count <= text.count && Array(text[start..<start + block.count]) == block
+        }
+    }
+
     @Test("the README's examples are this file's code: every marked block appears in README.md as it is")
     func sameText() throws {
-        let readmePath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("README.md").path
-        let readme = try String(contentsOfFile: readmePath, encoding: .utf8)
-            .split(separator: "\n", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        let readme = try trimmedLines(of: "README.md")
         let blocks = try markedBlocks()
         #expect(blocks.count == 4)
+        // The model's declaration and the testing example are in the Getting started and Testing articles.
+        #expect(blocks.flatMap(\.articles).sorted() == ["GettingStarted.md", "Testing.md"])
         for block in blocks {
-            let found = readme.indices.contains { start in
-                start + block.count <= readme.count && Array(readme[start..<start + block.count]) == block
+            #expect(
+                contains(readme, block.lines),
+                "README.md does not contain, as it is:\n\(block.lines.joined(separator: "\n"))")
+            for article in block.articles {
+                let text = try trimmedLines(of: "Sources/Hoard/Documentation.docc/" + article)
+                #expect(
+                    contains(text, block.lines),
+                    "\(article) does not contain, as it is:\n\(block.lines.joined(separator: "\n"))")
             }
-            #expect(found, "README.md does not contain, as it is:\n\(block.joined(separator: "\n"))")
         }
     }
 

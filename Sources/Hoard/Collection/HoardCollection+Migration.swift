@@ -8,7 +8,7 @@ public enum MigrationPolicy: Sendable, Hashable {
     /// Leave it as it is; it is migrated on every read.
     case never
     /// Remember it and rewrite it in the current version in the collection's next write
-    /// transaction, or at ``HoardCollection/flushMigrations()``.
+    /// transaction, or at ``HoardCollection/flushMigrations()-1zcyw``.
     case lazy
 }
 
@@ -43,7 +43,10 @@ extension HoardCollection {
         return migrated
     }
 
-    /// Rewrites the records a lazy migration remembered, in a transaction of its own.
+    /// Rewrites the records a lazy migration remembered, in a transaction of its own; returns how many.
+    ///
+    /// - Throws: ``HoardError/encoding(collection:key:underlying:)`` when a model cannot be encoded,
+    ///   `LMDBError` when LMDB fails; nothing is rewritten then.
     @discardableResult
     public func flushMigrations() throws -> Int {
         try store.environment.write { txn in try migratePending(in: txn) }
@@ -91,7 +94,11 @@ extension HoardCollection {
     /// on from the last committed batch when `migrate` is called again. Records that cannot be
     /// migrated here (damaged, or written by a newer version) are counted and left alone.
     ///
-    /// - Parameter progress: called after each batch with the totals so far; return `false` to stop.
+    /// - Parameters:
+    ///   - batchSize: how many records one write transaction rewrites.
+    ///   - progress: called after each batch with the totals so far; return `false` to stop.
+    /// - Throws: ``HoardError/encoding(collection:key:underlying:)`` when a model cannot be encoded,
+    ///   `LMDBError` when LMDB fails; the batches committed before stay, and the next call goes on from them.
     @discardableResult
     public func migrate(
         batchSize: Int = 1_000, progress: (MigrationProgress) -> Bool = { _ in true }

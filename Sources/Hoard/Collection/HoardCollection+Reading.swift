@@ -4,12 +4,18 @@ internal import CBOR
 // Reading: by ID, scans and visits, headers, and decoding one record.
 
 extension HoardCollection {
-    /// The model stored under `id`, or `nil`.
+    /// The model stored under `id`, or `nil` (also when it has expired).
+    ///
+    /// - Throws: ``HoardError`` when the record is damaged, was written by a newer version or cannot
+    ///   be decoded (``HoardError/corruptRecord(collection:key:reason:)``, ``HoardError/newerRecord(collection:key:version:current:)``,
+    ///   ``HoardError/decoding(collection:key:version:underlying:)``), or the ID is too long for a key; `LMDBError` when LMDB fails.
     public func get(_ id: Model.ID) throws -> Model? {
         try store.environment.read { txn in try get(id, in: txn) }
     }
 
     /// The model stored under `id` as `txn` sees it, or `nil` (also when it has expired).
+    ///
+    /// - Throws: as ``get(_:)`` does.
     public func get<Access>(_ id: Model.ID, in txn: borrowing Transaction<Access>) throws -> Model? {
         // The key is lent from the stack, and the record's bytes are taken out of the closure:
         // they stay valid while `txn` is open and unchanged, which it is for the rest of this
@@ -25,18 +31,25 @@ extension HoardCollection {
     }
 
     /// Whether a live (unexpired) record is stored under `id`; reads its header only.
+    ///
+    /// - Throws: ``HoardError`` when the record's header is damaged; `LMDBError` when LMDB fails.
     public func contains(_ id: Model.ID) throws -> Bool {
         guard let header = try header(of: id) else { return false }
         return !header.isExpired(at: store.options.now())
     }
 
     /// The number of records, expired ones not yet purged included (read from the B-tree, no scan).
+    ///
+    /// - Throws: `LMDBError` when LMDB fails.
     public func count() throws -> Int {
         try store.environment.read { txn in try txn.count(in: database) }
     }
 
     /// The models whose IDs lie from `lower` to `upper` (both included; either may be open), in
     /// ID order or reversed, at most `limit`.
+    ///
+    /// - Throws: ``HoardError`` for the first damaged, newer or undecodable record in the range;
+    ///   `LMDBError` when LMDB fails.
     public func scan(
         from lower: Model.ID? = nil, through upper: Model.ID? = nil, reverse: Bool = false, limit: Int = .max
     ) throws -> [Model] {
@@ -46,6 +59,9 @@ extension HoardCollection {
 
     /// The models whose key bytes lie in `keys`, for prefixes of string IDs and other byte ranges.
     /// Expired records are left out; the first damaged record throws.
+    ///
+    /// - Throws: ``HoardError`` for the first damaged, newer or undecodable record in the range;
+    ///   `LMDBError` when LMDB fails.
     public func scan(keys: KeyRange, reverse: Bool = false, limit: Int = .max) throws -> [Model] {
         let result = try scan(keys: keys, reverse: reverse, limit: limit, skippingDamaged: false)
         return result.models
@@ -53,7 +69,10 @@ extension HoardCollection {
 
     /// Visits the models whose key bytes lie in `keys` one at a time, inside one read snapshot,
     /// without building an array: for large collections. Expired records are skipped; the first
-    /// damaged record throws. Return ``IterationStep/stop`` from `body` to end early.
+    /// damaged record throws. Return `.stop` from `body` to end early.
+    ///
+    /// - Throws: ``HoardError`` for the first damaged, newer or undecodable record, what `body`
+    ///   throws, or `LMDBError` when LMDB fails.
     public func forEach(keys: KeyRange = .all, reverse: Bool = false, _ body: (Model) throws -> IterationStep) throws {
         let now = store.options.now()
         try store.environment.read { txn in
@@ -66,6 +85,8 @@ extension HoardCollection {
 
     /// Like ``scan(keys:reverse:limit:)``, but a damaged or undecodable record does not stop the
     /// scan: it is left out and reported in ``ScanResult/damaged``. Nothing is deleted.
+    ///
+    /// - Throws: `LMDBError` when LMDB fails.
     public func scanSkippingDamaged(
         keys: KeyRange = .all, reverse: Bool = false, limit: Int = .max
     ) throws -> ScanResult<Model> {
@@ -93,6 +114,9 @@ extension HoardCollection {
 
     /// The header of the record under `id`, or `nil`: version, write time and expiry, unchecked
     /// against the payload's decoding.
+    ///
+    /// - Throws: ``HoardError/corruptRecord(collection:key:reason:)`` when the header cannot be read;
+    ///   `LMDBError` when LMDB fails.
     public func header(of id: Model.ID) throws -> RecordHeader? {
         let key = try keyBytes(id)
         return try store.environment.read { txn in

@@ -12,6 +12,9 @@ internal import CBOR
 extension HoardCollection {
     /// Stores `model` under its ID, replacing what was there, in a transaction of its own
     /// (which also rewrites records waiting for a lazy migration).
+    ///
+    /// - Throws: ``HoardError/encoding(collection:key:underlying:)`` when a model cannot be encoded, `LMDBError` when LMDB
+    ///   fails (a full map is `LMDBError` `.mapFull`); nothing of the call is stored then.
     public func put(_ model: Model, expiry: Expiry = .collectionDefault) throws {
         try store.environment.write { txn in
             try migratePending(in: txn)
@@ -20,6 +23,9 @@ extension HoardCollection {
     }
 
     /// Stores `models`, all in one transaction, as a batch (see the `put(_:expiry:insertOnly:in:)` of many).
+    ///
+    /// - Throws: ``HoardError/encoding(collection:key:underlying:)`` when a model cannot be encoded, `LMDBError` when LMDB
+    ///   fails (a full map is `LMDBError` `.mapFull`); nothing of the call is stored then.
     public func put(_ models: some Sequence<Model>, expiry: Expiry = .collectionDefault) throws {
         try store.environment.write { txn in
             try migratePending(in: txn)
@@ -28,6 +34,9 @@ extension HoardCollection {
     }
 
     /// Stores `model` in `txn`. With `insertOnly`, an existing record is an error (`LMDBError` keyExists).
+    ///
+    /// - Throws: ``HoardError/encoding(collection:key:underlying:)`` when the model cannot be encoded, `LMDBError`
+    ///   when LMDB fails or, with `insertOnly`, the ID is taken. Abort `txn` to undo what it holds.
     public func put(
         _ model: Model, expiry: Expiry = .collectionDefault, insertOnly: Bool = false,
         in txn: borrowing WriteTransaction
@@ -42,6 +51,9 @@ extension HoardCollection {
     /// and an expiry `after` a duration counts from it), and generated code writes every payload
     /// into one buffer. With `insertOnly`, an existing record is an error (`LMDBError` keyExists),
     /// and what the call stored before it stays in `txn`.
+    ///
+    /// - Throws: ``HoardError/encoding(collection:key:underlying:)`` when a model cannot be encoded, `LMDBError`
+    ///   when LMDB fails or, with `insertOnly`, an ID is taken. Abort `txn` to undo what it holds.
     public func put(
         _ models: some Sequence<Model>, expiry: Expiry = .collectionDefault, insertOnly: Bool = false,
         in txn: borrowing WriteTransaction
@@ -116,7 +128,10 @@ extension HoardCollection {
         try batch.header.store(payload: payload, forKey: key, in: database, options: batch.options, txn: txn)
     }
 
-    /// Removes the record under `id`; returns whether there was one.
+    /// Removes the record under `id` in a transaction of its own; returns whether there was one.
+    ///
+    /// - Throws: ``HoardError/invalidID(collection:reason:)`` when the ID is too long for a key;
+    ///   `LMDBError` when LMDB fails.
     @discardableResult
     public func delete(_ id: Model.ID) throws -> Bool {
         let key = try keyBytes(id)
@@ -126,24 +141,35 @@ extension HoardCollection {
         }
     }
 
-    /// Removes the record under `id` in `txn`.
+    /// Removes the record under `id` in `txn`; returns whether there was one.
+    ///
+    /// - Throws: ``HoardError/invalidID(collection:reason:)`` when the ID is too long for a key;
+    ///   `LMDBError` when LMDB fails.
     @discardableResult
     public func delete(_ id: Model.ID, in txn: borrowing WriteTransaction) throws -> Bool {
         try txn.delete(try keyBytes(id), in: database)
     }
 
-    /// Removes every record.
+    /// Removes every record, in one transaction.
+    ///
+    /// - Throws: `LMDBError` when LMDB fails; nothing is removed then.
     public func deleteAll() throws {
         try store.environment.write { txn in try txn.clear(database) }
     }
 
     /// Deletes every expired record, in one transaction; returns how many.
+    ///
+    /// A record whose header cannot be read is damaged, not expired, and stays.
+    ///
+    /// - Throws: `LMDBError` when LMDB fails; nothing is deleted then.
     @discardableResult
     public func purgeExpired() throws -> Int {
         try store.environment.write { txn in try purgeExpired(in: txn) }
     }
 
     /// Deletes every expired record in `txn`; returns how many.
+    ///
+    /// - Throws: `LMDBError` when LMDB fails.
     @discardableResult
     public func purgeExpired(in txn: borrowing WriteTransaction) throws -> Int {
         let now = store.options.now()

@@ -5,6 +5,8 @@ internal import CBOR
 
 extension Store {
     /// The names of the store's collections, sorted.
+    ///
+    /// - Throws: `LMDBError` when LMDB fails.
     public func collectionNames() throws -> [String] {
         let main = try environment.openDatabase(nil)
         let prefix = Array(Self.collectionPrefix.utf8)
@@ -32,6 +34,8 @@ extension Store {
     /// How `schema`'s collection encodes its IDs: as the registry records it, or, for an entry
     /// written before Hoard recorded it, as its first stored key shows (a string key starts
     /// with 0x01, `Int` keys have 8 bytes, UUIDs 16; anything else is read as ``KeyKind/custom``).
+    ///
+    /// - Throws: `LMDBError` when LMDB fails.
     public func keyKind(of schema: CollectionSchema) throws -> KeyKind {
         if let kind = schema.keyKind { return kind }
         guard let database = try recordDatabase(of: schema.name) else { return .custom }
@@ -46,6 +50,8 @@ extension Store {
 
     /// The LMDB database holding `collection`'s records, or `nil` when there is none (and
     /// `create` is false). Its values are records as docs/FORMAT.md describes them.
+    ///
+    /// - Throws: `LMDBError` when LMDB fails (the store has no room for another database, say).
     public func recordDatabase(of collection: String, create: Bool = false) throws -> Database? {
         do {
             return try environment.openDatabase(Self.collectionPrefix + collection, create: create && !options.readOnly)

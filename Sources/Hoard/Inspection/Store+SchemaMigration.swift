@@ -5,7 +5,9 @@ internal import LMDB
 public struct SchemaMigrationResult: Sendable {
     /// A record the migration left as it is, and why: its change needs the app's code (or it is damaged).
     public struct LeftRecord: Sendable {
+        /// The record's key.
         public var key: StoredKey
+        /// Why it was left: the change it needs, or the damage found.
         public var reason: String
     }
 
@@ -36,6 +38,8 @@ extension Store {
     /// writer's newer record wins and is never blocked for longer than one batch.
     ///
     /// - Parameters:
+    ///   - collection: the collection's name in the store.
+    ///   - batchSize: how many records one snapshot reads and one write transaction replaces.
     ///   - dryRun: count what would change; write nothing.
     ///   - beforeBatch: called before each batch; throw from it to stop (what earlier batches
     ///     wrote stays written).

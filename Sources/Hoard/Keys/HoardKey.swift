@@ -14,6 +14,8 @@ public protocol HoardKey: Hashable, Sendable {
     var keyBytes: [UInt8] { get }
     /// Calls `body` with the key bytes (``keyBytes``); the fixed-size keys lend them from the
     /// stack, so that a get by ID allocates nothing. Implement it only to save that allocation.
+    ///
+    /// - Throws: only what `body` throws.
     func withKeyBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
     /// The identity encoded by `keyBytes`, or `nil` when they are not one.
     init?(keyBytes: some Swift.Collection<UInt8>)

@@ -72,6 +72,7 @@ public struct StoredKey: Sendable, Hashable, CustomStringConvertible {
     /// How the collection encodes its IDs.
     public let kind: KeyKind
 
+    /// A key of `bytes`, as a collection whose IDs are of `kind` stores them.
     public init(_ bytes: some Swift.Collection<UInt8>, kind: KeyKind) {
         self.bytes = Array(bytes)
         self.kind = kind

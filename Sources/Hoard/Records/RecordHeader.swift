@@ -27,6 +27,7 @@ public struct RecordHeader: Sendable, Hashable {
     /// When the record expires, in milliseconds since 1970; `nil` for never.
     public var expiresAt: Int64?
 
+    /// A header with these fields (times in milliseconds since 1970, as stored).
     public init(version: Int, writtenAt: Int64, expiresAt: Int64?) {
         self.version = version
         self.writtenAt = writtenAt
@@ -120,6 +121,7 @@ public struct RecordDamage: Error, CustomStringConvertible, Sendable {
     /// What is wrong, e.g. "checksum mismatch (stored 0x…, computed 0x…)".
     public let reason: String
     init(_ reason: String) { self.reason = reason }
+    /// The ``reason``.
     public var description: String { reason }
 }
 

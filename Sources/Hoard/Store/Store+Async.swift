@@ -39,8 +39,11 @@ extension Store {
 }
 
 extension HoardCollection where Model: Sendable {
-    /// Stores `model` as one write of the store's next group commit (see ``Store/write(_:)-(_)``),
+    /// Stores `model` as one write of the store's next group commit (see ``Store/write(_:)-44i3``),
     /// with the records a lazy migration remembered.
+    ///
+    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed
+    ///   (then nothing of the batch is stored).
     public func put(_ model: Model, expiry: Expiry = .collectionDefault) async throws {
         try await store.submit { txn in
             try self.migratePending(in: txn)
@@ -49,6 +52,9 @@ extension HoardCollection where Model: Sendable {
     }
 
     /// Stores `models` together, as one write of the store's next group commit: all or none.
+    ///
+    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed
+    ///   (then nothing of the batch is stored).
     public func put(_ models: [Model], expiry: Expiry = .collectionDefault) async throws {
         try await store.submit { txn in
             try self.migratePending(in: txn)
@@ -57,6 +63,9 @@ extension HoardCollection where Model: Sendable {
     }
 
     /// Removes the record under `id` as one write of the store's next group commit; returns whether there was one.
+    ///
+    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed
+    ///   (then nothing of the batch is stored).
     @discardableResult
     public func delete(_ id: Model.ID) async throws -> Bool {
         try await store.submit { txn in
@@ -66,12 +75,18 @@ extension HoardCollection where Model: Sendable {
     }
 
     /// Deletes the expired records, as one write of the store's next group commit; returns how many.
+    ///
+    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed
+    ///   (then nothing of the batch is stored).
     @discardableResult
     public func purgeExpired() async throws -> Int {
         try await store.submit { txn in try self.purgeExpired(in: txn) }
     }
 
     /// Rewrites the records remembered for a lazy migration, as one write of the store's next group commit.
+    ///
+    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed
+    ///   (then nothing of the batch is stored).
     @discardableResult
     public func flushMigrations() async throws -> Int {
         try await store.submit { txn in try self.migratePending(in: txn) }

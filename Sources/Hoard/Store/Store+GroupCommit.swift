@@ -39,9 +39,12 @@ extension Store {
     /// either, the batch commits and the rest waits for the next one, so that a caller's wait
     /// stays short under load.
     public struct GroupCommitLimits: Sendable, Hashable {
+        /// The most writes one commit gathers.
         public var writes: Int
+        /// The most bytes of keys and values one commit gathers (a single larger write commits alone).
         public var bytes: Int
 
+        /// Limits of `writes` writes and `bytes` bytes a commit; both must be positive.
         public init(writes: Int = 1_000, bytes: Int = 4 << 20) {
             precondition(writes > 0 && bytes > 0, "GroupCommitLimits: both limits must be positive")
             self.writes = writes
@@ -57,7 +60,7 @@ extension Store {
     }
 
     /// Runs `body` as one write of the next group commit and returns its result once that commit
-    /// is durable (in the store's durability mode); see ``write(_:)-(_)``.
+    /// is durable (in the store's durability mode); see ``write(_:)``.
     func submit<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) async throws -> R {
         let enqueued = ContinuousClock.now
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in

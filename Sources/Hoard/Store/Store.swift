@@ -55,15 +55,16 @@ public final class Store: Sendable {
         /// Where the store reports what it does (opening, registry changes, migrations, damaged
         /// records skipped, purges). By default nothing is logged.
         public var logger: Logger
-        /// How many async writes one commit gathers at most (see ``Store/write(_:)-(_)``).
+        /// How many async writes one commit gathers at most (see ``Store/write(_:)-44i3``).
         public var groupCommit: GroupCommitLimits
 
-        /// The options to choose for a cache: durability ``Environment/Durability/riskLastCommitOnOSCrash``,
+        /// The options to choose for a cache: durability `.riskLastCommitOnOSCrash`,
         /// whose whole risk is that an operating-system crash or power loss may undo the last
         /// commit made before it (the store stays intact; a process crash loses nothing). It
         /// makes one flush per commit instead of two (docs/RELIABILITY.md has the costs).
         public static var cache: Options { Options(durability: .riskLastCommitOnOSCrash) }
 
+        /// Options with these values; each parameter is the property of the same name.
         public init(
             durability: Environment.Durability = .durable,
             maxMapSize: Int? = nil,
@@ -215,13 +216,16 @@ public final class Store: Sendable {
     /// local key set recorded before is unchanged and record new versions.
     ///
     /// Every call returns a new handle, with the settings given here; the handles of one
-    /// collection share its state in this process (``CollectionState``: the records a lazy
+    /// collection share its state in this process (the records a lazy
     /// migration will rewrite), so any handle's next write rewrites what a lazy one remembered.
     ///
     /// - Throws: ``HoardError/keySetChanged(type:collection:version:differences:)`` when a recorded
     ///   key set differs from the code's.
     ///
     /// - Parameters:
+    ///   - type: the model type; its local key sets are what the registry records.
+    ///   - name: the collection's name in the store; the type's name when `nil`. Two types may
+    ///     share a name only if their key sets agree.
     ///   - timeToLive: how long records live when a put does not say (stored to the millisecond); `nil` for forever.
     ///   - migration: whether records read in an older version are rewritten in the current one
     ///     lazily (in the collection's next write) or left as they are.
@@ -244,6 +248,8 @@ public final class Store: Sendable {
     }
 
     /// Runs `body` in a read transaction: a consistent snapshot of every collection.
+    ///
+    /// - Throws: what `body` throws, or `LMDBError` when LMDB fails (no free reader slot, say).
     public func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
         try environment.read(body)
     }
@@ -251,6 +257,9 @@ public final class Store: Sendable {
     /// Runs `body` in one write transaction over any collections: all of it is stored, or nothing.
     ///
     /// Like `Environment.write`, `body` may run more than once when the map grows.
+    ///
+    /// - Throws: what `body` throws (then nothing of it is stored), or `LMDBError` when LMDB
+    ///   fails (`LMDBError` `.mapFull` when the map is at its maximum size).
     public func write<R>(_ body: (borrowing WriteTransaction) throws -> R) throws -> R {
         try environment.write(body)
     }

@@ -160,6 +160,8 @@ extension HoardCollection {
 extension Sequence {
     /// Makes `collection` (or its `scope`) equal to these models, as
     /// ``HoardCollection/synchronize(with:scope:dryRun:)`` does.
+    ///
+    /// - Throws: as ``HoardCollection/synchronize(with:scope:dryRun:)`` does.
     @discardableResult
     public func synchronize<Model>(
         in collection: HoardCollection<Model>,

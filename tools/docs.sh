@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the DocC documentation of Hoard, VariableCoding, LMDB and HoardTesting into .build/docs/<module>
+# (static sites: open .build/docs/Hoard/index.html through any web server, or
+# `python3 -m http.server -d .build/docs/Hoard` and http://localhost:8000/documentation/hoard).
+# Fails on any DocC warning (a broken link, an undocumented parameter) and on a public symbol
+# without a summary or a throwing one without `- Throws:` (tools/scripts/check-docs.py).
+# tools/test.sh runs it, so CI does.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tools/scripts/ensure-deps.sh
+
+# HOARD_DOCS=1 adds the DocC plugin to the package (Package.swift says why only then).
+export HOARD_DOCS=1
+modules=(Hoard VariableCoding LMDB HoardTesting)
+out=.build/docs
+mkdir -p "$out"
+for module in "${modules[@]}"; do
+    echo "docs: $module" >&2
+    swift package --allow-writing-to-directory "$out" generate-documentation \
+        --target "$module" --output-path "$out/$module" \
+        --experimental-skip-synthesized-symbols --warnings-as-errors \
+        --transform-for-static-hosting --hosting-base-path "$module" \
+        2>&1 | grep -v '^\[' >&2
+done
+python3 tools/scripts/check-docs.py .build "${modules[@]}"
