@@ -76,7 +76,7 @@ enum DumpLine {
             members.append(("expiresAt", header.expiresAt.map { .string(iso8601(milliseconds: $0)) } ?? .null))
         }
         if let damage = view.damage { members.append(("damage", .string(damage))) }
-        if let payload = view.payload { members.append(("value", JSON(payload))) }
+        if let payload = view.payload { members.append(("value", .cbor(payload))) }
         members.append(("key", .string(hexString(key))))
         members.append(("record", .string(Data(record).base64EncodedString())))
         return .object(members)

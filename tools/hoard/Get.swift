@@ -67,7 +67,7 @@ struct Get: StoreCommand {
         if let damage = view.damage { lines.append("\(Terminal.bold("damage"))    \(Terminal.red(damage))") }
         if var payload = view.payload, let header = view.header {
             if asCurrent { payload = handle.schema.renaming(payload, from: header.version).value }
-            lines.append(JSON(payload).pretty)
+            lines.append(JSON.cbor(payload).pretty)
         }
         return lines
     }

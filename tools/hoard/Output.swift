@@ -9,7 +9,8 @@ import Darwin
 
 // MARK: - JSON
 
-/// A JSON value with ordered object members, written deterministically (one line, no spaces).
+/// A JSON value with ordered object members, written deterministically (one line, no spaces) by
+/// ``JSONWriter``.
 enum JSON: Equatable {
     case null
     case bool(Bool)
@@ -19,145 +20,35 @@ enum JSON: Equatable {
     case string(String)
     case array([JSON])
     case object([(String, JSON)])
+    /// A record's payload, written as ``JSONWriter/append(cbor:pretty:level:)`` maps CBOR to JSON.
+    case cbor(CBORValue)
 
     static func == (lhs: JSON, rhs: JSON) -> Bool { lhs.text == rhs.text }
 
     /// One line of JSON.
-    var text: String {
-        var out = ""
-        write(to: &out, indent: nil, level: 0)
-        return out
-    }
+    var text: String { render(pretty: false) }
 
     /// Indented JSON for people.
-    var pretty: String {
-        var out = ""
-        write(to: &out, indent: "  ", level: 0)
-        return out
-    }
+    var pretty: String { render(pretty: true) }
 
-    private func write(to out: inout String, indent: String?, level: Int) {
-        switch self {
-        case .null: out += "null"
-        case .bool(let flag): out += flag ? "true" : "false"
-        case .int(let n): out += String(n)
-        case .uint(let n): out += String(n)
-        case .double(let d):
-            if d.isFinite {
-                out += d == d.rounded() && abs(d) < 1e15 ? String(format: "%.1f", d) : "\(d)"
-            } else {
-                out += "\"\(d)\""  // JSON has no NaN/Infinity: written as text
-            }
-        case .string(let s): JSON.quote(s, into: &out)
-        case .array(let items):
-            guard !items.isEmpty else { out += "[]"; return }
-            out += "["
-            for (index, item) in items.enumerated() {
-                if index > 0 { out += "," }
-                newline(&out, indent, level + 1)
-                item.write(to: &out, indent: indent, level: level + 1)
-            }
-            newline(&out, indent, level)
-            out += "]"
-        case .object(let members):
-            guard !members.isEmpty else { out += "{}"; return }
-            out += "{"
-            for (index, (key, value)) in members.enumerated() {
-                if index > 0 { out += "," }
-                newline(&out, indent, level + 1)
-                JSON.quote(key, into: &out)
-                out += indent == nil ? ":" : ": "
-                value.write(to: &out, indent: indent, level: level + 1)
-            }
-            newline(&out, indent, level)
-            out += "}"
-        }
-    }
-
-    private func newline(_ out: inout String, _ indent: String?, _ level: Int) {
-        guard let indent else { return }
-        out += "\n" + String(repeating: indent, count: level)
-    }
-
-    static func quote(_ s: String, into out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                out +=
-                    "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
-                    + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
+    private func render(pretty: Bool) -> String {
+        var writer = JSONWriter()
+        writer.append(self, pretty: pretty)
+        return String(decoding: writer.bytes, as: UTF8.self)
     }
 }
 
-extension JSON {
-    /// A CBOR payload as JSON for people and scripts. Maps with text keys become objects; byte
-    /// strings become `{"$bytes": "<hex>"}`; tags 1 (time), 32 (URL) and 37 (UUID) become text;
-    /// other tags `{"$tag": n, "value": …}`; non-text map keys are written as their JSON text.
-    init(_ value: CBORValue) {
-        switch value {
-        case .unsigned(let n): self = n <= UInt64(Int64.max) ? .int(Int64(n)) : .uint(n)
-        case .negative(let n): self = n <= UInt64(Int64.max) ? .int(-1 - Int64(n)) : .string("-\(n) - 1")
-        case .bytes(let bytes): self = .object([("$bytes", .string(bytes.map { hexByte($0) }.joined()))])
-        case .text(let text): self = .string(text)
-        case .array(let items): self = .array(items.map(JSON.init))
-        case .map(let entries):
-            self = .object(
-                entries.map { entry in
-                    if case .text(let key) = entry.key { return (key, JSON(entry.value)) }
-                    return (JSON(entry.key).text, JSON(entry.value))
-                })
-        case .tagged(1, let inner):
-            if let seconds = inner.int64 { self = .string(iso8601(milliseconds: seconds * 1000)); return }
-            if case .float(let seconds) = inner, seconds.isFinite, abs(seconds) < 9e15 {
-                self = .string(iso8601(milliseconds: Int64((seconds * 1000).rounded())))
-                return
-            }
-            self = .object([("$tag", .int(1)), ("value", JSON(inner))])
-        case .tagged(32, .text(let url)): self = .string(url)
-        case .tagged(37, .bytes(let bytes)) where bytes.count == 16:
-            let uuid = bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
-            self = .string(uuid.uuidString)
-        case .tagged(let tag, let inner): self = .object([("$tag", .uint(tag)), ("value", JSON(inner))])
-        case .bool(let flag): self = .bool(flag)
-        case .null, .undefined: self = .null
-        case .simple(let n): self = .object([("$simple", .int(Int64(n)))])
-        case .float(let d): self = .double(d)
-        }
-    }
+func hexString(_ bytes: some Collection<UInt8>) -> String {
+    var writer = JSONWriter(capacity: bytes.count * 2)
+    writer.append(hex: bytes)
+    return String(decoding: writer.bytes, as: UTF8.self)
 }
-
-func hexByte(_ byte: UInt8) -> String { (byte < 16 ? "0" : "") + String(byte, radix: 16) }
-func hexString(_ bytes: some Sequence<UInt8>) -> String { bytes.map(hexByte).joined() }
 
 /// Milliseconds since 1970 as ISO 8601 in UTC, e.g. `2026-11-22T21:14:38.123Z`.
 func iso8601(milliseconds: Int64) -> String {
-    var seconds = time_t(milliseconds.dividedRoundingDown(by: 1000))
-    let millis = Int(milliseconds - Int64(seconds) * 1000)
-    var parts = tm()
-    guard gmtime_r(&seconds, &parts) != nil else { return "\(milliseconds) ms" }
-    func pad(_ n: Int32, _ width: Int) -> String {
-        let text = String(n)
-        return String(repeating: "0", count: max(0, width - text.count)) + text
-    }
-    return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
-        + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis), 3))Z"
-}
-
-extension Int64 {
-    fileprivate func dividedRoundingDown(by divisor: Int64) -> Int64 {
-        let q = self / divisor
-        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? q - 1 : q
-    }
+    var writer = JSONWriter(capacity: 24)
+    writer.append(iso8601: milliseconds)
+    return String(decoding: writer.bytes, as: UTF8.self)
 }
 
 /// Bytes for people: `512 B`, `8.0 KiB`, `12.3 MiB`, `1.5 GiB`.

@@ -73,7 +73,7 @@ struct Scan: StoreCommand {
                 if store.json {
                     say(view.json(collection: handle.shape, key: key, now: now, asCurrent: false).text)
                 } else {
-                    let value = view.payload.map { JSON($0).text } ?? Terminal.red(view.damage ?? "damaged")
+                    let value = view.payload.map { JSON.cbor($0).text } ?? Terminal.red(view.damage ?? "damaged")
                     table.add([
                         handle.describeKey(key),
                         view.header.map { String($0.version) } ?? "?",

@@ -205,7 +205,7 @@ struct RecordView {
         if let damage { members.append(("damage", .string(damage))) }
         if var payload {
             if asCurrent, let header { payload = collection.schema.renaming(payload, from: header.version).value }
-            members.append(("value", JSON(payload)))
+            members.append(("value", .cbor(payload)))
         }
         return .object(members)
     }

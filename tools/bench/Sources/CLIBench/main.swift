@@ -1,5 +1,8 @@
 // cli-bench: `hoard verify` and `hoard stat` on a store of N Member records (issue 7), each
-// against a walk of the same records with the C API (a cursor over every record) in the same run.
+// against a walk of the same records with the C API (a cursor over every record) in the same run;
+// `hoard dump` against LMDB's `mdb_dump`, and `hoard dump | hoard load` against
+// `mdb_dump | mdb_load` with the loader's peak memory (issue 22). mdb_dump and mdb_load are
+// Debian's lmdb-utils (`apt-get install lmdb-utils`; without them those rows are skipped).
 //
 //   swift build -c release --product hoard                      (at the repository root)
 //   swift run -c release --package-path tools/bench cli-bench [--records N] [--rounds R]
@@ -104,9 +107,111 @@ let verify = compare(
 let stat = compare("hoard stat", baseline: "C cursor walk", operations: count, rounds: rounds, baselineRound: rawWalk) {
     runHoard(["stat", path])
 }
-report("hoard on \(count) records (process start included)", [verify, stat])
+
+// MARK: - dump and load
+
+/// A program on PATH, or nil.
+func findProgram(_ name: String) -> String? {
+    let directories = (getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin").split(separator: ":")
+    return directories.map { "\($0)/\(name)" }.first { access($0, X_OK) == 0 }
+}
+
+/// Runs `first | second` (second's output to /dev/null); returns the wall time and the peak
+/// resident memory of each process in bytes.
+func runPipeline(_ first: [String], _ second: [String]? = nil) -> (nanos: UInt64, firstPeak: Int, secondPeak: Int) {
+    var fds: [Int32] = [0, 0]
+    guard pipe(&fds) == 0 else {
+        print("error: pipe failed")
+        exit(1)
+    }
+    func spawn(_ argv: [String], stdin: Int32?, stdout: Int32?) -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let stdin { posix_spawn_file_actions_adddup2(&actions, stdin, 0) }
+        if let stdout {
+            posix_spawn_file_actions_adddup2(&actions, stdout, 1)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
+        posix_spawn_file_actions_addclose(&actions, fds[0])
+        posix_spawn_file_actions_addclose(&actions, fds[1])
+        let cArgs = argv.map { strdup($0) } + [nil]
+        defer { cArgs.forEach { free($0) } }
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, argv[0], &actions, nil, cArgs, environ) == 0 else {
+            print("error: cannot start \(argv[0])")
+            exit(1)
+        }
+        return pid
+    }
+    let start = now()
+    let a = spawn(first, stdin: nil, stdout: second == nil ? nil : fds[1])
+    let b = second.map { spawn($0, stdin: fds[0], stdout: nil) }
+    close(fds[0])
+    close(fds[1])
+    func reap(_ pid: pid_t, _ argv: [String]) -> Int {
+        var status: Int32 = 0
+        var usage = rusage()
+        wait4(pid, &status, 0, &usage)
+        guard status == 0 else {
+            print("error: \(argv.joined(separator: " ")) failed with status \(status)")
+            exit(1)
+        }
+        return usage.ru_maxrss * 1024  // kilobytes on Linux
+    }
+    let firstPeak = reap(a, first)
+    let secondPeak = b.map { reap($0, second!) } ?? 0
+    return (now() - start, firstPeak, secondPeak)
+}
+
+/// A fresh directory for a load target, removed with its store before the next round.
+func freshTarget(_ name: String) -> String {
+    let target = directory + "/" + name
+    unlink(target + "/data.mdb")
+    unlink(target + "/lock.mdb")
+    rmdir(target)
+    mkdir(target, 0o700)
+    return target
+}
+
+var comparisons = [verify, stat]
+var loadPeaks: [Int] = []
+var mdbLoadPeak = 0
+if let mdbDump = findProgram("mdb_dump"), let mdbLoad = findProgram("mdb_load") {
+    let dump = compare("hoard dump", baseline: "mdb_dump -a", operations: count, rounds: rounds, budget: 2) {
+        runPipeline([mdbDump, "-a", path]).nanos
+    } candidateRound: {
+        runPipeline([hoardBinary, "dump", path]).nanos
+    }
+    let load = compare(
+        "hoard dump | hoard load", baseline: "mdb_dump -a | mdb_load", operations: count, rounds: rounds, budget: 2
+    ) {
+        let run = runPipeline([mdbDump, "-a", path], [mdbLoad, freshTarget("mdb-load")])
+        mdbLoadPeak = max(mdbLoadPeak, run.secondPeak)
+        return run.nanos
+    } candidateRound: {
+        let run = runPipeline([hoardBinary, "dump", path], [hoardBinary, "load", freshTarget("hoard-load")])
+        loadPeaks.append(run.secondPeak)
+        return run.nanos
+    }
+    comparisons += [dump, load]
+    _ = freshTarget("mdb-load")
+    _ = freshTarget("hoard-load")
+    rmdir(directory + "/mdb-load")
+    rmdir(directory + "/hoard-load")
+} else {
+    print("note: mdb_dump/mdb_load not found (Debian: apt-get install lmdb-utils); dump and load not measured")
+}
+
+report("hoard on \(count) records (process start included)", comparisons)
 print("verify: \(format(Double(count) / (Double(verify.candidateNanos) / 1e9), 0)) records/s (budget ≥ 500,000)")
 print("stat:   \(format(Double(stat.candidateNanos) / 1e9, 3)) s (budget < 1 s)")
+if let peak = loadPeaks.max() {
+    print(
+        "load:   peak memory of hoard load \(peak >> 20) MiB (largest of \(loadPeaks.count) rounds; budget < 200 MB), mdb_load \(mdbLoadPeak >> 20) MiB"
+    )
+}
 unlink(path + "/data.mdb")
 unlink(path + "/lock.mdb")
 rmdir(path)
