@@ -435,6 +435,77 @@ struct CLITests {
         }
     }
 
+    @Test(
+        "load streams: a dump that outgrows the map loads from a file and from a pipe; a bad last line loads nothing; records between the dump's keys are kept"
+    )
+    func loadStreams() throws {
+        try withTemporaryDirectory { dir in
+            // 9,000 notes of 2 KB: 18 MB of records, more than a new store's 16 MiB map, so the
+            // load's transaction hits MDB_MAP_FULL and runs again from the start of the input.
+            let source = try Store(path: dir + "/source", options: .init(durability: .riskStoreOnOSCrash))
+            let text = String(repeating: "x", count: 2_000)
+            try source.collection(Note.self).put(
+                (1...9_000).map { Note(id: Int64($0) * 2, text: text, stars: $0 % 5, pinned: false) })
+            let dump = try hoard("dump", dir + "/source")
+            #expect(dump.status == 0, "\(dump.stderr)")
+            try writeFile(dir + "/dump.jsonl", Array(dump.stdout.utf8))
+            func records(_ path: String) throws -> [[UInt8]] {
+                let environment = try Environment(path: path, options: .init(readOnly: true))
+                let database = try environment.openDatabase("c:Note")
+                return try environment.read { txn in try txn.entries(in: database).flatMap { [$0.key, $0.value] } }
+            }
+            let expected = try source.read { txn in
+                try txn.entries(in: try #require(try source.recordDatabase(of: "Note"))).flatMap { [$0.key, $0.value] }
+            }
+
+            let fromFile = try hoard("load", dir + "/from-file", input: Array(dump.stdout.utf8))
+            #expect(fromFile.status == 0, "\(fromFile.stderr)")
+            #expect(fromFile.stdout.contains("loaded 9000 records into 1 collection"), "\(fromFile.stdout)")
+            #expect(try records(dir + "/from-file") == expected)
+
+            let fromPipe = try runProcess(
+                "/bin/sh",
+                [
+                    "-c", "cat \"$1\" | \"$2\" load \"$3\"", "sh", dir + "/dump.jsonl", try builtExecutable("hoard"),
+                    dir + "/from-pipe",
+                ])
+            #expect(fromPipe.status == 0, "\(fromPipe.stderr)")
+            #expect(try records(dir + "/from-pipe") == expected)
+
+            // A store that holds an odd ID between the dump's even ones, and one past them all:
+            // both are kept, and the dump's records are added around them.
+            try source.write { txn in
+                for id in stride(from: Int64(200), through: 18_000, by: 2) {
+                    try source.collection(Note.self).delete(id, in: txn)
+                }
+            }
+            let small = try hoard("dump", dir + "/source")
+            let mixed = try Store(path: dir + "/mixed", options: .init(durability: .riskStoreOnOSCrash))
+            try mixed.collection(Note.self).put([
+                Note(id: 41, text: "between", stars: 1, pinned: true),
+                Note(id: 99_999, text: "after", stars: 2, pinned: true),
+            ])
+            let merged = try hoard("load", dir + "/mixed", input: Array(small.stdout.utf8))
+            #expect(merged.status == 0, "\(merged.stderr)")
+            #expect(try mixed.collection(Note.self).count() == 101)
+            #expect(try mixed.collection(Note.self).get(41)?.text == "between")
+            #expect(try mixed.collection(Note.self).get(198)?.text == text)
+
+            // The last line edited (and no newline after it): the load ends there, and nothing of
+            // the lines before is stored.
+            var lines = small.stdout.split(separator: "\n").map(String.init)
+            lines[lines.count - 1] = lines[lines.count - 1].replacingOccurrences(of: "\"STARS\":4", with: "\"STARS\":1")
+            let refused = try hoard("load", dir + "/refused", input: Array(lines.joined(separator: "\n").utf8))
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("line \(lines.count) (Note): the line does not match"), "\(refused.stderr)")
+            let empty = try Store(path: dir + "/refused", options: .init(readOnly: true))
+            let stored = try empty.recordDatabase(of: "Note").map { database in
+                try empty.read { txn in try txn.count(in: database) }
+            }
+            #expect(stored ?? 0 == 0)
+        }
+    }
+
     @Test("stat beside a live writer of 100,000 records: not blocked, then agrees with the commit")
     func statDuringWrite() throws {
         try withSampleStore { dir, path in

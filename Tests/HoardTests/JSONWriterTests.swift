@@ -38,7 +38,7 @@ struct JSONWriterTests {
         var rng = SystemRandomNumberGenerator()
         for length in 0...300 {
             let data = (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
-            var writer = JSONWriter()
+            let writer = JSONWriter()
             data.withUnsafeBytes { writer.append(base64: $0) }
             #expect(String(decoding: writer.bytes, as: UTF8.self) == Data(data).base64EncodedString())
         }
@@ -51,10 +51,28 @@ struct JSONWriterTests {
             "ünïcødé ✓ 🦉", String((0..<128).map { Character(Unicode.Scalar(UInt8($0))) }),
         ]
         for sample in samples {
-            var writer = JSONWriter()
+            let writer = JSONWriter()
             writer.append(quoted: sample)
             let parsed = try JSONSerialization.jsonObject(with: Data(writer.bytes), options: .fragmentsAllowed)
             #expect(parsed as? String == sample)
+        }
+    }
+
+    @Test("10,000 random strings of plain, special and multi-byte characters at every position parse back as they were")
+    func randomQuotedStringsRoundTrip() throws {
+        // The writer skips eight bytes at a time that need no escape: specials land at every offset.
+        let alphabet: [Character] = ["a", "b", "\"", "\\", "\n", "\u{1}", "\u{1F}", " ", "~", "é", "✓", "🦉", "\u{7F}"]
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<10_000 {
+            let sample = String(
+                (0..<Int.random(in: 0...40, using: &rng)).map { _ in alphabet.randomElement(using: &rng)! })
+            let writer = JSONWriter()
+            writer.append(quoted: sample)
+            let parsed = try JSONSerialization.jsonObject(with: Data(writer.bytes), options: .fragmentsAllowed)
+            guard parsed as? String == sample else {
+                Issue.record("\(sample.debugDescription) came back as \(String(describing: parsed))")
+                return
+            }
         }
     }
 
@@ -69,6 +87,63 @@ struct JSONWriterTests {
         #expect(text(.double(999_999_999_999_999)) == "999999999999999.0")
         #expect(text(.double(1e15)) == "\(1e15)")
         #expect(text(.double(.nan)) == "\"nan\"" && text(.double(-.infinity)) == "\"-inf\"")
+    }
+
+    @Test(
+        "a payload written from its bytes is what the decoded value gives, for 5,000 random values; tags and other keys decline"
+    )
+    func payloadsFromBytesMatchDecodedValues() throws {
+        var rng = SystemRandomNumberGenerator()
+        func scalar() -> CBORValue {
+            switch Int.random(in: 0..<9, using: &rng) {
+            case 0: .unsigned(UInt64.random(in: 0...UInt64.max, using: &rng) >> UInt64.random(in: 0...63, using: &rng))
+            case 1: .negative(UInt64.random(in: 0...UInt64.max, using: &rng) >> UInt64.random(in: 0...63, using: &rng))
+            case 2:
+                .text(
+                    String(
+                        (0..<Int.random(in: 0...12, using: &rng)).map { _ in "aé\"\\\n✓".randomElement(using: &rng)! }))
+            case 3: .bytes((0..<Int.random(in: 0...6, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) })
+            case 4: .float([0.5, -0.0, 3, 1e300, .nan, -.infinity, 1.0 / 3][Int.random(in: 0..<7, using: &rng)])
+            case 5: .bool(Bool.random(using: &rng))
+            case 6: .null
+            case 7: .undefined
+            default: .simple(UInt8.random(in: 0...19, using: &rng))
+            }
+        }
+        func value(_ depth: Int) -> CBORValue {
+            guard depth < 3 else { return scalar() }
+            switch Int.random(in: 0..<10, using: &rng) {
+            case 0...4: return scalar()
+            case 5...6: return .array((0..<Int.random(in: 0...4, using: &rng)).map { _ in value(depth + 1) })
+            case 7...8:
+                // Distinct text keys (a map with equal keys is not valid CBOR).
+                let count = Int.random(in: 0...4, using: &rng)
+                return .map((0..<count).map { CBORValue.Entry(.text("k\($0)"), value(depth + 1)) })
+            default:
+                return Bool.random(using: &rng)
+                    ? .tagged(1, .unsigned(1_700_000_000)) : .map([.init(.unsigned(1), value(depth + 1))])
+            }
+        }
+        var fromBytes = 0
+        var declined = 0
+        for _ in 0..<5_000 {
+            let original = value(0)
+            let encoded = original.encoded()
+            let decoded = try CBORValue(decoding: encoded)  // floats come back as Doubles
+            let writer = JSONWriter()
+            writer.append("prefix")
+            let accepted = encoded.withUnsafeBytes { payload in
+                (try? CBORValue.validate(payload)) != nil && writer.append(validatedCBOR: payload)
+            }
+            if accepted {
+                fromBytes += 1
+                #expect(String(decoding: writer.bytes, as: UTF8.self) == "prefix" + JSON.cbor(decoded).text)
+            } else {
+                declined += 1
+                #expect(String(decoding: writer.bytes, as: UTF8.self) == "prefix")  // nothing left behind
+            }
+        }
+        #expect(fromBytes > 1_000 && declined > 100)
     }
 
     @Test("CBOR values map to JSON as the dump format says, compact and indented")

@@ -9,142 +9,219 @@ import Darwin
 /// Writes JSON text as UTF-8 bytes into a buffer that is reused line after line: the one writer
 /// behind every JSON the tool prints (`JSON.text`, `JSON.pretty`) and behind `dump` and `load`,
 /// which render a million lines and must not build a tree of values or a `String` per field.
-struct JSONWriter {
-    var bytes: [UInt8] = []
+///
+/// A class over memory of its own rather than a struct over an array: a dump line is some thirty
+/// small writes, and an array's append checks uniqueness and capacity generically on each.
+final class JSONWriter {
+    private var base: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    /// How many bytes are written.
+    private(set) var count = 0
 
-    init(capacity: Int = 512) { bytes.reserveCapacity(capacity) }
-
-    mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
-
-    mutating func append(_ text: StaticString) {
-        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    init(capacity: Int = 512) {
+        self.capacity = max(capacity, 16)
+        base = .allocate(capacity: self.capacity)
     }
 
-    mutating func append(byte: UInt8) { bytes.append(byte) }
+    deinit { base.deallocate() }
 
-    mutating func append(_ number: Int64) {
+    /// The bytes written, valid until the next write.
+    var bytes: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(start: base, count: count) }
+
+    /// Forgets what was written, keeping the memory.
+    func removeAll() { count = 0 }
+
+    /// Forgets what was written after the first `count` bytes.
+    func truncate(to count: Int) { self.count = min(count, self.count) }
+
+    /// Room for `more` bytes after what is written.
+    @inline(__always)
+    private func reserve(_ more: Int) {
+        guard count + more > capacity else { return }
+        var grown = capacity * 2
+        while grown < count + more { grown *= 2 }
+        let moved = UnsafeMutablePointer<UInt8>.allocate(capacity: grown)
+        moved.update(from: base, count: count)
+        base.deallocate()
+        (base, capacity) = (moved, grown)
+    }
+
+    @inline(__always)
+    private func write(_ byte: UInt8) {
+        reserve(1)
+        base[count] = byte
+        count += 1
+    }
+
+    @inline(__always)
+    private func write(_ source: UnsafeBufferPointer<UInt8>) {
+        guard let start = source.baseAddress, !source.isEmpty else { return }
+        reserve(source.count)
+        (base + count).update(from: start, count: source.count)
+        count += source.count
+    }
+
+    func append(_ text: StaticString) {
+        text.withUTF8Buffer { write($0) }
+    }
+
+    /// `text` as it is (no quotes, no escapes).
+    func append(text: String) {
+        var text = text
+        text.withUTF8 { write($0) }
+    }
+
+    func append(byte: UInt8) { write(byte) }
+
+    func append(_ number: Int64) {
         if number < 0 {
-            bytes.append(UInt8(ascii: "-"))
+            write(UInt8(ascii: "-"))
             append(unsigned: number.magnitude)
         } else {
             append(unsigned: UInt64(number))
         }
     }
 
-    mutating func append(unsigned number: UInt64) {
-        if number < 10 { return bytes.append(UInt8(ascii: "0") + UInt8(number)) }
-        // At most 20 digits, written backwards into a buffer on the stack.
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
-            var rest = number
-            var index = 20
-            while rest > 0 {
-                index -= 1
-                buffer[index] = UInt8(ascii: "0") + UInt8(rest % 10)
-                rest /= 10
-            }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[index..<20]))
+    func append(unsigned number: UInt64) {
+        var digits = 1
+        var limit: UInt64 = 10
+        while digits < 20 && number >= limit {
+            digits += 1
+            limit = limit &* 10
         }
+        reserve(digits)
+        // Written backwards, from the last digit.
+        var rest = number
+        var index = count + digits
+        repeat {
+            index -= 1
+            base[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+            rest /= 10
+        } while rest > 0
+        count += digits
     }
 
     /// `text` as a JSON string: quotes, backslashes and control characters escaped, the rest as UTF-8.
-    mutating func append(quoted text: String) {
-        bytes.append(UInt8(ascii: "\""))
+    func append(quoted text: String) {
         var text = text
-        text.withUTF8 { utf8 in
-            var start = 0
-            for index in utf8.indices {
-                let byte = utf8[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
-                start = index + 1
-                bytes.append(UInt8(ascii: "\\"))
-                switch byte {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(byte)
-                case 0x0A: bytes.append(UInt8(ascii: "n"))
-                case 0x0D: bytes.append(UInt8(ascii: "r"))
-                case 0x09: bytes.append(UInt8(ascii: "t"))
-                default:
-                    append("u00")
-                    bytes.append(Self.hexDigits[Int(byte >> 4)])
-                    bytes.append(Self.hexDigits[Int(byte & 0xF)])
-                }
+        text.withUTF8 { append(quotedUTF8: $0) }
+    }
+
+    /// Valid UTF-8 as a JSON string, escaped as ``append(quoted:)`` escapes.
+    func append(quotedUTF8 utf8: UnsafeBufferPointer<UInt8>) {
+        write(UInt8(ascii: "\""))
+        // Runs of bytes that need no escape are copied whole. (`while` loops, not `for … in`:
+        // a debug build, which the tests run, pays for a generic iterator on every byte.)
+        var start = 0
+        var index = 0
+        while index < utf8.count {
+            // Eight bytes at a time while none of them needs an escape (the usual text).
+            while index + 8 <= utf8.count,
+                !Self.needsEscape(UnsafeRawPointer(utf8.baseAddress! + index).loadUnaligned(as: UInt64.self))
+            {
+                index += 8
             }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
+            guard index < utf8.count else { break }
+            let byte = utf8[index]
+            index += 1
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            write(UnsafeBufferPointer(rebasing: utf8[start..<(index - 1)]))
+            start = index
+            write(UInt8(ascii: "\\"))
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): write(byte)
+            case 0x0A: write(UInt8(ascii: "n"))
+            case 0x0D: write(UInt8(ascii: "r"))
+            case 0x09: write(UInt8(ascii: "t"))
+            default:
+                append("u00")
+                write(Self.hexDigits[Int(byte >> 4)])
+                write(Self.hexDigits[Int(byte & 0xF)])
+            }
         }
-        bytes.append(UInt8(ascii: "\""))
+        write(UnsafeBufferPointer(rebasing: utf8[start...]))
+        write(UInt8(ascii: "\""))
     }
 
     static let hexDigits = Array("0123456789abcdef".utf8)
 
+    /// Whether any of the eight bytes of `word` is below 0x20, a quote or a backslash. (A byte
+    /// `b` is below 0x20 when `b - 0x20` borrows into its top bit while `b`'s top bit is clear;
+    /// it equals `c` when `b ^ c` is zero, which the same test for "below 1" finds.)
+    @inline(__always)
+    static func needsEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        func hasByteBelow(_ limit: UInt64, _ word: UInt64) -> Bool { (word &- ones &* limit) & ~word & highs != 0 }
+        return hasByteBelow(0x20, word) || hasByteBelow(1, word ^ (ones &* 0x22))
+            || hasByteBelow(1, word ^ (ones &* 0x5C))
+    }
+
     /// Lowercase hex, two digits a byte.
-    mutating func append(hex source: some Collection<UInt8>) {
+    func append(hex source: some Collection<UInt8>) {
         for byte in source {
-            bytes.append(Self.hexDigits[Int(byte >> 4)])
-            bytes.append(Self.hexDigits[Int(byte & 0xF)])
+            write(Self.hexDigits[Int(byte >> 4)])
+            write(Self.hexDigits[Int(byte & 0xF)])
         }
     }
 
     static let base64Digits = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
     /// Standard base64 (RFC 4648, with padding), as Foundation's `base64EncodedString()` writes it.
-    mutating func append(base64 source: UnsafeRawBufferPointer) {
-        let digits = Self.base64Digits
-        var index = 0
-        while index + 3 <= source.count {
-            let chunk = UInt32(source[index]) << 16 | UInt32(source[index + 1]) << 8 | UInt32(source[index + 2])
-            bytes.append(digits[Int(chunk >> 18)])
-            bytes.append(digits[Int(chunk >> 12 & 0x3F)])
-            bytes.append(digits[Int(chunk >> 6 & 0x3F)])
-            bytes.append(digits[Int(chunk & 0x3F)])
-            index += 3
+    func append(base64 source: UnsafeRawBufferPointer) {
+        let length = (source.count + 2) / 3 * 4
+        reserve(length)
+        let out = base + count
+        Self.base64Digits.withUnsafeBufferPointer { digits in
+            var (input, output) = (0, 0)
+            while input < source.count {
+                // Three bytes make four digits; at the end, one or two bytes make two or three,
+                // and '=' fills the four.
+                let available = min(3, source.count - input)
+                var chunk = UInt32(source[input]) << 16
+                if available > 1 { chunk |= UInt32(source[input + 1]) << 8 }
+                if available > 2 { chunk |= UInt32(source[input + 2]) }
+                out[output] = digits[Int(chunk >> 18)]
+                out[output + 1] = digits[Int(chunk >> 12 & 0x3F)]
+                out[output + 2] = available > 1 ? digits[Int(chunk >> 6 & 0x3F)] : UInt8(ascii: "=")
+                out[output + 3] = available > 2 ? digits[Int(chunk & 0x3F)] : UInt8(ascii: "=")
+                (input, output) = (input + 3, output + 4)
+            }
         }
-        switch source.count - index {
-        case 1:
-            let chunk = UInt32(source[index]) << 16
-            bytes.append(digits[Int(chunk >> 18)])
-            bytes.append(digits[Int(chunk >> 12 & 0x3F)])
-            append("==")
-        case 2:
-            let chunk = UInt32(source[index]) << 16 | UInt32(source[index + 1]) << 8
-            bytes.append(digits[Int(chunk >> 18)])
-            bytes.append(digits[Int(chunk >> 12 & 0x3F)])
-            bytes.append(digits[Int(chunk >> 6 & 0x3F)])
-            bytes.append(UInt8(ascii: "="))
-        default: break
-        }
+        count += length
     }
 
     /// Milliseconds since 1970 as ISO 8601 in UTC, e.g. `2026-11-22T21:14:38.123Z` (proleptic
     /// Gregorian calendar; years before 1 or after 9999 are written with as many digits as they have).
-    mutating func append(iso8601 milliseconds: Int64) {
+    func append(iso8601 milliseconds: Int64) {
         let (seconds, millis) = floorDivision(milliseconds, 1000)
         let (days, secondOfDay) = floorDivision(seconds, 86_400)
         let (year, month, day) = civilDate(daysSince1970: days)
         appendPadded(year, 4)
-        bytes.append(UInt8(ascii: "-"))
+        write(UInt8(ascii: "-"))
         appendPadded(month, 2)
-        bytes.append(UInt8(ascii: "-"))
+        write(UInt8(ascii: "-"))
         appendPadded(day, 2)
-        bytes.append(UInt8(ascii: "T"))
+        write(UInt8(ascii: "T"))
         appendPadded(secondOfDay / 3600, 2)
-        bytes.append(UInt8(ascii: ":"))
+        write(UInt8(ascii: ":"))
         appendPadded(secondOfDay / 60 % 60, 2)
-        bytes.append(UInt8(ascii: ":"))
+        write(UInt8(ascii: ":"))
         appendPadded(secondOfDay % 60, 2)
-        bytes.append(UInt8(ascii: "."))
+        write(UInt8(ascii: "."))
         appendPadded(millis, 3)
-        bytes.append(UInt8(ascii: "Z"))
+        write(UInt8(ascii: "Z"))
     }
 
-    private mutating func appendPadded(_ number: Int64, _ width: Int) {
+    private func appendPadded(_ number: Int64, _ width: Int) {
         if number < 0 {
-            bytes.append(UInt8(ascii: "-"))
+            write(UInt8(ascii: "-"))
             appendPadded(-number, width)
             return
         }
         var limit: Int64 = 10
         for _ in 1..<width {
-            if number < limit { bytes.append(UInt8(ascii: "0")) }
+            if number < limit { write(UInt8(ascii: "0")) }
             limit = limit > Int64.max / 10 ? Int64.max : limit * 10
         }
         append(unsigned: UInt64(number))
@@ -177,7 +254,7 @@ func civilDate(daysSince1970 days: Int64) -> (year: Int64, month: Int64, day: In
 
 extension JSONWriter {
     /// `value` on one line, or indented by two spaces a level for people (`pretty`).
-    mutating func append(_ value: JSON, pretty: Bool = false, level: Int = 0) {
+    func append(_ value: JSON, pretty: Bool = false, level: Int = 0) {
         switch value {
         case .null: append("null")
         case .bool(let flag): flag ? append("true") : append("false")
@@ -202,7 +279,7 @@ extension JSONWriter {
     /// A CBOR value as JSON for people and scripts: maps with text keys become objects (other keys
     /// are written as their JSON text); byte strings become `{"$bytes": "<hex>"}`; tags 1 (time),
     /// 32 (URL) and 37 (UUID) become text; other tags `{"$tag": n, "value": …}`; `undefined` is `null`.
-    mutating func append(cbor value: CBORValue, pretty: Bool = false, level: Int = 0) {
+    func append(cbor value: CBORValue, pretty: Bool = false, level: Int = 0) {
         switch value {
         case .unsigned(let number): append(unsigned: number)
         case .negative(let number):
@@ -210,7 +287,7 @@ extension JSONWriter {
             if number <= UInt64(Int64.max) {
                 append(-1 - Int64(number))
             } else {
-                bytes.append(UInt8(ascii: "\""))
+                write(UInt8(ascii: "\""))
                 append("-")
                 append(unsigned: number)
                 append(" - 1\"")
@@ -219,9 +296,9 @@ extension JSONWriter {
             appendContainer(1, "{", "}", pretty: pretty, level: level) { writer, _ in
                 writer.append(quoted: "$bytes")
                 pretty ? writer.append(": ") : writer.append(byte: UInt8(ascii: ":"))
-                writer.bytes.append(UInt8(ascii: "\""))
+                writer.write(UInt8(ascii: "\""))
                 writer.append(hex: data)
-                writer.bytes.append(UInt8(ascii: "\""))
+                writer.write(UInt8(ascii: "\""))
             }
         case .text(let text): append(quoted: text)
         case .array(let items):
@@ -233,7 +310,7 @@ extension JSONWriter {
                 if case .text(let key) = entries[index].key {
                     writer.append(quoted: key)
                 } else {
-                    var keyText = JSONWriter(capacity: 16)
+                    let keyText = JSONWriter(capacity: 16)
                     keyText.append(cbor: entries[index].key)
                     writer.append(quoted: String(decoding: keyText.bytes, as: UTF8.self))
                 }
@@ -241,18 +318,18 @@ extension JSONWriter {
                 writer.append(cbor: entries[index].value, pretty: pretty, level: level + 1)
             }
         case .tagged(1, let inner) where Self.epochMilliseconds(inner) != nil:
-            bytes.append(UInt8(ascii: "\""))
+            write(UInt8(ascii: "\""))
             append(iso8601: Self.epochMilliseconds(inner) ?? 0)
-            bytes.append(UInt8(ascii: "\""))
+            write(UInt8(ascii: "\""))
         case .tagged(32, .text(let url)): append(quoted: url)
         case .tagged(37, .bytes(let uuid)) where uuid.count == 16:
-            bytes.append(UInt8(ascii: "\""))
+            write(UInt8(ascii: "\""))
             for (index, byte) in uuid.enumerated() {
-                if index == 4 || index == 6 || index == 8 || index == 10 { bytes.append(UInt8(ascii: "-")) }
-                bytes.append(Self.upperHexDigits[Int(byte >> 4)])
-                bytes.append(Self.upperHexDigits[Int(byte & 0xF)])
+                if index == 4 || index == 6 || index == 8 || index == 10 { write(UInt8(ascii: "-")) }
+                write(Self.upperHexDigits[Int(byte >> 4)])
+                write(Self.upperHexDigits[Int(byte & 0xF)])
             }
-            bytes.append(UInt8(ascii: "\""))
+            write(UInt8(ascii: "\""))
         case .tagged(let tag, let inner):
             appendContainer(2, "{", "}", pretty: pretty, level: level) { writer, index in
                 writer.append(quoted: index == 0 ? "$tag" : "value")
@@ -272,6 +349,64 @@ extension JSONWriter {
 
     static let upperHexDigits = Array("0123456789ABCDEF".utf8)
 
+    /// A payload that `CBORValue.validate` accepted, written on one line straight from its bytes,
+    /// exactly as ``append(cbor:pretty:level:)`` writes it decoded: the fast path of `dump`, which
+    /// builds no `CBORValue`. It declines (returns `false`, having written nothing) when the
+    /// payload holds an item whose JSON depends on more than the item itself — a tag, a map key
+    /// that is not text — or an indefinite length; decode it and call `append(cbor:)` then.
+    func append(validatedCBOR payload: UnsafeRawBufferPointer) -> Bool {
+        let mark = count
+        guard appendItem(of: payload, at: 0) == payload.count else {
+            count = mark
+            return false
+        }
+        return true
+    }
+
+    /// Writes the item at `offset` and returns where the next one starts, or `nil` to decline.
+    private func appendItem(of payload: UnsafeRawBufferPointer, at offset: Int) -> Int? {
+        switch CBORValue.item(in: payload, at: offset) {
+        case .scalar(let value, let end)?:
+            append(cbor: value)
+            return end
+        case .text(let utf8, let end)?:
+            append(quotedUTF8: utf8.assumingMemoryBound(to: UInt8.self))
+            return end
+        case .bytes(let data, let end)?:
+            append(#"{"$bytes":""#)
+            append(hex: data)
+            append(#""}"#)
+            return end
+        case .array(let count, var position)?:
+            write(UInt8(ascii: "["))
+            var index = 0
+            while index < count {
+                if index > 0 { write(UInt8(ascii: ",")) }
+                guard let end = appendItem(of: payload, at: position) else { return nil }
+                position = end
+                index += 1
+            }
+            write(UInt8(ascii: "]"))
+            return position
+        case .map(let count, var position)?:
+            write(UInt8(ascii: "{"))
+            var index = 0
+            while index < count {
+                if index > 0 { write(UInt8(ascii: ",")) }
+                guard case .text(let key, let keyEnd)? = CBORValue.item(in: payload, at: position) else { return nil }
+                append(quotedUTF8: key.assumingMemoryBound(to: UInt8.self))
+                write(UInt8(ascii: ":"))
+                guard let end = appendItem(of: payload, at: keyEnd) else { return nil }
+                position = end
+                index += 1
+            }
+            write(UInt8(ascii: "}"))
+            return position
+        case .tag?, .indefinite?, nil:
+            return nil
+        }
+    }
+
     /// A tag-1 time (seconds since 1970, integer or floating point) in milliseconds, or `nil`
     /// when it is of another type or out of range.
     static func epochMilliseconds(_ inner: CBORValue) -> Int64? {
@@ -287,40 +422,40 @@ extension JSONWriter {
 
     /// A number as JSON: integral values below 10^15 with one decimal (`3.0`), others in Swift's
     /// shortest round-trip form; NaN and infinities, which JSON lacks, as text.
-    mutating func append(double number: Double) {
+    func append(double number: Double) {
         guard number.isFinite else {
-            bytes.append(UInt8(ascii: "\""))
-            bytes.append(contentsOf: "\(number)".utf8)
-            bytes.append(UInt8(ascii: "\""))
+            write(UInt8(ascii: "\""))
+            append(text: "\(number)")
+            write(UInt8(ascii: "\""))
             return
         }
         if number == number.rounded() && abs(number) < 1e15 {
-            if number.sign == .minus { bytes.append(UInt8(ascii: "-")) }
+            if number.sign == .minus { write(UInt8(ascii: "-")) }
             append(unsigned: UInt64(abs(number)))
             append(".0")
         } else {
-            bytes.append(contentsOf: "\(number)".utf8)
+            append(text: "\(number)")
         }
     }
 
     /// `open`, the `count` items `item` writes separated by commas (each on its own line when
     /// `pretty`), and `close`; an empty container is `[]` or `{}`.
-    private mutating func appendContainer(
+    private func appendContainer(
         _ count: Int, _ open: Unicode.Scalar, _ close: Unicode.Scalar, pretty: Bool, level: Int,
-        item: (inout JSONWriter, Int) -> Void
+        item: (JSONWriter, Int) -> Void
     ) {
-        bytes.append(UInt8(ascii: open))
+        write(UInt8(ascii: open))
         for index in 0..<count {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            if index > 0 { write(UInt8(ascii: ",")) }
             if pretty { newline(level + 1) }
-            item(&self, index)
+            item(self, index)
         }
         if pretty && count > 0 { newline(level) }
-        bytes.append(UInt8(ascii: close))
+        write(UInt8(ascii: close))
     }
 
-    private mutating func newline(_ level: Int) {
-        bytes.append(0x0A)
+    private func newline(_ level: Int) {
+        write(0x0A)
         for _ in 0..<level { append("  ") }
     }
 }

@@ -32,21 +32,21 @@ enum JSON: Equatable {
     var pretty: String { render(pretty: true) }
 
     private func render(pretty: Bool) -> String {
-        var writer = JSONWriter()
+        let writer = JSONWriter()
         writer.append(self, pretty: pretty)
         return String(decoding: writer.bytes, as: UTF8.self)
     }
 }
 
 func hexString(_ bytes: some Collection<UInt8>) -> String {
-    var writer = JSONWriter(capacity: bytes.count * 2)
+    let writer = JSONWriter(capacity: bytes.count * 2)
     writer.append(hex: bytes)
     return String(decoding: writer.bytes, as: UTF8.self)
 }
 
 /// Milliseconds since 1970 as ISO 8601 in UTC, e.g. `2026-11-22T21:14:38.123Z`.
 func iso8601(milliseconds: Int64) -> String {
-    var writer = JSONWriter(capacity: 24)
+    let writer = JSONWriter(capacity: 24)
     writer.append(iso8601: milliseconds)
     return String(decoding: writer.bytes, as: UTF8.self)
 }
@@ -82,8 +82,10 @@ final class Output {
     nonisolated(unsafe) static let standard = Output()
     private var buffer: [UInt8] = []
 
-    func line(_ text: String) {
-        buffer.append(contentsOf: text.utf8)
+    func line(_ text: String) { line(text.utf8) }
+
+    func line(_ bytes: some Collection<UInt8>) {
+        buffer.append(contentsOf: bytes)
         buffer.append(0x0A)
         if buffer.count >= 1 << 16 { flush() }
     }
@@ -142,9 +144,13 @@ struct Progress {
     let enabled: Bool
     private var lastShown = 0
 
-    init(_ label: String, total: Int) {
+    let unit: String
+
+    /// A progress line for `total` items (or bytes: `unit` names them after the counts).
+    init(_ label: String, total: Int, unit: String = "") {
         self.label = label
         self.total = total
+        self.unit = unit.isEmpty ? "" : " " + unit
         enabled = Terminal.stderrIsTerminal && total >= 100_000
     }
 
@@ -153,7 +159,7 @@ struct Progress {
         lastShown = done
         let percent = total == 0 ? 100 : done * 100 / total
         let bar = String(repeating: "#", count: percent / 4) + String(repeating: ".", count: 25 - percent / 4)
-        FileHandle.standardError.write(Data("\r\(label) [\(bar)] \(done)/\(total)".utf8))
+        FileHandle.standardError.write(Data("\r\(label) [\(bar)] \(done)/\(total)\(unit)".utf8))
     }
 
     func finish() {

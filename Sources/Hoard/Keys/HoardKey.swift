@@ -44,7 +44,11 @@ extension Int64: HoardKey {
 
     public init?(keyBytes: some Swift.Collection<UInt8>) {
         guard keyBytes.count == 8 else { return nil }
-        let raw = keyBytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        // Contiguous bytes (an array, an LMDB value) are read as one word.
+        let raw =
+            keyBytes.withContiguousStorageIfAvailable {
+                UInt64(bigEndian: UnsafeRawPointer($0.baseAddress!).loadUnaligned(as: UInt64.self))
+            } ?? keyBytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         self = Int64(bitPattern: raw ^ (1 << 63))
     }
 }

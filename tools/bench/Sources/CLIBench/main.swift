@@ -5,7 +5,7 @@
 // Debian's lmdb-utils (`apt-get install lmdb-utils`; without them those rows are skipped).
 //
 //   swift build -c release --product hoard                      (at the repository root)
-//   swift run -c release --package-path tools/bench cli-bench [--records N] [--rounds R]
+//   swift run -c release --package-path tools/bench cli-bench [--records N] [--rounds R] [--keep DIR]
 //
 // The hoard binary is ../../.build/release/hoard relative to this package, or $HOARD_BIN.
 import BenchModels
@@ -29,9 +29,16 @@ guard access(hoardBinary, X_OK) == 0 else {
 }
 
 // A store of `count` members, a tenth of them in key-set version 1 so that stat has versions to count.
-let directory = temporaryDirectory("cli")
+// With `--keep DIR`, the store is DIR/store, made only when it is not there, and left afterwards
+// (to profile `hoard` on it by hand).
+let kept = CommandLine.arguments.firstIndex(of: "--keep").flatMap {
+    $0 + 1 < CommandLine.arguments.count ? CommandLine.arguments[$0 + 1] : nil
+}
+let directory = kept ?? temporaryDirectory("cli")
 let path = directory + "/store"
-do {
+if kept != nil { mkdir(directory, 0o700) }
+if kept == nil || access(path + "/data.mdb", F_OK) != 0 {
+
     var rng = SplitMix64(seed: 7)
     let store = try Store(path: path, options: .init(durability: .riskStoreOnOSCrash))
     let collection = try store.collection(Member.self)
@@ -185,7 +192,7 @@ if let mdbDump = findProgram("mdb_dump"), let mdbLoad = findProgram("mdb_load") 
         runPipeline([hoardBinary, "dump", path]).nanos
     }
     let load = compare(
-        "hoard dump | hoard load", baseline: "mdb_dump -a | mdb_load", operations: count, rounds: rounds, budget: 2
+        "hoard dump \\| hoard load", baseline: "mdb_dump -a \\| mdb_load", operations: count, rounds: rounds, budget: 2
     ) {
         let run = runPipeline([mdbDump, "-a", path], [mdbLoad, freshTarget("mdb-load")])
         mdbLoadPeak = max(mdbLoadPeak, run.secondPeak)
@@ -212,7 +219,9 @@ if let peak = loadPeaks.max() {
         "load:   peak memory of hoard load \(peak >> 20) MiB (largest of \(loadPeaks.count) rounds; budget < 200 MB), mdb_load \(mdbLoadPeak >> 20) MiB"
     )
 }
-unlink(path + "/data.mdb")
-unlink(path + "/lock.mdb")
-rmdir(path)
-rmdir(directory)
+if kept == nil {
+    unlink(path + "/data.mdb")
+    unlink(path + "/lock.mdb")
+    rmdir(path)
+    rmdir(directory)
+}
