@@ -9,6 +9,24 @@ import Testing
 
 @Suite("Expiry and damaged records in scans")
 struct ExpiryTests {
+    @Test("minutes, hours and days are durations of seconds; an hour's time to live is 3,600,000 ms in the header")
+    func durationUnits() throws {
+        #expect(Duration.minutes(5) == .seconds(300))
+        #expect(Duration.hours(24) == .seconds(86_400))
+        #expect(Duration.days(2) == .seconds(172_800))
+        #expect(Duration.hours(-1) == .seconds(-3_600))
+        let clock = ManualClock()
+        try withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(Note.self, timeToLive: .hours(1))
+            try notes.put(Note(id: 1, text: "an hour", stars: 1, pinned: false))
+            try notes.put(Note(id: 2, text: "five minutes", stars: 1, pinned: false), expiry: .after(.minutes(5)))
+            #expect(try notes.header(of: 1)?.expiresAt == clock.nowMilliseconds + 3_600_000)
+            #expect(try notes.header(of: 2)?.expiresAt == clock.nowMilliseconds + 300_000)
+            clock.advance(by: .minutes(60))
+            #expect(try notes.scan().isEmpty)
+        }
+    }
+
     @Test("a collection's time to live and per-put expiry hide records, and purgeExpired removes them")
     func expiry() throws {
         let clock = ManualClock()

@@ -104,7 +104,7 @@ struct ReadmeSnippetTests {
         try withStore { store, _ in
             // (The README opens its store at a fixed path; here it is a temporary one.)
             // README begin: store usage
-            let users = try store.collection(User.self, timeToLive: .seconds(86_400), migration: .lazy)
+            let users = try store.collection(User.self, timeToLive: .hours(24), migration: .lazy)
             // A bulk put: one transaction, one write time.
             try users.put(try JSONDecoder().decode([User].self, from: serverJSON, keySet: .remote("v1")))
             let ada = try users.get(1)  // nil when absent or expired

@@ -4,12 +4,22 @@ internal import FoundationEssentials
 internal import Foundation
 #endif
 
-// The public API speaks `Duration` and `Date`; records keep milliseconds since 1970
+// The public API speaks `Duration` (with minutes, hours and days added to the standard library's
+// units) and `Date`; records keep milliseconds since 1970
 // (docs/FORMAT.md). These are the only conversions between the two, to the nearest millisecond
 // and saturating at Int64's ends (a duration of `.seconds(Int64.max)` means "as good as never",
 // not a trap).
 
 extension Duration {
+    /// `minutes` minutes, for a time to live or an expiry: `.minutes(5)`.
+    public static func minutes(_ minutes: some BinaryInteger) -> Duration { .seconds(minutes) * 60 }
+
+    /// `hours` hours: `timeToLive: .hours(24)`.
+    public static func hours(_ hours: some BinaryInteger) -> Duration { .seconds(hours) * 3600 }
+
+    /// `days` days of 24 hours (a record's expiry is an instant, so there are no calendar days).
+    public static func days(_ days: some BinaryInteger) -> Duration { .seconds(days) * 86_400 }
+
     /// Whole milliseconds, saturating.
     var storedMilliseconds: Int64 {
         let (seconds, attoseconds) = components
