@@ -63,7 +63,7 @@ struct ReadmeSnippetTests {
     func sameText() throws {
         let readme = try trimmedLines(of: "README.md")
         let blocks = try markedBlocks()
-        #expect(blocks.count == 4)
+        #expect(blocks.count == 5)
         // The model's declaration and the testing example are in the Getting started and Testing articles.
         #expect(blocks.flatMap(\.articles).sorted() == ["GettingStarted.md", "Testing.md"])
         for block in blocks {
@@ -121,6 +121,30 @@ struct ReadmeSnippetTests {
             #expect(result.added == [3] && result.updated == [1] && result.removed == [150])
             #expect(try users.scan().map(\.name) == ["Ada", "Edsger"])
             #expect(try users.get(1)?.age == 37)
+        }
+    }
+
+    /// The README's service: a source of truth for users.
+    struct Upstream: Sendable {
+        func user(_ id: Int64) async throws -> User? { id == 404 ? nil : User(id: id, name: "user \(id)") }
+    }
+
+    @Test("the README's read-through example runs as its comments say")
+    func readThroughExample() async throws {
+        let upstream = Upstream()
+        try await withTemporaryStore { store in
+            // README begin: read-through
+            let users = try store.collection(
+                User.self, timeToLive: .minutes(5),
+                freshness: Freshness(staleWhileRevalidate: .minutes(1), staleIfError: .hours(1)))
+            // Stored and fresh: returned. Otherwise fetched (once, however many requests ask at the
+            // same time), stored and returned; an expired record within a window may be served.
+            let user = try await users.get(42, orFetch: { id in try await upstream.user(id) })
+            // README end
+            #expect(user?.name == "user 42")
+            #expect(try users.get(42)?.name == "user 42")
+            #expect(try await users.get(404, orFetch: { id in try await upstream.user(id) }) == nil)
+            #expect(users.statistics().fetches == 2)
         }
     }
 }

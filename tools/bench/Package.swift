@@ -68,6 +68,11 @@ let package = Package(
             path: "Sources/WriteBench"
         ),
         .executableTarget(
+            name: "readthrough-bench",
+            dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard")],
+            path: "Sources/ReadThroughBench"
+        ),
+        .executableTarget(
             name: "lmdb-bench",
             dependencies: ["CLMDBRaw", "BenchSupport", .product(name: "LMDB", package: "Hoard")],
             path: "Sources/LMDBBench"

@@ -20,10 +20,17 @@ def declaration(symbol):
 
 
 def throws(symbol):
-    return any(
-        fragment["kind"] == "keyword" and fragment["spelling"] in ("throws", "rethrows")
-        for fragment in symbol.get("declarationFragments", [])
-    )
+    """Whether the function itself throws: a `throws` outside its parentheses, not one in the type
+    of a closure it takes (nor a property of a throwing closure type)."""
+    if symbol["kind"]["identifier"] not in ("swift.func", "swift.method", "swift.type.method", "swift.init"):
+        return False
+    depth = 0
+    for fragment in symbol.get("declarationFragments", []):
+        if fragment["kind"] == "text":
+            depth += fragment["spelling"].count("(") - fragment["spelling"].count(")")
+        elif fragment["kind"] == "keyword" and fragment["spelling"] in ("throws", "rethrows") and depth == 0:
+            return True
+    return False
 
 
 def where(symbol):

@@ -1,9 +1,56 @@
 internal import Synchronization
 
 /// What every handle of one collection shares within a process: one per collection name and
-/// store (``Store/collection(_:named:timeToLive:migration:)`` hands out handles that point here),
-/// so that two handles never keep two copies of state that must be one.
+/// store (``Store/collection(_:named:timeToLive:freshness:migration:)`` hands out handles that
+/// point here), so that two handles never keep two copies of state that must be one.
 final class CollectionState: Sendable {
     /// Keys of records read in an older version, to rewrite (``MigrationPolicy/lazy``).
     let pendingMigrations = Mutex<Set<[UInt8]>>([])
+
+    /// The read-through fetches in flight: a `SingleFlight<Model>`, made at the first miss.
+    private let flights = Mutex<(any Sendable)?>(nil)
+
+    func singleFlight<Model: Sendable>(of _: Model.Type) -> SingleFlight<Model> {
+        flights.withLock { flights in
+            if let existing = flights as? SingleFlight<Model> { return existing }
+            let made = SingleFlight<Model>()
+            flights = made
+            return made
+        }
+    }
+
+    /// IDs a fetch said do not exist, with when that answer expires (``Freshness/negativeTimeToLive``).
+    let absent = Mutex<[[UInt8]: Int64]>([:])
+    /// The most IDs ``absent`` remembers: past it, the expired answers go, then the oldest half.
+    static let absentLimit = 10_000
+
+    /// The counters behind ``HoardCollection/statistics()``.
+    let counters = Counters()
+
+    final class Counters: Sendable {
+        let hits = Atomic<Int>(0)
+        let misses = Atomic<Int>(0)
+        let fetches = Atomic<Int>(0)
+        let fetchErrors = Atomic<Int>(0)
+        let coalesced = Atomic<Int>(0)
+        let staleServed = Atomic<Int>(0)
+        let refreshes = Atomic<Int>(0)
+        let absentServed = Atomic<Int>(0)
+
+        enum Counter { case hits, misses, fetches, fetchErrors, coalesced, staleServed, refreshes, absentServed }
+
+        func add(_ counter: Counter, _ count: Int = 1) {
+            guard count > 0 else { return }
+            switch counter {
+            case .hits: hits.add(count, ordering: .relaxed)
+            case .misses: misses.add(count, ordering: .relaxed)
+            case .fetches: fetches.add(count, ordering: .relaxed)
+            case .fetchErrors: fetchErrors.add(count, ordering: .relaxed)
+            case .coalesced: coalesced.add(count, ordering: .relaxed)
+            case .staleServed: staleServed.add(count, ordering: .relaxed)
+            case .refreshes: refreshes.add(count, ordering: .relaxed)
+            case .absentServed: absentServed.add(count, ordering: .relaxed)
+            }
+        }
+    }
 }

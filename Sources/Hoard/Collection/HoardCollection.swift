@@ -21,6 +21,8 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     let timeToLiveMilliseconds: Int64?
     /// What happens to records read in an older version.
     public let migration: MigrationPolicy
+    /// How read-through serves records past their expiry (``get(_:orFetch:)``).
+    public let freshness: Freshness
     /// What this collection's handles share in the process.
     let state: CollectionState
     let store: Store
@@ -41,11 +43,15 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     let olderScanned: [Int: CBORPropertyTable]
     let currentEmitted: CBORPropertyTable?
 
-    init(store: Store, name: String, state: CollectionState, timeToLive: Duration?, migration: MigrationPolicy) throws {
+    init(
+        store: Store, name: String, state: CollectionState, timeToLive: Duration?, freshness: Freshness = Freshness(),
+        migration: MigrationPolicy
+    ) throws {
         self.store = store
         self.state = state
         self.name = name
         self.timeToLive = timeToLive
+        self.freshness = freshness
         timeToLiveMilliseconds = timeToLive?.storedMilliseconds
         self.migration = migration
         let keySets = Model.keySets

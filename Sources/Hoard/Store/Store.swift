@@ -216,8 +216,9 @@ public final class Store: Sendable {
     /// local key set recorded before is unchanged and record new versions.
     ///
     /// Every call returns a new handle, with the settings given here; the handles of one
-    /// collection share its state in this process (the records a lazy
-    /// migration will rewrite), so any handle's next write rewrites what a lazy one remembered.
+    /// collection share its state in this process (the records a lazy migration will rewrite,
+    /// the read-through fetches in flight, the statistics), so any handle's next write rewrites
+    /// what a lazy one remembered.
     ///
     /// - Throws: ``HoardError/keySetChanged(type:collection:version:differences:)`` when a recorded
     ///   key set differs from the code's.
@@ -227,14 +228,18 @@ public final class Store: Sendable {
     ///   - name: the collection's name in the store; the type's name when `nil`. Two types may
     ///     share a name only if their key sets agree.
     ///   - timeToLive: how long records live when a put does not say (stored to the millisecond); `nil` for forever.
+    ///   - freshness: how read-through (``HoardCollection/get(_:orFetch:)``) serves records past
+    ///     their expiry; by default it does not.
     ///   - migration: whether records read in an older version are rewritten in the current one
     ///     lazily (in the collection's next write) or left as they are.
     public func collection<Model>(
-        _ type: Model.Type, named name: String? = nil, timeToLive: Duration? = nil, migration: MigrationPolicy = .never
+        _ type: Model.Type, named name: String? = nil, timeToLive: Duration? = nil, freshness: Freshness = Freshness(),
+        migration: MigrationPolicy = .never
     ) throws -> HoardCollection<Model> {
         let name = name ?? String(describing: Model.self)
         return try HoardCollection(
-            store: self, name: name, state: state(of: name), timeToLive: timeToLive, migration: migration)
+            store: self, name: name, state: state(of: name), timeToLive: timeToLive, freshness: freshness,
+            migration: migration)
     }
 
     /// The state the handles of collection `name` share, made at its first open.

@@ -36,6 +36,14 @@ public struct Comparison {
     public var candidateNanos: UInt64
     public var budget: Double?
 
+    public init(
+        name: String, baseline: String, operations: Int, baselineNanos: UInt64, candidateNanos: UInt64,
+        budget: Double? = nil
+    ) {
+        (self.name, self.baseline, self.operations) = (name, baseline, operations)
+        (self.baselineNanos, self.candidateNanos, self.budget) = (baselineNanos, candidateNanos, budget)
+    }
+
     /// candidate time / baseline time.
     public var ratio: Double { Double(candidateNanos) / Double(max(baselineNanos, 1)) }
     public var withinBudget: Bool { budget.map { ratio <= $0 } ?? true }
@@ -100,6 +108,14 @@ public func format(_ value: Double, _ decimals: Int) -> String {
 }
 
 /// A fresh temporary directory.
+/// Removes a store made in a ``temporaryDirectory(_:)`` at `directory`/store.
+public func removeStore(in directory: String) {
+    unlink(directory + "/store/data.mdb")
+    unlink(directory + "/store/lock.mdb")
+    rmdir(directory + "/store")
+    rmdir(directory)
+}
+
 public func temporaryDirectory(_ name: String) -> String {
     var template = Array("/tmp/hoard-bench-\(name)-XXXXXX".utf8CString)
     let path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }

@@ -1,0 +1,327 @@
+internal import LMDB
+internal import Logging
+
+// Read-through: a read that misses fetches from the source of truth, stores what it got and
+// returns it. Concurrent misses for one key share one fetch (SingleFlight.swift); records past
+// their expiry may be served under the collection's Freshness.
+
+extension HoardCollection where Model: Sendable, Model.ID: Sendable {
+    /// The model stored under `id` when it is fresh; otherwise the model `fetch` returns, stored
+    /// (with the collection's time to live) and returned.
+    ///
+    /// - A miss while another task's fetch of `id` is under way waits for that fetch: concurrent
+    ///   misses for one key make one call of a fetcher (single flight, within this process), and
+    ///   its result or error reaches every waiter. An error is not remembered: the next miss
+    ///   fetches again.
+    /// - `fetch` returning `nil` means that `id` does not exist: `nil` is returned, a stored
+    ///   record of `id` is deleted, and with ``Freshness/negativeTimeToLive`` the answer is
+    ///   remembered for that long.
+    /// - Past its expiry, a record is served under the collection's ``Freshness``: within
+    ///   `staleWhileRevalidate` it is returned at once and refreshed in the background; within
+    ///   `staleIfError` it is returned when the fetch fails.
+    /// - A damaged record, or one that does not decode, is fetched again and replaced; one
+    ///   written by a newer version of the app is not touched (the error is thrown).
+    /// - A task cancelled while it waits stops waiting (`CancellationError`); the fetch goes on
+    ///   for the other waiters and is cancelled only when no one waits for it any more.
+    ///
+    /// The fetched model is stored with the async put (group commit) before the waiters resume,
+    /// so a read after this call returns finds it. A model that cannot be stored is returned all
+    /// the same, and the error reported (``Freshness/onFetchError``).
+    ///
+    /// - Parameters:
+    ///   - id: the model's ID.
+    ///   - fetch: the source of truth; it must return the model of the ID it is given.
+    /// - Throws: what `fetch` throws (unless a stale record is served in its place),
+    ///   `CancellationError`, or what reading the stored record throws (``HoardError/newerRecord(collection:key:version:current:)``,
+    ///   `LMDBError`).
+    @inlinable
+    public func get(
+        _ id: Model.ID, orFetch fetch: @escaping @Sendable (Model.ID) async throws -> Model?
+    ) async throws -> Model? {
+        // The hit path is a plain get; only a miss or an expired record goes further. Inlinable,
+        // so that it is specialized for the model in the caller's module: unspecialized, handling
+        // a `Model?` here would look up its type metadata at run time on every call (a hash-table
+        // lookup that cost a third of a get).
+        if let model = try? get(id) {
+            countReadThroughHit()
+            return model
+        }
+        return try await readThroughMiss(id, fetch)
+    }
+
+    @usableFromInline
+    func countReadThroughHit() { state.counters.add(.hits) }
+
+    /// ``get(_:orFetch:)`` past its hit path: the record is absent, expired, damaged or unreadable.
+    @usableFromInline
+    func readThroughMiss(
+        _ id: Model.ID, _ fetch: @escaping @Sendable (Model.ID) async throws -> Model?
+    ) async throws -> Model? {
+        let key = try keyBytes(id)
+        let found = try storedForReadThrough(key)
+        let now = store.options.now()
+        switch serve(found, now: now) {
+        case .fresh(let model):
+            state.counters.add(.hits)
+            return model
+        case .staleWhileRefreshing(let model):
+            state.counters.add(.staleServed)
+            startRefresh(of: [key], ids: [id], fetch: Self.one(fetch))
+            return model
+        case .fetch:
+            if isRememberedAbsent(key, now: now) { return nil }
+            state.counters.add(.misses)
+            let flights = state.singleFlight(of: Model.self)
+            let joined = flights.join([key])
+            if joined.toFetch == nil { state.counters.add(.coalesced) }
+            startFetch(joined, ids: [id], stale: found == nil ? [] : [key], fetch: Self.one(fetch))
+            do {
+                return try await flights.wait(joined.tickets[0])
+            } catch let error where !(error is CancellationError) {
+                guard let stale = staleIfError(found, now: now) else { throw error }
+                report(.fetchServedStale, keys: [key], error)
+                state.counters.add(.staleServed)
+                return stale
+            }
+        }
+    }
+
+    /// The models of `ids`, in the order asked, each read as ``get(_:orFetch:)`` reads one, with
+    /// one call of `fetch` for all the IDs that need fetching.
+    ///
+    /// An ID whose fetch is already under way (another call's) joins it instead of being fetched
+    /// again. The models `fetch` returns are stored together, in one write; an ID it does not
+    /// return is absent from the result (and its stored record, if any, deleted), not an error.
+    /// Stale records within `staleWhileRevalidate` are returned and refreshed by one background
+    /// call of `fetch`.
+    ///
+    /// - Throws: the error of a fetch that failed for an ID without a stale record to serve in its
+    ///   place (after every other ID's fetch has ended), `CancellationError`, or what reading the
+    ///   stored records throws.
+    public func get(
+        _ ids: [Model.ID], orFetchMissing fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model]
+    ) async throws -> [Model] {
+        let now = store.options.now()
+        let keys = try ids.map { try keyBytes($0) }
+        let found = try store.environment.read { txn in try keys.map { try storedForReadThrough($0, in: txn) } }
+        var models = [Model?](repeating: nil, count: ids.count)
+        var refresh: [Int] = []
+        var missing: [Int] = []
+        for index in ids.indices {
+            switch serve(found[index], now: now) {
+            case .fresh(let model):
+                models[index] = model
+                state.counters.add(.hits)
+            case .staleWhileRefreshing(let model):
+                models[index] = model
+                state.counters.add(.staleServed)
+                refresh.append(index)
+            case .fetch:
+                if !isRememberedAbsent(keys[index], now: now) { missing.append(index) }
+            }
+        }
+        if !refresh.isEmpty {
+            let staleKeys = refresh.map { keys[$0] }
+            startRefresh(of: staleKeys, ids: refresh.map { ids[$0] }, fetch: fetch)
+        }
+        guard !missing.isEmpty else { return models.compactMap { $0 } }
+
+        state.counters.add(.misses, missing.count)
+        let flights = state.singleFlight(of: Model.self)
+        let joined = flights.join(missing.map { keys[$0] })
+        state.counters.add(.coalesced, missing.count - (joined.toFetch?.keys.count ?? 0))
+        let idOfKey = Dictionary(missing.map { (keys[$0], ids[$0]) }, uniquingKeysWith: { first, _ in first })
+        startFetch(
+            joined, ids: joined.toFetch?.keys.compactMap { idOfKey[$0] } ?? [],
+            stale: Set(missing.filter { found[$0] != nil }.map { keys[$0] }), fetch: fetch)
+        // Every ticket is waited for (or given up), so that no fetch keeps a waiter that is gone.
+        var failure: (any Error)?
+        for (position, index) in missing.enumerated() {
+            do {
+                models[index] = try await flights.wait(joined.tickets[position])
+            } catch let error as CancellationError {
+                for ticket in joined.tickets[(position + 1)...] { flights.leave(ticket) }
+                throw error
+            } catch {
+                if let stale = staleIfError(found[index], now: now) {
+                    report(.fetchServedStale, keys: [keys[index]], error)
+                    state.counters.add(.staleServed)
+                    models[index] = stale
+                } else if failure == nil {
+                    failure = error
+                }
+            }
+        }
+        if let failure { throw failure }
+        return models.compactMap { $0 }
+    }
+
+    /// What the collection's read-through calls did in this process since the store was opened.
+    public func statistics() -> CollectionStatistics {
+        let counters = state.counters
+        return CollectionStatistics(
+            hits: counters.hits.load(ordering: .relaxed), misses: counters.misses.load(ordering: .relaxed),
+            fetches: counters.fetches.load(ordering: .relaxed),
+            fetchErrors: counters.fetchErrors.load(ordering: .relaxed),
+            coalesced: counters.coalesced.load(ordering: .relaxed),
+            staleServed: counters.staleServed.load(ordering: .relaxed),
+            refreshes: counters.refreshes.load(ordering: .relaxed),
+            absentServed: counters.absentServed.load(ordering: .relaxed),
+            fetchesInFlight: state.singleFlight(of: Model.self).groupsInFlight)
+    }
+
+    // MARK: - Reading what is stored
+
+    /// A stored record as read-through sees it: its model and expiry, expired or not.
+    struct Stored {
+        var model: Model
+        var expiresAt: Int64?
+    }
+
+    /// The record under `key`, expired or not; `nil` when there is none, or when it is damaged or
+    /// does not decode (read-through then fetches it again and replaces it).
+    func storedForReadThrough(_ key: [UInt8]) throws -> Stored? {
+        try store.environment.read { txn in try storedForReadThrough(key, in: txn) }
+    }
+
+    func storedForReadThrough(_ key: [UInt8], in txn: borrowing ReadTransaction) throws -> Stored? {
+        do {
+            return try txn.withValue(forKey: key, in: database) { record -> Stored? in
+                // The header is read again after the decode: a read-through miss is not the hot path.
+                guard let model = try decode(record, key: { key }, now: .min),
+                    let header = try? RecordHeader.parse(record).0
+                else { return nil }
+                return Stored(model: model, expiresAt: header.expiresAt)
+            } ?? nil
+        } catch let error as HoardError where error.kind == .corruptRecord || error.kind == .decoding {
+            store.logger.warning(
+                "read-through replaces a record it cannot read",
+                metadata: ["collection": "\(name)", "error": "\(error)"])
+            return nil
+        }
+    }
+
+    enum Serving {
+        case fresh(Model)
+        case staleWhileRefreshing(Model)
+        case fetch
+    }
+
+    func serve(_ found: Stored?, now: Int64) -> Serving {
+        guard let found else { return .fetch }
+        guard let expiresAt = found.expiresAt, expiresAt <= now else { return .fresh(found.model) }
+        if let window = freshness.staleWhileRevalidate, now < expiresAt.addingSaturating(window.storedMilliseconds) {
+            return .staleWhileRefreshing(found.model)
+        }
+        return .fetch
+    }
+
+    /// The stale model to return for a failed fetch, within ``Freshness/staleIfError``.
+    func staleIfError(_ found: Stored?, now: Int64) -> Model? {
+        guard let found, let expiresAt = found.expiresAt, let window = freshness.staleIfError,
+            now < expiresAt.addingSaturating(window.storedMilliseconds)
+        else { return nil }
+        return found.model
+    }
+
+    // MARK: - Fetching
+
+    /// A one-ID fetcher as a fetcher of many.
+    static func one(
+        _ fetch: @escaping @Sendable (Model.ID) async throws -> Model?
+    ) -> @Sendable ([Model.ID]) async throws -> [Model] {
+        { ids in try await fetch(ids[0]).map { [$0] } ?? [] }
+    }
+
+    /// Starts a background refresh of the stale records of `keys` (those not being fetched already).
+    func startRefresh(
+        of keys: [[UInt8]], ids: [Model.ID], fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model]
+    ) {
+        let joined = state.singleFlight(of: Model.self).join(keys, waiting: false, keepsRunning: true)
+        guard let toFetch = joined.toFetch else { return }
+        state.counters.add(.refreshes)
+        let idOfKey = Dictionary(zip(keys, ids), uniquingKeysWith: { first, _ in first })
+        startFetch(joined, ids: toFetch.keys.compactMap { idOfKey[$0] }, stale: Set(keys), fetch: fetch, refresh: true)
+    }
+
+    /// Runs the fetch of the flights `joined` started (if it started any): calls `fetch` once
+    /// with their IDs, stores what it returns in one write (deleting the records of IDs it does
+    /// not return among `stale`), and ends the flights with each key's model.
+    func startFetch(
+        _ joined: SingleFlight<Model>.Joined, ids: [Model.ID], stale: Set<[UInt8]>,
+        fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model], refresh: Bool = false
+    ) {
+        guard let (group, keys) = joined.toFetch else { return }
+        let flights = state.singleFlight(of: Model.self)
+        let task = Task { [self] in
+            state.counters.add(.fetches)
+            let outcome: Result<[[UInt8]: Model], any Error>
+            do {
+                let fetched = try await fetch(ids)
+                var byKey: [[UInt8]: Model] = [:]
+                for model in fetched { byKey[model.id.keyBytes] = model }
+                await storeFetched(fetched, absent: keys.filter { byKey[$0] == nil }, stale: stale)
+                outcome = .success(byKey)
+            } catch {
+                state.counters.add(.fetchErrors)
+                if refresh { report(.refresh, keys: keys, error) }
+                outcome = .failure(error)
+            }
+            flights.finish(group, keys: keys) { key in outcome.map { $0[key] } }
+        }
+        flights.attach(task, to: group)
+    }
+
+    /// Stores fetched models in one write, with the deletion of the records of `absent` IDs that
+    /// were stored (`stale`); remembers the absent ones when the freshness says to.
+    func storeFetched(_ models: [Model], absent: [[UInt8]], stale: Set<[UInt8]>) async {
+        let gone = absent.filter { stale.contains($0) }
+        if !models.isEmpty || !gone.isEmpty {
+            do {
+                try await store.write { txn in
+                    try self.migratePending(in: txn)
+                    try self.put(models, in: txn)
+                    for key in gone { try txn.delete(key, in: self.database) }
+                }
+            } catch {
+                report(.store, keys: models.map { $0.id.keyBytes }, error)
+            }
+        }
+        let now = store.options.now()
+        state.absent.withLock { remembered in
+            for model in models { remembered[model.id.keyBytes] = nil }
+            guard let window = freshness.negativeTimeToLive else { return }
+            for key in absent {
+                if remembered.count >= CollectionState.absentLimit {
+                    remembered = remembered.filter { $0.value > now }
+                    if remembered.count >= CollectionState.absentLimit {
+                        remembered = Dictionary(
+                            uniqueKeysWithValues: remembered.sorted { $0.value > $1.value }
+                                .prefix(CollectionState.absentLimit / 2).map { ($0.key, $0.value) })
+                    }
+                }
+                remembered[key] = now.addingSaturating(window.storedMilliseconds)
+            }
+        }
+    }
+
+    /// Whether a fetch said recently that `key` does not exist (``Freshness/negativeTimeToLive``).
+    func isRememberedAbsent(_ key: [UInt8], now: Int64) -> Bool {
+        guard freshness.negativeTimeToLive != nil else { return false }
+        let remembered = state.absent.withLock { absent -> Bool in
+            guard let until = absent[key] else { return false }
+            if until > now { return true }
+            absent[key] = nil
+            return false
+        }
+        if remembered { state.counters.add(.absentServed) }
+        return remembered
+    }
+
+    /// Reports an error that is not thrown: to the freshness's handler and the store's logger.
+    func report(_ stage: FetchFailure.Stage, keys: [[UInt8]], _ error: any Error) {
+        let failure = FetchFailure(collection: name, keys: keys.map(storedKey), stage: stage, error: error)
+        store.logger.warning("\(failure)", metadata: ["collection": "\(name)"])
+        freshness.onFetchError?(failure)
+    }
+}

@@ -1,0 +1,85 @@
+/// A collection that knows where its models come from: ``get(_:)->Model?`` reads through its loader, and
+/// a background refresh (``Freshness/staleWhileRevalidate``) calls it too, so a read need not
+/// carry a fetcher. Opened with ``Store/collection(_:named:timeToLive:freshness:migration:loader:)``.
+///
+/// ```swift
+/// let users = try store.collection(User.self, timeToLive: .minutes(5)) { id in
+///     try await upstream.user(id)
+/// }
+/// let user = try await users.get(42)   // stored and fresh, or fetched, stored and returned
+/// ```
+///
+/// Everything else (puts, scans, synchronize) is the plain collection's: ``collection``.
+public struct LoadingCollection<Model: VariablyCodable & Identifiable & Sendable>: Sendable
+where Model.ID: HoardKey {
+    /// The collection itself, for everything but reading through.
+    public let collection: HoardCollection<Model>
+    /// Fetches one model from the source of truth; `nil` when it does not exist.
+    public let loader: @Sendable (Model.ID) async throws -> Model?
+
+    /// A loading view of `collection`.
+    public init(_ collection: HoardCollection<Model>, loader: @escaping @Sendable (Model.ID) async throws -> Model?) {
+        self.collection = collection
+        self.loader = loader
+    }
+
+    /// The model of `id`, read through the loader as ``HoardCollection/get(_:orFetch:)`` reads.
+    ///
+    /// - Throws: as ``HoardCollection/get(_:orFetch:)`` does, with the loader's errors.
+    public func get(_ id: Model.ID) async throws -> Model? {
+        try await collection.get(id, orFetch: loader)
+    }
+
+    /// The model of `id`, read through `fetch` instead of the loader for this call.
+    ///
+    /// - Throws: as ``HoardCollection/get(_:orFetch:)`` does.
+    public func get(
+        _ id: Model.ID, orFetch fetch: @escaping @Sendable (Model.ID) async throws -> Model?
+    )
+        async throws -> Model?
+    {
+        try await collection.get(id, orFetch: fetch)
+    }
+
+    /// The models of `ids`, in the order asked, as ``HoardCollection/get(_:orFetchMissing:)``
+    /// reads them; the IDs to fetch are loaded concurrently, one loader call each, as one fetch
+    /// that fails when any of its calls fails. Absent IDs are left out.
+    ///
+    /// - Throws: as ``HoardCollection/get(_:orFetchMissing:)`` does.
+    public func get(_ ids: [Model.ID]) async throws -> [Model] {
+        let loader = self.loader
+        return try await collection.get(ids) { missing in
+            try await withThrowingTaskGroup(of: Model?.self) { group in
+                for id in missing { group.addTask { try await loader(id) } }
+                var models: [Model] = []
+                for try await model in group { if let model { models.append(model) } }
+                return models
+            }
+        }
+    }
+
+    /// What the collection's read-through calls did in this process (``HoardCollection/statistics()``).
+    public func statistics() -> CollectionStatistics { collection.statistics() }
+}
+
+extension Store {
+    /// Opens the collection of `Model` as ``collection(_:named:timeToLive:freshness:migration:)``
+    /// does, with a loader that reads through: ``LoadingCollection/get(_:)->Model?``.
+    ///
+    /// - Parameters:
+    ///   - type: the model type.
+    ///   - name: the collection's name in the store; the type's name when `nil`.
+    ///   - timeToLive: how long records live when a put does not say; `nil` for forever.
+    ///   - freshness: how records past their expiry are served.
+    ///   - migration: whether records read in an older version are rewritten lazily.
+    ///   - loader: fetches one model from the source of truth; `nil` when it does not exist.
+    /// - Throws: as ``collection(_:named:timeToLive:freshness:migration:)`` does.
+    public func collection<Model: Sendable>(
+        _ type: Model.Type, named name: String? = nil, timeToLive: Duration? = nil, freshness: Freshness = Freshness(),
+        migration: MigrationPolicy = .never, loader: @escaping @Sendable (Model.ID) async throws -> Model?
+    ) throws -> LoadingCollection<Model> {
+        LoadingCollection(
+            try collection(type, named: name, timeToLive: timeToLive, freshness: freshness, migration: migration),
+            loader: loader)
+    }
+}

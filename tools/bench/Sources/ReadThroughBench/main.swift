@@ -1,0 +1,69 @@
+// readthrough-bench: the hit path of read-through (issue 24): `get(_:orFetch:)` of a fresh record
+// against a plain `get` of the same record, each a read transaction of its own, in random order.
+// Budget: ≤ 1.2×. The two alternate every 2,000 gets (a round is 100 such pairs of slices, each
+// pair in the other order than the last), so that the machine's drift, which moves a whole round
+// by ±20% here, and the pages the first pass warms, favour neither.
+//
+//   swift run -c release --package-path tools/bench readthrough-bench [--records N] [--rounds R]
+import BenchModels
+import BenchSupport
+import Hoard
+
+let count = option("records", default: 200_000)
+let rounds = option("rounds", default: 5)
+var rng = SplitMix64(seed: 24)
+let members = (0..<count).map { i in
+    Member(
+        id: Int64(i) &* 7_919, name: "Member \(i)", email: "member\(i)@example.com",
+        age: Int(rng.next() % 90), city: "Lisbon", followers: Int(rng.next() % 100_000))
+}
+let order = members.indices.shuffled(using: &rng).map { members[$0].id }
+let slice = 2_000
+
+let directory = temporaryDirectory("readthrough")
+let store = try Store(path: directory + "/store", options: .cache)
+let users = try store.collection(Member.self, timeToLive: .hours(24))
+try users.put(members)
+
+/// One round off the main actor, as a service's request handlers run (top-level code is the
+/// main actor's, and each call from it to a nonisolated async method would hop executors):
+/// the nanoseconds of the plain gets and of the read-through gets, slice by slice in turn.
+nonisolated func round(_ users: HoardCollection<Member>, _ order: [Int64]) async throws -> (UInt64, UInt64) {
+    var (plain, through) = (UInt64(0), UInt64(0))
+    var ages = 0
+    for (number, start) in stride(from: 0, to: order.count, by: slice).enumerated() {
+        let ids = order[start..<min(start + slice, order.count)]
+        // The second pass over a slice finds its pages warm: each goes second every other slice.
+        for pass in number % 2 == 0 ? [0, 1] : [1, 0] {
+            let t0 = now()
+            if pass == 0 {
+                for id in ids { ages &+= try users.get(id)?.age ?? 0 }
+                plain += now() - t0
+            } else {
+                for id in ids {
+                    ages &+=
+                        try await users.get(id, orFetch: { _ in fatalError("a fresh record was fetched") })?.age ?? 0
+                }
+                through += now() - t0
+            }
+        }
+    }
+    precondition(ages >= 0)
+    return (plain, through)
+}
+
+_ = try await round(users, order)  // warm-up, unmeasured
+var plain: [UInt64] = []
+var through: [UInt64] = []
+for _ in 0..<rounds {
+    let (p, t) = try await round(users, order)
+    plain.append(p)
+    through.append(t)
+}
+precondition(users.statistics().misses == 0, "every read-through was a hit")
+let result = Comparison(
+    name: "get(_:orFetch:) of a fresh record", baseline: "get(_:) of the same record", operations: count,
+    baselineNanos: median(plain), candidateNanos: median(through), budget: 1.2)
+report(
+    "read-through hit path, \(count) records, \(rounds) rounds (medians), each get its own read transaction", [result])
+removeStore(in: directory)
