@@ -68,6 +68,14 @@ let package = Package(
             path: "Sources/WriteBench"
         ),
         .executableTarget(
+            name: "peers-bench",
+            dependencies: [
+                "BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"),
+                .product(name: "LMDB", package: "Hoard"), .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Sources/PeersBench"
+        ),
+        .executableTarget(
             name: "readthrough-bench",
             dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard")],
             path: "Sources/ReadThroughBench"
