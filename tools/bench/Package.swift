@@ -26,6 +26,11 @@ let package = Package(
             ],
             path: "Sources/BenchModels"
         ),
+        .target(
+            name: "GRDBModels",
+            dependencies: ["BenchModels", .product(name: "GRDB", package: "GRDB.swift")],
+            path: "Sources/GRDBModels"
+        ),
         .executableTarget(
             name: "codec-bench",
             dependencies: [
@@ -62,7 +67,7 @@ let package = Package(
         .executableTarget(
             name: "write-bench",
             dependencies: [
-                "BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"),
+                "BenchSupport", "BenchModels", "GRDBModels", .product(name: "Hoard", package: "Hoard"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Sources/WriteBench"
@@ -70,7 +75,7 @@ let package = Package(
         .executableTarget(
             name: "peers-bench",
             dependencies: [
-                "BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"),
+                "BenchSupport", "BenchModels", "GRDBModels", .product(name: "Hoard", package: "Hoard"),
                 .product(name: "LMDB", package: "Hoard"), .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Sources/PeersBench"

@@ -2,6 +2,7 @@ import BenchModels
 import BenchSupport
 import Foundation
 import GRDB
+import GRDBModels
 import Hoard
 import LMDB
 
@@ -10,26 +11,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-
-/// The model as a plain `Codable` row: what GRDB's documentation has for a record, and what the
-/// file cache and JSON in LMDB encode with `JSONEncoder`.
-struct MemberRow: Codable, FetchableRecord, PersistableRecord, Equatable {
-    static let databaseTableName = "member"
-    var id: Int64
-    var name: String
-    var email: String
-    var age: Int
-    var city: String
-    var followers: Int
-
-    init(_ member: Member) {
-        (id, name, email, age, city, followers) = (
-            member.id, member.name, member.email, member.age, member.city, member.followers
-        )
-    }
-
-    var member: Member { Member(id: id, name: name, email: email, age: age, city: city, followers: followers) }
-}
 
 /// An order-independent digest of models, so that every peer's answers can be compared: a fast
 /// wrong answer must not win.

@@ -9,6 +9,7 @@
 import BenchModels
 import BenchSupport
 import GRDB
+import GRDBModels
 import Hoard
 
 #if canImport(Glibc)
@@ -20,25 +21,6 @@ import Darwin
 let stored = option("records", default: 20_000)
 let writesPerRound = option("writes", default: 2_000)
 let rounds = option("rounds", default: 5)
-
-/// The same model as a row, as GRDB's documentation has records: Codable, columns by property.
-struct MemberRow: Codable, FetchableRecord, PersistableRecord, Equatable {
-    static let databaseTableName = "member"
-    var id: Int64
-    var name: String
-    var email: String
-    var age: Int
-    var city: String
-    var followers: Int
-
-    init(_ member: Member) {
-        (id, name, email, age, city, followers) = (
-            member.id, member.name, member.email, member.age, member.city, member.followers
-        )
-    }
-
-    var member: Member { Member(id: id, name: name, email: email, age: age, city: city, followers: followers) }
-}
 
 func member(_ id: Int, version: Int) -> Member {
     Member(
