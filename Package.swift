@@ -27,6 +27,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         // The store logs through the Logger its user passes in; nothing is printed by default.
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // Counters, timers and gauges through the application's metrics backend (Prometheus,
+        // OpenTelemetry…); no-op unless it bootstraps one. Only the small CoreMetrics API is linked.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         // Only for the @VariablyCoded macro (a compiler plugin): nothing of it is linked into
         // the libraries. Any release from Swift 6.0's to 6.3's.
         .package(url: "https://github.com/swiftlang/swift-syntax", "600.0.0"..<"604.0.0"),
@@ -72,6 +75,7 @@ let package = Package(
             dependencies: [
                 "LMDB", "VariableCoding", "VariableCodingMacros", "CBOR", "CCRC32",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
         ),
@@ -145,6 +149,7 @@ let package = Package(
                 "HoardTesting", "LMDBProbe", "HoardCLI",
                 "CrashHarness", "CrashWorkload",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: strict
         ),

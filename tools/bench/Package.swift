@@ -12,6 +12,8 @@ let package = Package(
         .package(name: "Hoard", path: "../.."),
         // The reference for durable writes (write-bench): SQLite as a Swift service would use it.
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        // A metrics backend of the bench's own, for what metrics cost on the get path.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
     ],
     targets: [
         // The raw C API, for the baselines: the same system liblmdb the LMDB module wraps.
@@ -82,7 +84,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "readthrough-bench",
-            dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard")],
+            dependencies: [
+                "BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
             path: "Sources/ReadThroughBench"
         ),
         .executableTarget(

@@ -4,6 +4,14 @@ internal import Synchronization
 /// store (``Store/collection(_:named:timeToLive:freshness:migration:)`` hands out handles that
 /// point here), so that two handles never keep two copies of state that must be one.
 final class CollectionState: Sendable {
+    /// The collection's swift-metrics instruments.
+    let metrics: CollectionMetrics
+
+    init(metrics: CollectionMetrics) {
+        self.metrics = metrics
+        counters = Counters(metrics: metrics)
+    }
+
     /// Keys of records read in an older version, to rewrite (``MigrationPolicy/lazy``).
     let pendingMigrations = Mutex<Set<[UInt8]>>([])
 
@@ -25,9 +33,12 @@ final class CollectionState: Sendable {
     static let absentLimit = 10_000
 
     /// The counters behind ``HoardCollection/statistics()``.
-    let counters = Counters()
+    let counters: Counters
 
     final class Counters: Sendable {
+        let metrics: CollectionMetrics
+        init(metrics: CollectionMetrics) { self.metrics = metrics }
+
         let hits = Atomic<Int>(0)
         let misses = Atomic<Int>(0)
         let fetches = Atomic<Int>(0)
@@ -44,8 +55,12 @@ final class CollectionState: Sendable {
             switch counter {
             case .hits: hits.add(count, ordering: .relaxed)
             case .misses: misses.add(count, ordering: .relaxed)
-            case .fetches: fetches.add(count, ordering: .relaxed)
-            case .fetchErrors: fetchErrors.add(count, ordering: .relaxed)
+            case .fetches:
+                fetches.add(count, ordering: .relaxed)
+                metrics.fetches.increment(by: count)
+            case .fetchErrors:
+                fetchErrors.add(count, ordering: .relaxed)
+                metrics.fetchErrors.increment(by: count)
             case .coalesced: coalesced.add(count, ordering: .relaxed)
             case .staleServed: staleServed.add(count, ordering: .relaxed)
             case .refreshes: refreshes.add(count, ordering: .relaxed)

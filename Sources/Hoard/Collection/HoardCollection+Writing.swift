@@ -16,10 +16,12 @@ extension HoardCollection {
     /// - Throws: ``HoardError/encoding(collection:key:underlying:)`` when a model cannot be encoded, `LMDBError` when LMDB
     ///   fails (a full map is `LMDBError` `.mapFull`); nothing of the call is stored then.
     public func put(_ model: Model, expiry: Expiry = .collectionDefault) throws {
+        let start = monotonicNanoseconds()
         try store.environment.write { txn in
             try migratePending(in: txn)
             try put(model, expiry: expiry, in: txn)
         }
+        state.metrics.putDuration.recordSince(start)
     }
 
     /// Stores `models`, all in one transaction, as a batch (see the `put(_:expiry:insertOnly:in:)` of many).
@@ -27,10 +29,12 @@ extension HoardCollection {
     /// - Throws: ``HoardError/encoding(collection:key:underlying:)`` when a model cannot be encoded, `LMDBError` when LMDB
     ///   fails (a full map is `LMDBError` `.mapFull`); nothing of the call is stored then.
     public func put(_ models: some Sequence<Model>, expiry: Expiry = .collectionDefault) throws {
+        let start = monotonicNanoseconds()
         try store.environment.write { txn in
             try migratePending(in: txn)
             try put(models, expiry: expiry, in: txn)
         }
+        state.metrics.putDuration.recordSince(start)
     }
 
     /// Stores `model` in `txn`. With `insertOnly`, an existing record is an error (`LMDBError` keyExists).
@@ -42,8 +46,12 @@ extension HoardCollection {
         in txn: borrowing WriteTransaction
     ) throws {
         let batch = PutBatch(header: header(for: expiry), options: insertOnly ? .noOverwrite : [])
-        guard let table = currentEmitted else { return try putOrdinarily(model, batch, in: txn) }
-        try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
+        if let table = currentEmitted {
+            try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
+        } else {
+            try putOrdinarily(model, batch, in: txn)
+        }
+        state.metrics.puts.increment()
     }
 
     /// Stores `models` in `txn`, as one put each would, with the work that is the same for every
@@ -59,8 +67,14 @@ extension HoardCollection {
         in txn: borrowing WriteTransaction
     ) throws {
         let batch = PutBatch(header: header(for: expiry), options: insertOnly ? .noOverwrite : [])
+        // Counted once a call (a counter call per record would add a few percent to a bulk put).
+        var stored = 0
+        defer { state.metrics.puts.increment(by: stored) }
         guard let table = currentEmitted else {
-            for model in models { try putOrdinarily(model, batch, in: txn) }
+            for model in models {
+                try putOrdinarily(model, batch, in: txn)
+                stored += 1
+            }
             return
         }
         try encoder.withFieldEmitting(table: table) { session in
@@ -68,9 +82,13 @@ extension HoardCollection {
             // iterator (about a hundred instructions a record).
             let done: Void? = try models.withContiguousStorageIfAvailable { models in
                 for index in models.indices { try put(models[index], batch, &session, in: txn) }
+                stored = models.count
             }
             if done == nil {
-                for model in models { try put(model, batch, &session, in: txn) }
+                for model in models {
+                    try put(model, batch, &session, in: txn)
+                    stored += 1
+                }
             }
         }
     }
@@ -135,10 +153,12 @@ extension HoardCollection {
     @discardableResult
     public func delete(_ id: Model.ID) throws -> Bool {
         let key = try keyBytes(id)
-        return try store.environment.write { txn in
+        let deleted = try store.environment.write { txn in
             try migratePending(in: txn)
             return try txn.delete(key, in: database)
         }
+        if deleted { state.metrics.deletes.increment() }
+        return deleted
     }
 
     /// Removes the record under `id` in `txn`; returns whether there was one.
@@ -147,7 +167,9 @@ extension HoardCollection {
     ///   `LMDBError` when LMDB fails.
     @discardableResult
     public func delete(_ id: Model.ID, in txn: borrowing WriteTransaction) throws -> Bool {
-        try txn.delete(try keyBytes(id), in: database)
+        let deleted = try txn.delete(try keyBytes(id), in: database)
+        if deleted { state.metrics.deletes.increment() }
+        return deleted
     }
 
     /// Removes every record, in one transaction.
@@ -187,6 +209,7 @@ extension HoardCollection {
         }
         if purged > 0 {
             store.logger.info("purged expired records", metadata: ["collection": "\(name)", "count": "\(purged)"])
+            state.metrics.expiredPurged.increment(by: purged)
         }
         return purged
     }

@@ -96,6 +96,7 @@ extension Store {
         var outcomes: [Result<Void, any Error>] = []
         var waited: Duration = .zero
         var committed = true
+        let start = monotonicNanoseconds()
         do {
             try environment.write { txn in
                 // A map that had to grow makes LMDB run this again from the start: the writes
@@ -124,6 +125,7 @@ extension Store {
             outcomes = taken.map { _ in .failure(error) }
         }
         guard !taken.isEmpty else { return }
+        if committed { metrics.commitDuration.recordSince(start) }
         let failed = outcomes.filter { if case .failure = $0 { true } else { false } }.count
         groupCommit.statistics.withLock { statistics in
             if !committed {

@@ -5,6 +5,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 public import Logging
+public import CoreMetrics
 internal import CBOR
 internal import Dispatch
 internal import Synchronization
@@ -57,6 +58,10 @@ public final class Store: Sendable {
         public var logger: Logger
         /// How many async writes one commit gathers at most (see ``Store/write(_:)-44i3``).
         public var groupCommit: GroupCommitLimits
+        /// Where the store's counters, timers and gauges go (the Metrics article lists them);
+        /// `nil`, the default, for the backend the application bootstrapped with swift-metrics'
+        /// `MetricsSystem` (none: they cost a call that does nothing).
+        public var metricsFactory: (any MetricsFactory)?
 
         /// The options to choose for a cache: durability `.riskLastCommitOnOSCrash`,
         /// whose whole risk is that an operating-system crash or power loss may undo the last
@@ -73,7 +78,8 @@ public final class Store: Sendable {
             readOnly: Bool = false,
             clock: (@Sendable () -> Date)? = nil,
             logger: Logger = Logger(label: "hoard", factory: { _ in SwiftLogNoOpLogHandler() }),
-            groupCommit: GroupCommitLimits = GroupCommitLimits()
+            groupCommit: GroupCommitLimits = GroupCommitLimits(),
+            metricsFactory: (any MetricsFactory)? = nil
         ) {
             self.durability = durability
             self.maxMapSize = maxMapSize
@@ -84,7 +90,11 @@ public final class Store: Sendable {
             self.now = Self.milliseconds(of: clock)
             self.logger = logger
             self.groupCommit = groupCommit
+            self.metricsFactory = metricsFactory
         }
+
+        /// The factory the store's instruments are made with.
+        var metrics: any MetricsFactory { metricsFactory ?? MetricsSystem.factory }
 
         private static func milliseconds(of clock: (@Sendable () -> Date)?) -> @Sendable () -> Int64 {
             guard let clock else { return Store.systemClock }
@@ -109,6 +119,8 @@ public final class Store: Sendable {
     let writerQueue = DispatchQueue(label: "hoard.store.writer")
     /// What the handles of one collection share in this process, by collection name.
     let collectionStates = Mutex<[String: CollectionState]>([:])
+    /// The store's own metrics (commits, gauges).
+    let metrics: StoreMetrics
     /// The async writes waiting for the next commit (Store+GroupCommit.swift).
     let groupCommit = GroupCommit()
 
@@ -119,6 +131,7 @@ public final class Store: Sendable {
     ///   format, `LMDBError` when LMDB cannot open it. None of them changes the files.
     public init(path: String, options: Options = Options()) throws {
         self.options = options
+        metrics = StoreMetrics(factory: options.metrics)
         environment = try Environment(
             path: path,
             options: .init(
@@ -246,7 +259,7 @@ public final class Store: Sendable {
     func state(of name: String) -> CollectionState {
         collectionStates.withLock { states in
             if let state = states[name] { return state }
-            let state = CollectionState()
+            let state = CollectionState(metrics: CollectionMetrics(collection: name, factory: options.metrics))
             states[name] = state
             return state
         }

@@ -52,6 +52,7 @@ extension HoardCollection {
         scope: SynchronizeScope<Model> = .all,
         dryRun: Bool = false
     ) throws -> SynchronizeResult<Model.ID> where Model.ID: Sendable {
+        let start = monotonicNanoseconds()
         // 1. Encode and order the fresh side; refuse duplicates and IDs outside the scope.
         var unsorted = FreshBytes()
         unsorted.reserve(fresh.underestimatedCount)
@@ -86,7 +87,7 @@ extension HoardCollection {
             return try store.environment.read { txn in result(of: try plan(incoming, scope, range, now, txn), incoming)
             }
         }
-        return try store.environment.write { txn in
+        let synchronized = try store.environment.write { txn in
             // The plan is made in one pass, then applied: the cursor never walks a tree that
             // changes under it. Memory: the fresh side and the keys reported, not the stored collection.
             let merged = try plan(incoming, scope, range, now, txn)
@@ -104,6 +105,14 @@ extension HoardCollection {
             }
             return result(of: merged, incoming)
         }
+        let metrics = state.metrics
+        metrics.synchronizeRuns.increment()
+        metrics.added.increment(by: synchronized.added.count)
+        metrics.updated.increment(by: synchronized.updated.count)
+        metrics.migrated.increment(by: synchronized.migrated.count)
+        metrics.removed.increment(by: synchronized.removed.count)
+        metrics.synchronizeDuration.recordSince(start)
+        return synchronized
     }
 
     /// Runs the concrete merge over the stored scope in `txn`. Only the rare paths that need the

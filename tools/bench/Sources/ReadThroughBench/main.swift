@@ -1,4 +1,4 @@
-// readthrough-bench: the hit path of read-through (issue 24): `get(_:orFetch:)` of a fresh record
+// readthrough-bench: the hit path of read-through (issue 24), and what metrics cost on the get path (issue 25): `get(_:orFetch:)` of a fresh record
 // against a plain `get` of the same record, each a read transaction of its own, in random order.
 // Budget: ≤ 1.2×. The two alternate every 2,000 gets (a round is 100 such pairs of slices, each
 // pair in the other order than the last), so that the machine's drift, which moves a whole round
@@ -67,3 +67,49 @@ let result = Comparison(
 report(
     "read-through hit path, \(count) records, \(rounds) rounds (medians), each get its own read transaction", [result])
 removeStore(in: directory)
+
+// What metrics cost on the get path (issue 25): the same gets, on a second store whose
+// instruments go to a backend that counts (CountingMetrics), against a store whose instruments
+// are this process's no-op default (no backend bootstrapped), slice by slice in turn as above.
+let metricsDirectory = temporaryDirectory("metrics")
+let plainStore = try Store(path: metricsDirectory + "/store", options: .cache)
+let plainUsers = try plainStore.collection(Member.self, timeToLive: .hours(24))
+try plainUsers.put(members)
+var measuredOptions = Store.Options.cache
+measuredOptions.metricsFactory = CountingMetrics()
+let measuredDirectory = temporaryDirectory("metrics")
+let measuredStore = try Store(path: measuredDirectory + "/store", options: measuredOptions)
+let measured = try measuredStore.collection(Member.self, timeToLive: .hours(24))
+try measured.put(members)
+
+nonisolated func metricsRound(
+    _ plain: HoardCollection<Member>, _ measured: HoardCollection<Member>, _ order: [Int64]
+) throws -> (UInt64, UInt64) {
+    var (without, with) = (UInt64(0), UInt64(0))
+    var ages = 0
+    for (number, start) in stride(from: 0, to: order.count, by: slice).enumerated() {
+        let ids = order[start..<min(start + slice, order.count)]
+        for pass in number % 2 == 0 ? [0, 1] : [1, 0] {
+            let t0 = now()
+            for id in ids { ages &+= try (pass == 0 ? plain : measured).get(id)?.age ?? 0 }
+            if pass == 0 { without += now() - t0 } else { with += now() - t0 }
+        }
+    }
+    precondition(ages >= 0)
+    return (without, with)
+}
+
+_ = try metricsRound(plainUsers, measured, order)  // warm-up, unmeasured
+var withoutMetrics: [UInt64] = []
+var withMetrics: [UInt64] = []
+for _ in 0..<rounds {
+    let (without, with) = try metricsRound(plainUsers, measured, order)
+    withoutMetrics.append(without)
+    withMetrics.append(with)
+}
+let metricsCost = Comparison(
+    name: "get, metrics to a counting backend", baseline: "get, no backend (no-op)", operations: count,
+    baselineNanos: median(withoutMetrics), candidateNanos: median(withMetrics), budget: 1.1)
+report("what metrics cost on the get path, \(count) records, \(rounds) rounds (medians)", [metricsCost])
+removeStore(in: metricsDirectory)
+removeStore(in: measuredDirectory)

@@ -1,0 +1,106 @@
+internal import CoreMetrics
+internal import LMDB
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// The store's swift-metrics instruments. Each is made once (a collection's when its name is
+// first opened in the process, the store's when it opens) through the factory of
+// `Store.Options.metricsFactory`, or the one the application bootstrapped (`MetricsSystem`),
+// which is a no-op unless it bootstrapped a backend. docs: the Metrics article lists them.
+
+/// The instruments of one collection, labelled `collection`.
+final class CollectionMetrics: Sendable {
+    let hits: Counter
+    let misses: Counter
+    let puts: Counter
+    let deletes: Counter
+    let expiredPurged: Counter
+    let fetches: Counter
+    let fetchErrors: Counter
+    let synchronizeRuns: Counter
+    let added: Counter
+    let updated: Counter
+    let migrated: Counter
+    let removed: Counter
+    let getDuration: Timer
+    let putDuration: Timer
+    let synchronizeDuration: Timer
+
+    init(collection: String, factory: any MetricsFactory) {
+        let labels = [("collection", collection)]
+        func counter(_ label: String, _ more: [(String, String)] = []) -> Counter {
+            Counter(label: label, dimensions: labels + more, factory: factory)
+        }
+        func timer(_ label: String) -> Timer {
+            Timer(label: label, dimensions: labels, preferredDisplayUnit: .microseconds, factory: factory)
+        }
+        hits = counter("hoard_gets_total", [("result", "hit")])
+        misses = counter("hoard_gets_total", [("result", "miss")])
+        puts = counter("hoard_puts_total")
+        deletes = counter("hoard_deletes_total")
+        expiredPurged = counter("hoard_expired_purged_total")
+        fetches = counter("hoard_fetches_total")
+        fetchErrors = counter("hoard_fetch_errors_total")
+        synchronizeRuns = counter("hoard_synchronize_runs_total")
+        added = counter("hoard_synchronize_records_total", [("change", "added")])
+        updated = counter("hoard_synchronize_records_total", [("change", "updated")])
+        migrated = counter("hoard_synchronize_records_total", [("change", "migrated")])
+        removed = counter("hoard_synchronize_records_total", [("change", "removed")])
+        getDuration = timer("hoard_get_duration_seconds")
+        putDuration = timer("hoard_put_duration_seconds")
+        synchronizeDuration = timer("hoard_synchronize_duration_seconds")
+    }
+}
+
+/// The store's own instruments: commits, and the gauges ``Store/publishMetrics()`` sets.
+final class StoreMetrics: Sendable {
+    let commitDuration: Timer
+    let usedBytes: Gauge
+    let mapBytes: Gauge
+    let readers: Gauge
+
+    init(factory: any MetricsFactory) {
+        commitDuration = Timer(
+            label: "hoard_commit_duration_seconds", preferredDisplayUnit: .microseconds, factory: factory)
+        usedBytes = Gauge(label: "hoard_store_used_bytes", factory: factory)
+        mapBytes = Gauge(label: "hoard_store_map_bytes", factory: factory)
+        readers = Gauge(label: "hoard_store_readers", factory: factory)
+    }
+}
+
+/// Nanoseconds of a monotonic clock, for timers (two calls cost some 40 ns, against a
+/// `ContinuousClock` instant's arithmetic).
+@inline(__always)
+func monotonicNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+}
+
+extension Timer {
+    /// Records the time since `start` (``monotonicNanoseconds()``).
+    @inline(__always)
+    func recordSince(_ start: UInt64) {
+        recordNanoseconds(Int64(truncatingIfNeeded: monotonicNanoseconds() &- start))
+    }
+}
+
+extension Store {
+    /// Sets the store's gauges: `hoard_store_used_bytes` (pages in use × page size),
+    /// `hoard_store_map_bytes` (the map's size) and `hoard_store_readers` (reader slots in use,
+    /// across processes, stale ones included). Call it on an interval, for example from a
+    /// maintenance task.
+    ///
+    /// - Throws: `LMDBError` when LMDB cannot report its figures.
+    public func publishMetrics() throws {
+        let info = try environment.info()
+        let pageSize = try environment.statistics().pageSize
+        metrics.usedBytes.record((info.lastPageNumber + 1) * pageSize)
+        metrics.mapBytes.record(info.mapSize)
+        metrics.readers.record(try environment.readers().count)
+    }
+}
