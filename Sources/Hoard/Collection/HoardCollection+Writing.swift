@@ -194,25 +194,9 @@ extension HoardCollection {
     /// - Throws: `LMDBError` when LMDB fails.
     @discardableResult
     public func purgeExpired(in txn: borrowing WriteTransaction) throws -> Int {
-        let now = store.options.now()
-        var purged = 0
-        try txn.withCursor(in: database) { cursor in
-            var entry = try cursor.first()
-            while let current = entry {
-                // A record whose header cannot be read is damaged, not expired: it stays.
-                if let header = try? RecordHeader.parse(current.value).0, header.isExpired(at: now) {
-                    try cursor.deleteCurrent()
-                    purged += 1
-                }
-                entry = try cursor.next()
-            }
-        }
-        if purged > 0 {
-            store.logger.info("purged expired records", metadata: ["collection": "\(name)", "count": "\(purged)"])
-            state.metrics.expiredPurged.increment(by: purged)
-        }
-        return purged
+        try store.purgeExpired(in: database, collection: name, txn: txn)
     }
+
 }
 
 /// When a stored record stops being visible (records keep it to the millisecond).
