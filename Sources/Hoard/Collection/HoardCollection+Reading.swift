@@ -12,10 +12,11 @@ extension HoardCollection {
     public func get(_ id: Model.ID) throws -> Model? {
         // Timed here, not in `get(_:in:)`: two clock reads (some 50 ns) would add a tenth to a get
         // inside a caller's transaction, where a program reads many records at once.
+        // (`defer`, not a local: a `Model?` held in unspecialized generic code costs a run-time
+        // lookup of its type metadata.)
         let start = monotonicNanoseconds()
-        let model = try store.environment.read { txn in try get(id, in: txn) }
-        state.metrics.getDuration.recordSince(start)
-        return model
+        defer { state.metrics.getDuration.recordSince(start) }
+        return try store.environment.read { txn in try get(id, in: txn) }
     }
 
     /// The model stored under `id` as `txn` sees it, or `nil` (also when it has expired).
