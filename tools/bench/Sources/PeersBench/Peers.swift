@@ -135,28 +135,7 @@ final class GRDBPeer: Peer {
     let expert = getenv(expertMode) != nil
 
     init(directory: String) throws {
-        pool = try DatabasePool(path: directory + "/db.sqlite")
-        // GRDB opens WAL pools with synchronous = NORMAL, where a commit is not flushed (an
-        // operating-system crash may undo it); FULL makes a commit as durable as Hoard's default.
-        // Set on the writer connection after opening (GRDB sets its own value when it opens it).
-        let synchronous = try pool!.writeWithoutTransaction { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-            return try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1
-        }
-        guard synchronous == 2 else {
-            print("error: GRDB's writer is not at synchronous = FULL (\(synchronous))")
-            exit(1)
-        }
-        try pool!.write { db in
-            try db.create(table: "member") { table in
-                table.primaryKey("id", .integer)
-                table.column("name", .text).notNull()
-                table.column("email", .text).notNull()
-                table.column("age", .integer).notNull()
-                table.column("city", .text).notNull()
-                table.column("followers", .integer).notNull()
-            }
-        }
+        pool = try openDurableMemberPool(path: directory + "/db.sqlite")
     }
 
     static let selectOne = "SELECT id, name, email, age, city, followers FROM member WHERE id = ?"
