@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "VariableCodingMacros", targets: ["VariableCodingMacros"]),
         .library(name: "Hoard", targets: ["Hoard"]),
         .library(name: "HoardTesting", targets: ["HoardTesting"]),
+        .library(name: "HoardServiceLifecycle", targets: ["HoardServiceLifecycle"]),
         .executable(name: "hoard", targets: ["HoardCLI"]),
     ],
     dependencies: [
@@ -30,6 +31,8 @@ let package = Package(
         // Counters, timers and gauges through the application's metrics backend (Prometheus,
         // OpenTelemetry…); no-op unless it bootstraps one. Only the small CoreMetrics API is linked.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        // Only for HoardServiceLifecycle: the store's maintenance as a Service of a ServiceGroup.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.0.0"),
         // Only for the @VariablyCoded macro (a compiler plugin): nothing of it is linked into
         // the libraries. Any release from Swift 6.0's to 6.3's.
         .package(url: "https://github.com/swiftlang/swift-syntax", "600.0.0"..<"604.0.0"),
@@ -82,6 +85,13 @@ let package = Package(
 
         // For applications' own tests: a temporary store, a manual clock, contents compared by ID.
         .target(name: "HoardTesting", dependencies: ["Hoard"], swiftSettings: strict),
+
+        // StoreMaintenance as a swift-service-lifecycle Service, apart so that Hoard alone does not
+        // link the lifecycle package (apps and tools run no ServiceGroup).
+        .target(
+            name: "HoardServiceLifecycle",
+            dependencies: ["Hoard", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            swiftSettings: strict),
 
         // Helpers shared by the test targets (temporary stores, child processes).
         .target(name: "TestSupport", dependencies: ["LMDB"], swiftSettings: strict),
@@ -150,6 +160,9 @@ let package = Package(
                 "CrashHarness", "CrashWorkload",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                "HoardServiceLifecycle",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the DocC documentation of Hoard, VariableCoding, LMDB and HoardTesting into .build/docs/<module>
+# Builds the DocC documentation of Hoard, VariableCoding, LMDB, HoardTesting and HoardServiceLifecycle into .build/docs/<module>
 # (static sites: open .build/docs/Hoard/index.html through any web server, or
 # `python3 -m http.server -d .build/docs/Hoard` and http://localhost:8000/documentation/hoard).
 # Fails on any DocC warning (a broken link, an undocumented parameter) and on a public symbol
@@ -11,7 +11,7 @@ source tools/scripts/ensure-deps.sh
 
 # HOARD_DOCS=1 adds the DocC plugin to the package (Package.swift says why only then).
 export HOARD_DOCS=1
-modules=(Hoard VariableCoding LMDB HoardTesting)
+modules=(Hoard VariableCoding LMDB HoardTesting HoardServiceLifecycle)
 out=.build/docs
 mkdir -p "$out"
 for module in "${modules[@]}"; do

@@ -42,7 +42,7 @@ struct MetricsTests {
             #expect(try metrics.expectTimer("hoard_put_duration_seconds", labels).values.count == 2)
 
             // Synchronize: runs and records by change.
-            try notes.synchronize(with: [
+            try await notes.synchronize(with: [
                 Note(id: 1, text: "a", stars: 1, pinned: false), Note(id: 4, text: "d", stars: 4, pinned: false),
             ])
             #expect(total("hoard_synchronize_runs_total") == 1)

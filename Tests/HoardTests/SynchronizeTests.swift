@@ -206,6 +206,34 @@ struct SynchronizeTests {
         }
     }
 
+    @Test("the async form: one write of the group commit, beside concurrent puts; a refused one writes nothing")
+    func asyncForm() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(Note.self)
+            try await notes.put([1, 5, 9].map { Note(id: $0, text: "old", stars: 1, pinned: false) })
+            let fresh = [1, 2, 3].map { Note(id: $0, text: "fresh", stars: 2, pinned: false) }
+            let result = try await withThrowingTaskGroup(of: SynchronizeResult<Int64>?.self) { group in
+                for id in Int64(100)..<Int64(150) {
+                    group.addTask {
+                        try await notes.put(Note(id: id, text: "put", stars: 3, pinned: false))
+                        return nil
+                    }
+                }
+                group.addTask { try await notes.synchronize(with: fresh, scope: .range(from: 0, through: 10)) }
+                var result: SynchronizeResult<Int64>?
+                for try await each in group where each != nil { result = each }
+                return result
+            }
+            #expect(result?.added == [2, 3] && result?.updated == [1] && result?.removed == [5, 9])
+            #expect(try notes.scan(through: 10) == fresh)
+            #expect(try notes.count() == 3 + 50)
+            await #expect(throws: HoardError.self) {
+                try await notes.synchronize(with: fresh + fresh)
+            }
+            #expect(try notes.count() == 3 + 50)  // the refused synchronize removed nothing
+        }
+    }
+
     @Test("the Sequence form: fresh.synchronize(in: collection)")
     func sequenceForm() throws {
         try withStore { store, _ in

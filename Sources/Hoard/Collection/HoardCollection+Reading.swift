@@ -134,16 +134,23 @@ extension HoardCollection {
     /// - Throws: ``HoardError/corruptRecord(collection:key:reason:)`` when the header cannot be read;
     ///   `LMDBError` when LMDB fails.
     public func header(of id: Model.ID) throws -> RecordHeader? {
+        try store.environment.read { txn in try header(of: id, in: txn) }
+    }
+
+    /// The header of the record under `id` as `txn` sees it, or `nil` (see ``header(of:)``); an
+    /// expired record's header too.
+    ///
+    /// - Throws: ``HoardError/corruptRecord(collection:key:reason:)`` when the header cannot be read;
+    ///   `LMDBError` when LMDB fails.
+    public func header<Access>(of id: Model.ID, in txn: borrowing Transaction<Access>) throws -> RecordHeader? {
         let key = try keyBytes(id)
-        return try store.environment.read { txn in
-            try txn.withValue(forKey: key, in: database) { record in
-                do throws(RecordDamage) {
-                    return try RecordHeader.parse(record).0
-                } catch {
-                    throw HoardError.corruptRecord(collection: name, key: storedKey(key), reason: error.reason)
-                }
+        return try txn.withValue(forKey: key, in: database) { record in
+            do throws(RecordDamage) {
+                return try RecordHeader.parse(record).0
+            } catch {
+                throw HoardError.corruptRecord(collection: name, key: storedKey(key), reason: error.reason)
             }
-        } ?? nil
+        }
     }
 
     /// Decodes one record: header, checksum, version, payload; `nil` when it has expired at `now`.

@@ -194,7 +194,7 @@ extension HoardCollection {
     /// - Throws: `LMDBError` when LMDB fails.
     @discardableResult
     public func purgeExpired(in txn: borrowing WriteTransaction) throws -> Int {
-        try store.purgeExpired(in: database, collection: name, txn: txn)
+        try store.purgeExpired(in: database, collection: name, from: nil, scanning: .max, txn: txn).purged
     }
 
 }

@@ -1,9 +1,10 @@
 internal import LMDB
 
 // Store-wide maintenance: what a service runs on intervals while it is up (purging expired
-// records, clearing reader slots of processes that died, publishing the gauges), usable on its
-// own (`StoreMaintenance.run()` in a task) or as a swift-service-lifecycle `Service`, which only
-// needs a `run()` that returns when its task is cancelled.
+// records, clearing reader slots of processes that died, publishing the gauges, and the
+// application's own periodic work such as a lazy migration's write-back), usable on its own
+// (`StoreMaintenance.run()` in a task) or as a swift-service-lifecycle `Service` (the
+// HoardServiceLifecycle module).
 
 extension Store {
     /// Deletes the expired records of every collection, each collection in a write transaction of
@@ -18,58 +19,113 @@ extension Store {
         var purged: [String: Int] = [:]
         for name in try collectionNames() {
             guard let database = try recordDatabase(of: name) else { continue }
-            let count = try write { txn in try purgeExpired(in: database, collection: name, txn: txn) }
-            if count > 0 { purged[name] = count }
+            let step = try write { txn in
+                try purgeExpired(in: database, collection: name, from: nil, scanning: .max, txn: txn)
+            }
+            if step.purged > 0 { purged[name] = step.purged }
         }
         return purged
     }
 
-    /// Deletes the expired records of collection `name` in `txn`: the one purge loop, for a
-    /// collection's `purgeExpired` and the store's.
-    func purgeExpired(in database: Database, collection name: String, txn: borrowing WriteTransaction) throws -> Int {
+    /// Deletes the expired records of every collection as writes of the store's group commit,
+    /// each looking at no more than `batchSize` records; returns how many went, by collection.
+    ///
+    /// This is the form for a running service (``StoreMaintenance`` uses it): the calling task
+    /// suspends instead of holding a thread, and no write holds LMDB's writer lock for longer
+    /// than it takes to look at one batch, so the service's own writes wait little behind a purge
+    /// of a large collection. Each batch commits on its own; a cancelled task stops after the
+    /// batch in progress.
+    ///
+    /// - Throws: `LMDBError` when LMDB fails (the batches committed before stay purged), or
+    ///   `CancellationError` when the task was cancelled between batches.
+    @discardableResult
+    public func purgeExpired(batchSize: Int) async throws -> [String: Int] {
+        precondition(batchSize > 0, "purgeExpired: batchSize must be positive")
+        var purged: [String: Int] = [:]
+        for name in try collectionNames() {
+            guard let database = try recordDatabase(of: name) else { continue }
+            var resume: [UInt8]? = []
+            while let start = resume {
+                try Task.checkCancellation()
+                let step = try await write { txn in
+                    try self.purgeExpired(
+                        in: database, collection: name, from: start.isEmpty ? nil : start, scanning: batchSize,
+                        txn: txn)
+                }
+                if step.purged > 0 { purged[name, default: 0] += step.purged }
+                resume = step.resumeAt
+            }
+        }
+        return purged
+    }
+
+    /// Deletes the expired records of collection `name` in `txn`, looking at no more than
+    /// `limit` records from the first key at or after `start` (the collection's first when `nil`):
+    /// the one purge loop, for a collection's `purgeExpired` and the store's. `resumeAt` is the
+    /// key the next step starts from, `nil` when the collection's end was reached.
+    func purgeExpired(
+        in database: Database, collection name: String, from start: [UInt8]?, scanning limit: Int,
+        txn: borrowing WriteTransaction
+    ) throws -> (purged: Int, resumeAt: [UInt8]?) {
         let now = options.now()
         var purged = 0
-        try txn.withCursor(in: database) { cursor in
-            var entry = try cursor.first()
+        var scanned = 0
+        let resumeAt = try txn.withCursor(in: database) { cursor -> [UInt8]? in
+            var entry = try start.map { try cursor.seek(atLeast: $0) } ?? cursor.first()
             while let current = entry {
+                if scanned == limit { return Array(current.key) }
+                scanned += 1
                 if let header = try? RecordHeader.parse(current.value).0, header.isExpired(at: now) {
                     try cursor.deleteCurrent()
                     purged += 1
                 }
                 entry = try cursor.next()
             }
+            return nil
         }
         if purged > 0 {
             logger.info("purged expired records", metadata: ["collection": "\(name)", "count": "\(purged)"])
             state(of: name).metrics.expiredPurged.increment(by: purged)
         }
-        return purged
+        return (purged, resumeAt)
     }
 }
 
 /// A store's background maintenance, on intervals: purging expired records
-/// (``Store/purgeExpired()``), clearing the reader slots of processes that died inside a read
-/// transaction, and setting the metrics gauges (``Store/publishMetrics()``).
+/// (``Store/purgeExpired(batchSize:)``), clearing the reader slots of processes that died inside
+/// a read transaction, setting the metrics gauges (``Store/publishMetrics()``), and whatever
+/// periodic work the application adds with ``every(_:_:do:)``.
 ///
 /// ```swift
-/// let maintenance = StoreMaintenance(store: store)
-/// let task = Task { try await maintenance.run() }   // or as a service-lifecycle Service
+/// var maintenance = StoreMaintenance(store: store)
+/// maintenance.every(.minutes(5), "users: lazy migration write-back") {
+///     try await users.flushMigrations()
+/// }
+/// let task = Task { await maintenance.run() }
 /// …
-/// task.cancel()   // returns after the step in progress
+/// task.cancel()   // returns after the write in progress
 /// ```
 ///
+/// In a swift-service-lifecycle `ServiceGroup`, run it as the `Service` that the
+/// HoardServiceLifecycle module makes of it (`maintenance.service`), which also stops on a
+/// graceful shutdown.
+///
 /// A step that fails is logged and tried again at its next interval: maintenance never stops
-/// the service. Cancelling the task that runs ``run()`` ends it after the step in progress (a
-/// purge's write commits or aborts whole), which is what a graceful shutdown needs.
+/// the service. Cancelling the task that runs ``run()`` ends it after the write in progress (a
+/// purge commits in batches, each whole or not at all), which is what a graceful shutdown needs.
 public struct StoreMaintenance: Sendable {
     /// The store maintained.
     public let store: Store
     /// How often expired records are deleted; `nil` never (reads hide them all the same).
     public var purgeInterval: Duration?
+    /// How many records one purge write looks at (see ``Store/purgeExpired(batchSize:)``).
+    public var purgeBatchSize = 1_000
     /// How often the gauges are set; `nil` never.
     public var metricsInterval: Duration?
     /// How often stale reader slots are cleared; `nil` never (opening the store clears them too).
     public var readerCheckInterval: Duration?
+    /// The application's own steps, in the order they were added.
+    private var added: [Step] = []
 
     /// Maintenance of `store` with these intervals (by default: purge every minute, gauges every
     /// 10 seconds, reader slots every minute).
@@ -83,50 +139,81 @@ public struct StoreMaintenance: Sendable {
         self.readerCheckInterval = readerCheckInterval
     }
 
-    enum Step: CaseIterable { case purge, metrics, readers }
+    /// Adds `work`, run every `interval` (and once at the start) beside the store's own steps;
+    /// `name` is what the log says when it fails.
+    ///
+    /// Lazy migrations are the usual case: rewriting the records a collection remembered needs
+    /// the collection's model type, which the store alone does not know
+    /// (`try await users.flushMigrations()`).
+    public mutating func every(
+        _ interval: Duration, _ name: String, do work: @escaping @Sendable () async throws -> Void
+    ) {
+        added.append(Step(name: name, interval: interval, work: work))
+    }
 
-    func interval(of step: Step) -> Duration? {
-        switch step {
-        case .purge: store.options.readOnly ? nil : purgeInterval
-        case .metrics: metricsInterval
-        case .readers: readerCheckInterval
+    /// One periodic piece of work.
+    struct Step: Sendable {
+        let name: String
+        let interval: Duration
+        let work: @Sendable () async throws -> Void
+    }
+
+    /// The steps this maintenance runs: the store's (those with an interval) and the added ones.
+    var steps: [Step] {
+        let store = store
+        let batchSize = purgeBatchSize
+        var steps: [Step] = []
+        if let purgeInterval, !store.options.readOnly {
+            steps.append(
+                Step(name: "purge expired records", interval: purgeInterval) {
+                    try await store.purgeExpired(batchSize: batchSize)
+                })
         }
+        if let metricsInterval {
+            steps.append(Step(name: "publish metrics", interval: metricsInterval) { try store.publishMetrics() })
+        }
+        if let readerCheckInterval {
+            steps.append(
+                Step(name: "clear stale reader slots", interval: readerCheckInterval) {
+                    let cleared = try store.environment.clearStaleReaders()
+                    if cleared > 0 {
+                        store.logger.notice("cleared stale reader slots", metadata: ["count": "\(cleared)"])
+                    }
+                })
+        }
+        return steps + added
     }
 
-    /// Runs every step once, now; a step's error is logged, not thrown.
-    public func runOnce() {
-        for step in Step.allCases where interval(of: step) != nil { run(step) }
+    /// Runs every step once, now, one after the other; a step's error is logged, not thrown.
+    public func runOnce() async {
+        for step in steps { await run(step) }
     }
 
-    func run(_ step: Step) {
+    func run(_ step: Step) async {
         do {
-            switch step {
-            case .purge: try store.purgeExpired()
-            case .metrics: try store.publishMetrics()
-            case .readers:
-                let cleared = try store.environment.clearStaleReaders()
-                if cleared > 0 { store.logger.notice("cleared stale reader slots", metadata: ["count": "\(cleared)"]) }
-            }
+            try await step.work()
+        } catch is CancellationError {
+            // Shutting down: not a failure.
         } catch {
-            store.logger.warning("maintenance step failed", metadata: ["step": "\(step)", "error": "\(error)"])
+            store.logger.warning("maintenance step failed", metadata: ["step": "\(step.name)", "error": "\(error)"])
         }
     }
 
     /// Runs every step once, then each on its interval, until the task is cancelled; then it
-    /// returns (after the step in progress), without an error.
+    /// returns (after the write in progress), without an error.
     public func run() async {
         let clock = ContinuousClock()
-        var due: [Step: ContinuousClock.Instant] = [:]
-        for step in Step.allCases where interval(of: step) != nil { due[step] = clock.now }
-        while !Task.isCancelled, let next = due.values.min() {
+        let steps = steps
+        var due = Array(repeating: clock.now, count: steps.count)
+        while !Task.isCancelled, let next = due.min() {
             do {
                 try await clock.sleep(until: next)
             } catch {
                 return  // cancelled: a graceful shutdown
             }
-            for (step, instant) in due where instant <= clock.now {
-                run(step)
-                if let interval = interval(of: step) { due[step] = clock.now + interval }
+            for index in steps.indices where due[index] <= clock.now {
+                await run(steps[index])
+                due[index] = clock.now + steps[index].interval
                 if Task.isCancelled { return }
             }
         }

@@ -113,7 +113,8 @@ public final class Store: Sendable {
     public let environment: Environment
     /// The path the store was opened with.
     public var path: String { environment.path }
-    let options: Options
+    /// The options the store was opened with (its clock, durability, logger…).
+    public let options: Options
     let meta: Database?
     /// Where async writes run (see Store+Async.swift).
     let writerQueue = DispatchQueue(label: "hoard.store.writer")

@@ -53,6 +53,23 @@ extension HoardCollection {
         dryRun: Bool = false
     ) throws -> SynchronizeResult<Model.ID> where Model.ID: Sendable {
         let start = monotonicNanoseconds()
+        let (incoming, range) = try prepareSynchronize(fresh, scope)
+        if dryRun {
+            let now = store.options.now()
+            return try store.environment.read { txn in result(of: try plan(incoming, scope, range, now, txn), incoming)
+            }
+        }
+        let synchronized = try store.environment.write { txn in
+            try applySynchronize(incoming, scope, range, in: txn)
+        }
+        countSynchronize(synchronized, since: start)
+        return synchronized
+    }
+
+    /// Encodes the fresh side and puts it in key order; refuses duplicates and IDs outside the scope.
+    private func prepareSynchronize(
+        _ fresh: some Sequence<Model>, _ scope: SynchronizeScope<Model>
+    ) throws -> (FreshBytes, KeyRange) {
         // 1. Encode and order the fresh side; refuse duplicates and IDs outside the scope.
         var unsorted = FreshBytes()
         unsorted.reserve(fresh.underestimatedCount)
@@ -79,32 +96,35 @@ extension HoardCollection {
             throw HoardError.invalidID(
                 collection: name, reason: "\(storedKey(incoming.key(index))) appears twice in the fresh collection")
         }
+        return (incoming, range)
+    }
 
-        // 2. Merge with the stored scope, then apply the plan, in one transaction.
+    /// Merges the prepared fresh side with the stored scope in `txn` and applies the plan.
+    private func applySynchronize(
+        _ incoming: FreshBytes, _ scope: SynchronizeScope<Model>, _ range: KeyRange,
+        in txn: borrowing WriteTransaction
+    ) throws -> SynchronizeResult<Model.ID> {
         let now = store.options.now()
         let expiresAt = timeToLiveMilliseconds.map { now.addingSaturating($0) }
-        if dryRun {
-            return try store.environment.read { txn in result(of: try plan(incoming, scope, range, now, txn), incoming)
-            }
-        }
-        let synchronized = try store.environment.write { txn in
-            // The plan is made in one pass, then applied: the cursor never walks a tree that
-            // changes under it. Memory: the fresh side and the keys reported, not the stored collection.
-            let merged = try plan(incoming, scope, range, now, txn)
-            for key in merged.removed + merged.discarded { try txn.delete(key, in: database) }
-            let header = RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
-            try incoming.payloadBytes.withUnsafeBytes { payloads in
-                try incoming.keyBytes.withUnsafeBytes { keys in
-                    for index in merged.puts {
-                        let payload = UnsafeRawBufferPointer(rebasing: payloads[incoming.payloads[index]])
-                        try header.store(
-                            payload: payload, forKey: UnsafeRawBufferPointer(rebasing: keys[incoming.keys[index]]),
-                            in: database, txn: txn)
-                    }
+        // The plan is made in one pass, then applied: the cursor never walks a tree that
+        // changes under it. Memory: the fresh side and the keys reported, not the stored collection.
+        let merged = try plan(incoming, scope, range, now, txn)
+        for key in merged.removed + merged.discarded { try txn.delete(key, in: database) }
+        let header = RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
+        try incoming.payloadBytes.withUnsafeBytes { payloads in
+            try incoming.keyBytes.withUnsafeBytes { keys in
+                for index in merged.puts {
+                    let payload = UnsafeRawBufferPointer(rebasing: payloads[incoming.payloads[index]])
+                    try header.store(
+                        payload: payload, forKey: UnsafeRawBufferPointer(rebasing: keys[incoming.keys[index]]),
+                        in: database, txn: txn)
                 }
             }
-            return result(of: merged, incoming)
         }
+        return result(of: merged, incoming)
+    }
+
+    private func countSynchronize(_ synchronized: SynchronizeResult<Model.ID>, since start: UInt64) {
         let metrics = state.metrics
         metrics.synchronizeRuns.increment()
         metrics.added.increment(by: synchronized.added.count)
@@ -112,7 +132,6 @@ extension HoardCollection {
         metrics.migrated.increment(by: synchronized.migrated.count)
         metrics.removed.increment(by: synchronized.removed.count)
         metrics.synchronizeDuration.recordSince(start)
-        return synchronized
     }
 
     /// Runs the concrete merge over the stored scope in `txn`. Only the rare paths that need the
@@ -163,6 +182,30 @@ extension HoardCollection {
             KeyRange(from: from.map { .inclusive($0.keyBytes) }, to: through.map { .inclusive($0.keyBytes) })
         case .keyPrefix(let prefix): .prefix(prefix)
         }
+    }
+}
+
+extension HoardCollection where Model: Sendable, Model.ID: Sendable {
+    /// Makes the stored collection — or the `scope` of it — equal to `fresh`, as
+    /// ``synchronize(with:scope:dryRun:)`` does, as one write of the store's next group commit
+    /// (see ``Store/write(_:)-44i3``): the models are encoded on the calling task, and the merge
+    /// runs on the store's writer, so a service's task neither holds a thread of the cooperative
+    /// pool while it waits for LMDB's writer lock nor delays the writes of other requests for
+    /// longer than the merge takes. All of it happens, or none of it.
+    ///
+    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed (then
+    ///   nothing of the batch is stored).
+    @discardableResult
+    public func synchronize(
+        with fresh: some Sequence<Model>, scope: SynchronizeScope<Model> = .all
+    ) async throws -> SynchronizeResult<Model.ID> {
+        let start = monotonicNanoseconds()
+        let (incoming, range) = try prepareSynchronize(fresh, scope)
+        let synchronized = try await store.submit { txn in
+            try self.applySynchronize(incoming, scope, range, in: txn)
+        }
+        countSynchronize(synchronized, since: start)
+        return synchronized
     }
 }
 
