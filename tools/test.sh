@@ -15,7 +15,8 @@ export HOARD_PYTHON="$PWD/.build-py/bin/python"
 
 # The house format (.swift-format: 120 columns, 4-space indentation); `swift format -i -r Sources
 # Tests tools Package.swift` applies it.
-swift format lint --strict -r Sources Tests tools Package.swift
+swift format lint --strict -r Sources Tests tools Package.swift Examples/UsersService/Sources \
+    Examples/UsersService/Tests Examples/UsersService/Package.swift
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -28,3 +29,7 @@ fi
 # without a summary fails the run.
 tools/docs.sh >/dev/null
 swift test --skip-build
+
+# The example service (its own package, Examples/UsersService): its tests, then both of its
+# processes on loopback, requests, SIGTERM, a restart, and `hoard verify` of its store.
+Examples/UsersService/scripts/smoke.sh

@@ -61,6 +61,25 @@ struct MaintenanceTests {
         }
     }
 
+    @Test("the purge keeps what read-through may still serve stale, and removes it once the window has passed")
+    func purgeKeepsStaleServable() async throws {
+        struct Down: Error {}
+        let clock = ManualClock()
+        try await withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(
+                Note.self, timeToLive: .seconds(10), freshness: Freshness(staleIfError: .minutes(10)))
+            let tags = try store.collection(Tag.self, timeToLive: .seconds(10))  // no window: purged at expiry
+            try await notes.put(Note(id: 1, text: "stale but servable", stars: 1, pinned: false))
+            try await tags.put(Tag(id: "gone", uses: 1))
+            clock.advance(by: .seconds(11))
+            #expect(try await store.purgeExpired(batchSize: 100) == ["Tag": 1])
+            let served = try await notes.get(1, orFetch: { _ in throw Down() })
+            #expect(served?.text == "stale but servable")  // stale-if-error had something to serve
+            clock.advance(by: .minutes(10))
+            #expect(try await store.purgeExpired(batchSize: 100) == ["Note": 1])
+        }
+    }
+
     @Test("added steps run with the store's; a failing step is logged and tried again")
     func addedSteps() async throws {
         try await withTemporaryStore { store in

@@ -12,6 +12,17 @@ final class CollectionState: Sendable {
         counters = Counters(metrics: metrics)
     }
 
+    /// How long past its expiry a record may still be served by read-through in this process (the
+    /// longest ``Freshness`` window any handle was opened with), in milliseconds: the purge keeps
+    /// such records, or stale-if-error would have nothing to serve once maintenance had run.
+    let purgeGrace = Atomic<Int64>(0)
+
+    /// Widens ``purgeGrace`` to what `freshness` may serve.
+    func keepStale(for freshness: Freshness) {
+        let window = max(freshness.staleWhileRevalidate ?? .zero, freshness.staleIfError ?? .zero)
+        purgeGrace.max(window.storedMilliseconds, ordering: .relaxed)
+    }
+
     /// Keys of records read in an older version, to rewrite (``MigrationPolicy/lazy``).
     let pendingMigrations = Mutex<Set<[UInt8]>>([])
 

@@ -181,7 +181,9 @@ extension HoardCollection {
 
     /// Deletes every expired record, in one transaction; returns how many.
     ///
-    /// A record whose header cannot be read is damaged, not expired, and stays.
+    /// A record whose header cannot be read is damaged, not expired, and stays; so does one that
+    /// read-through may still serve stale (within the collection's ``Freshness`` windows, see
+    /// ``Store/purgeExpired()``).
     ///
     /// - Throws: `LMDBError` when LMDB fails; nothing is deleted then.
     @discardableResult

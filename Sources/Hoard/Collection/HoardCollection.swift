@@ -52,6 +52,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         self.name = name
         self.timeToLive = timeToLive
         self.freshness = freshness
+        state.keepStale(for: freshness)
         timeToLiveMilliseconds = timeToLive?.storedMilliseconds
         self.migration = migration
         let keySets = Model.keySets

@@ -11,7 +11,10 @@ extension Store {
     /// its own; returns how many went, by collection (collections without any left out).
     ///
     /// It needs no model types: a record's expiry is in its header. A record whose header cannot
-    /// be read is damaged, not expired, and stays.
+    /// be read is damaged, not expired, and stays. A record that read-through may still serve
+    /// stale stays until that window has passed too: the longest `staleWhileRevalidate` or
+    /// `staleIfError` of the ``Freshness`` its collection was opened with in this process (a
+    /// process that never opened the collection, such as `hoard purge-expired`, purges at expiry).
     ///
     /// - Throws: `LMDBError` when LMDB fails (the collections purged before stay purged).
     @discardableResult
@@ -29,6 +32,7 @@ extension Store {
 
     /// Deletes the expired records of every collection as writes of the store's group commit,
     /// each looking at no more than `batchSize` records; returns how many went, by collection.
+    /// What stays is what ``purgeExpired()`` keeps.
     ///
     /// This is the form for a running service (``StoreMaintenance`` uses it): the calling task
     /// suspends instead of holding a thread, and no write holds LMDB's writer lock for longer
@@ -67,7 +71,10 @@ extension Store {
         in database: Database, collection name: String, from start: [UInt8]?, scanning limit: Int,
         txn: borrowing WriteTransaction
     ) throws -> (purged: Int, resumeAt: [UInt8]?) {
-        let now = options.now()
+        // A record that read-through may still serve stale (within the longest freshness window
+        // the collection was opened with in this process) is kept until that window has passed too.
+        let state = state(of: name)
+        let now = options.now().addingSaturating(-state.purgeGrace.load(ordering: .relaxed))
         var purged = 0
         var scanned = 0
         let resumeAt = try txn.withCursor(in: database) { cursor -> [UInt8]? in
@@ -85,7 +92,7 @@ extension Store {
         }
         if purged > 0 {
             logger.info("purged expired records", metadata: ["collection": "\(name)", "count": "\(purged)"])
-            state(of: name).metrics.expiredPurged.increment(by: purged)
+            state.metrics.expiredPurged.increment(by: purged)
         }
         return (purged, resumeAt)
     }

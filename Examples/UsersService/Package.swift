@@ -1,0 +1,90 @@
+// swift-tools-version:6.2
+//
+// An example service that embeds Hoard: a Hummingbird 2 application serving users from a Hoard
+// collection that reads through to an upstream HTTP API (the Upstream executable plays it), with
+// periodic synchronize, Prometheus metrics, graceful shutdown through swift-service-lifecycle, and
+// sessions kept by a Hoard-backed Hummingbird persist driver (HoardPersist).
+//
+// A package of its own, so that Hoard itself does not depend on a web framework. See README.md.
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "UsersService",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "HoardPersist", targets: ["HoardPersist"]),
+        .executable(name: "users-service", targets: ["UsersService"]),
+        .executable(name: "upstream", targets: ["Upstream"]),
+    ],
+    dependencies: [
+        // Hoard from this repository. Named, so that the products below need not know the
+        // clone's directory name.
+        .package(name: "Hoard", path: "../.."),
+        // Without its default traits: this example uses neither swift-configuration nor the
+        // features that need all of Foundation, and builds faster without them.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0", traits: []),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.21.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+    ],
+    targets: [
+        // The user model both processes share: one key set for the upstream API, one for storage.
+        .target(
+            name: "UsersModel", dependencies: [.product(name: "Hoard", package: "Hoard")], swiftSettings: strict),
+
+        // Hummingbird's PersistDriver over a Hoard collection.
+        .target(
+            name: "HoardPersist",
+            dependencies: [
+                .product(name: "Hoard", package: "Hoard"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            swiftSettings: strict),
+
+        .executableTarget(
+            name: "UsersService",
+            dependencies: [
+                "UsersModel", "HoardPersist",
+                .product(name: "Hoard", package: "Hoard"),
+                .product(name: "HoardServiceLifecycle", package: "Hoard"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strict),
+
+        // The upstream API: users with a configurable latency and error rate.
+        .executableTarget(
+            name: "Upstream",
+            dependencies: [
+                "UsersModel",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+
+        .testTarget(
+            name: "HoardPersistTests",
+            dependencies: [
+                "HoardPersist",
+                .product(name: "Hoard", package: "Hoard"),
+                .product(name: "HoardTesting", package: "Hoard"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)

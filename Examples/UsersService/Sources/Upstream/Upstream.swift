@@ -1,0 +1,115 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import Synchronization
+import UsersModel
+
+/// The upstream API the service caches: `GET /users/:id`, `GET /users` (the whole list, or
+/// `?ids=1,2,3`), answered after a configurable latency and failing (503) at a configurable rate,
+/// which `PUT /admin/error-rate` (a number from 0 to 1 as the body) changes while it runs.
+///
+/// Users 1…`--users` exist. A user's karma changes each time the whole list is read (every tenth
+/// user's, in turn), so that the service's periodic synchronize has updates to make.
+@main
+struct Upstream: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The users API that the example service caches.")
+
+    @Option(help: "The address to listen on.") var host = "127.0.0.1"
+    @Option(help: "The port to listen on (0: any free port; see --port-file).") var port = 8081
+    @Option(help: "Write the port listened on to this file once listening.") var portFile: String?
+    @Option(help: "How many users exist (IDs 1 through this).") var users = 10_000
+    @Option(help: "The latency of each answer, in milliseconds.") var latencyMs = 5
+    @Option(help: "The share of requests answered with 503 (0 to 1).") var errorRate = 0.0
+
+    func validate() throws {
+        guard (0...1).contains(errorRate) else { throw ValidationError("--error-rate must lie from 0 to 1") }
+        guard users > 0 else { throw ValidationError("--users must be positive") }
+        guard latencyMs >= 0 else { throw ValidationError("--latency-ms must not be negative") }
+    }
+
+    func run() async throws {
+        let logger = {
+            var logger = Logger(label: "upstream")
+            logger.logLevel = .notice
+            return logger
+        }()
+        let state = UpstreamState(users: users, errorRate: errorRate, latency: .milliseconds(latencyMs))
+        let router = Router()
+        router.get("users/:id") { _, context -> Response in
+            try await state.answer()
+            let id = try context.parameters.require("id", as: Int64.self)
+            guard let user = state.user(id) else { return Response(status: .notFound) }
+            return try json(user)
+        }
+        router.get("users") { request, _ -> Response in
+            try await state.answer()
+            if let ids = request.uri.queryParameters.get("ids") {
+                return try json(ids.split(separator: ",").compactMap { Int64($0) }.compactMap(state.user))
+            }
+            return try json(state.everyone())
+        }
+        router.put("admin/error-rate") { request, context -> HTTPResponse.Status in
+            let body = try await request.body.collect(upTo: 64)
+            guard let rate = Double(String(buffer: body).trimmingCharacters(in: .whitespacesAndNewlines)),
+                (0...1).contains(rate)
+            else { throw HTTPError(.badRequest, message: "the body must be a number from 0 to 1") }
+            state.errorRate.withLock { $0 = rate }
+            context.logger.notice("error rate set", metadata: ["rate": "\(rate)"])
+            return .ok
+        }
+        let portFile = portFile
+        let app = Application(
+            router: router,
+            configuration: .init(address: .hostname(host, port: port), serverName: "upstream"),
+            onServerRunning: { channel in
+                let bound = channel.localAddress?.port ?? 0
+                logger.notice("upstream listening", metadata: ["port": "\(bound)"])
+                if let portFile { try? "\(bound)\n".write(toFile: portFile, atomically: true, encoding: .utf8) }
+            },
+            logger: logger)
+        try await app.runService()
+    }
+}
+
+/// The upstream's users and fault settings, shared by the request handlers.
+final class UpstreamState: Sendable {
+    let users: Int
+    let latency: Duration
+    let errorRate: Mutex<Double>
+    /// How many times the whole list was read: which users' karma has moved on.
+    let generation = Atomic<Int>(0)
+
+    init(users: Int, errorRate: Double, latency: Duration) {
+        self.users = users
+        self.errorRate = Mutex(errorRate)
+        self.latency = latency
+    }
+
+    /// Waits the latency, then fails at the error rate.
+    func answer() async throws {
+        if latency > .zero { try await Task.sleep(for: latency) }
+        if Double.random(in: 0..<1) < errorRate.withLock({ $0 }) {
+            throw HTTPError(.serviceUnavailable, message: "upstream failing on purpose")
+        }
+    }
+
+    func user(_ id: Int64) -> User? {
+        guard id >= 1 && id <= users else { return nil }
+        let generation = generation.load(ordering: .relaxed)
+        // Every tenth user (in turn, by generation) gains a point each time the list is read.
+        let raises = generation / 10 + (Int(id % 10) < generation % 10 ? 1 : 0)
+        return User(id: id, name: "user\(id)", email: "user\(id)@example.com", karma: Int(id % 97) + raises)
+    }
+
+    func everyone() -> [User] {
+        generation.add(1, ordering: .relaxed)
+        return (1...Int64(users)).compactMap(user)
+    }
+}
+
+func json(_ value: some Encodable) throws -> Response {
+    let data = try JSONEncoder().encode(value, keySet: .api)
+    return Response(
+        status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The example's check, run by the project's test command (tools/test.sh): its unit tests, then
+# both processes on loopback with a store in a temporary directory, a few requests, SIGTERM
+# (the service must exit 0 within its shutdown timeout), a restart on the same store with the
+# upstream gone (what was stored is served), and `hoard verify` of the store.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+need curl curl
+
+cd "$example_dir"
+log=$(mktemp)
+swift build --build-tests 2>&1 | tee "$log" | grep -E "error:" || true
+if grep -E "^$example_dir/(Sources|Tests)/.*: (warning|error):" "$log"; then
+    echo "error: the example builds with warnings or errors (above)" >&2
+    exit 1
+fi
+rm -f "$log"
+swift test --skip-build 2>&1 | tail -3
+build_example debug
+
+work=$(mktemp -d)
+cleanup() {
+    kill "${service_pid:-}" "${upstream_pid:-}" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+    echo "smoke: FAILED: $*" >&2
+    echo "--- service log" >&2; tail -n 30 "$work/service.log" >&2 || true
+    exit 1
+}
+
+start_upstream "$work" --users 100 --latency-ms 1
+start_service "$work" --sync-interval 3600 --shutdown-timeout 10
+echo "smoke: upstream on $upstream_port, service on $service_port, store $work/store"
+
+request GET /users/7
+[ "$status" = 200 ] && [[ "$body" == *'"user_name":"user7"'* ]] || fail "GET /users/7: $status $body"
+request GET /users/1000
+[ "$status" = 404 ] || fail "GET /users/1000 (absent upstream): $status"
+request GET '/users?ids=1,2,3,1000'
+[ "$status" = 200 ] && [ "$(grep -o '"id":' <<<"$body" | wc -l)" = 3 ] || fail "GET /users?ids=…: $status $body"
+request GET /users/7
+request POST /sessions '{"userID": 7}'
+[ "$status" = 201 ] || fail "POST /sessions: $status $body"
+token=$(sed -E 's/.*"token":"([^"]+)".*/\1/' <<<"$body")
+request GET "/sessions/$token"
+[ "$status" = 200 ] && [[ "$body" == *'"userID":7'* ]] || fail "GET /sessions/$token: $status $body"
+request GET /metrics
+hits=$(metric_sum "$body" hoard_gets_total 'collection="User"' 'result="hit"')
+[ "$hits" -ge 1 ] || fail "no hit counted in /metrics"
+echo "smoke: requests answered as expected ($hits hits counted in /metrics)"
+
+# SIGTERM: a graceful shutdown, exit status 0, within the 10 s timeout.
+started=$(date +%s)
+kill -TERM "$service_pid"
+code=0
+wait "$service_pid" || code=$?
+took=$(( $(date +%s) - started ))
+[ "$code" = 0 ] || fail "the service exited with $code after SIGTERM"
+[ "$took" -le 10 ] || fail "the service took ${took}s to stop"
+grep -q 'stopped' "$work/service.log" || fail "no 'stopped' in the log"
+echo "smoke: SIGTERM: exited 0 in ${took}s"
+
+# The upstream gone, a restarted service serves what it stored (a session and a user).
+kill -TERM "$upstream_pid"; wait "$upstream_pid" || true
+start_service "$work" --sync-interval 3600
+request GET /users/7
+[ "$status" = 200 ] || fail "after a restart without the upstream, GET /users/7: $status"
+request GET "/sessions/$token"
+[ "$status" = 200 ] || fail "after a restart, the session: $status"
+request GET /users/8
+[ "$status" = 502 ] || fail "GET /users/8 with the upstream gone and nothing stored: $status (expected 502)"
+kill -TERM "$service_pid"; wait "$service_pid" || fail "the restarted service did not exit 0"
+echo "smoke: restart: stored user and session served without the upstream; a miss is 502"
+
+hoard="$(cd "$repo_dir" && swift build --show-bin-path)/hoard"
+[ -x "$hoard" ] || (cd "$repo_dir" && swift build --product hoard >/dev/null)
+"$hoard" verify "$work/store" || fail "hoard verify found problems"
+echo "smoke: passed"
