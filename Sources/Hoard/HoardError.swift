@@ -27,6 +27,13 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     case encoding(collection: String, key: StoredKey, underlying: any Error)
     /// The ID is not valid as a key (too long).
     case invalidID(collection: String, reason: String)
+    /// A capacity that no collection can keep: zero or negative, or a byte capacity smaller than
+    /// the smallest record.
+    case invalidCapacity(collection: String, reason: String)
+    /// A write that cannot end within the collection's capacity, because what it writes alone
+    /// exceeds it (a record larger than the byte capacity, a synchronize or bulk put of more records
+    /// than the capacity). Nothing of the write is stored.
+    case overCapacity(collection: String, reason: String)
 
     /// The cases without their values, to match on (`catch let error as HoardError where error.kind == .newerRecord`).
     public enum Kind: Sendable, Hashable {
@@ -50,6 +57,10 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
         case encoding
         /// ``HoardError/invalidID(collection:reason:)``
         case invalidID
+        /// ``HoardError/invalidCapacity(collection:reason:)``
+        case invalidCapacity
+        /// ``HoardError/overCapacity(collection:reason:)``
+        case overCapacity
     }
 
     /// Which case this is.
@@ -65,6 +76,8 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
         case .corruptRegistry: .corruptRegistry
         case .encoding: .encoding
         case .invalidID: .invalidID
+        case .invalidCapacity: .invalidCapacity
+        case .overCapacity: .overCapacity
         }
     }
 
@@ -107,6 +120,10 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
             return "\(collection)[\(key)] does not encode: \(underlying)"
         case .invalidID(let collection, let reason):
             return "\(collection): invalid ID: \(reason)"
+        case .invalidCapacity(let collection, let reason):
+            return "\(collection): invalid capacity: \(reason)"
+        case .overCapacity(let collection, let reason):
+            return "\(collection): the write exceeds the collection's capacity: \(reason); nothing of it was stored"
         }
     }
 }

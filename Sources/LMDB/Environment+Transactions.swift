@@ -12,6 +12,8 @@ final class WriteState {
     var mapFull = false
     /// Bytes of keys and values put so far (``Transaction/bytesWritten``).
     var bytesWritten = 0
+    /// What layers above keep for the length of this transaction (``Transaction/local(_:make:)``).
+    var locals: [ObjectIdentifier: AnyObject] = [:]
 }
 
 extension Environment {

@@ -37,3 +37,18 @@ extension Transaction where Access == ReadWriteAccess {
         return result
     }
 }
+
+extension Transaction where Access == ReadWriteAccess {
+    /// The object kept with this write transaction under `key`, made by `make` at the first call:
+    /// for what a layer above must remember from one call to the next within a transaction (the
+    /// keys it wrote, say) and forget when it ends. The transactions nested in this one share it,
+    /// and a nested transaction that is undone does not undo what it kept here. A write that runs
+    /// again after the map grew starts with nothing kept.
+    public func local<T: AnyObject>(_ key: ObjectIdentifier, make: () -> T) -> T {
+        guard let state else { return make() }
+        if let kept = state.locals[key] as? T { return kept }
+        let made = make()
+        state.locals[key] = made
+        return made
+    }
+}

@@ -75,7 +75,8 @@ struct CLITests {
             let noteRow = text.stdout.split(separator: "\n").first { $0.hasPrefix("Note ") }.map(String.init) ?? ""
             #expect(noteRow.contains("v1: 2"), "\(text.stdout)")
             #expect(
-                noteRow.split(separator: " ", omittingEmptySubsequences: true).last == "1", "one expired: \(noteRow)")
+                noteRow.split(separator: " ", omittingEmptySubsequences: true).suffix(2).first == "1",
+                "one expired, then no capacity: \(noteRow)")
 
             let json = try jsonObject(try hoard("stat", path, "--json").stdout)
             let collections = try #require(json["collections"] as? [[String: Any]])

@@ -91,6 +91,11 @@ let package = Package(
             path: "Sources/ReadThroughBench"
         ),
         .executableTarget(
+            name: "hitratio-bench",
+            dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard")],
+            path: "Sources/HitRatioBench"
+        ),
+        .executableTarget(
             name: "lmdb-bench",
             dependencies: ["CLMDBRaw", "BenchSupport", .product(name: "LMDB", package: "Hoard")],
             path: "Sources/LMDBBench"

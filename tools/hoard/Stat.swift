@@ -15,7 +15,11 @@ struct Stat: StoreCommand {
         discussion: """
             Per collection: the model type, records, bytes, the current key-set version and how \
             many records each version holds (read from the record headers; payloads are not \
-            decoded), and how many have expired. Everything comes from one read snapshot. Read-only.
+            decoded), how many have expired, and the capacity with its recorded usage for a \
+            bounded collection (bytes: keys and records as stored, not pages). Readers: other \
+            processes' open snapshots, with how many transactions the oldest lags behind (pages \
+            freed after it cannot be reused while it stays open). Everything but the capacities \
+            comes from one read snapshot. Read-only.
             """
     )
 
@@ -38,6 +42,7 @@ struct StatReport {
         var versions: [Int: Int] = [:]
         var expired = 0
         var unreadableHeaders = 0
+        var capacity: CapacityUsage?
     }
 
     var path: String
@@ -49,6 +54,8 @@ struct StatReport {
     var freePages = 0
     var readers = 0
     var staleReaders = 0
+    /// The oldest snapshot another process holds open: its process and transaction.
+    var oldestReader: (processID: Int32, transactionID: Int)?
     var lastTransaction = 0
     var collections: [CollectionFigures] = []
 
@@ -63,14 +70,22 @@ struct StatReport {
         let slots = try environment.readers().filter { $0.transactionID != nil && $0.processID != getpid() }
         readers = slots.count
         staleReaders = slots.filter(\.isStale).count
+        if let oldest = slots.min(by: { ($0.transactionID ?? 0) < ($1.transactionID ?? 0) }),
+            let id = oldest.transactionID
+        {
+            oldestReader = (oldest.processID, id)
+        }
+        // Read before the snapshot: each is a read of its own (the capacity's record and a count).
+        let capacities = try handles.map { try store.capacityUsage(of: $0.name) }
         let figures = try store.read { txn in
             pagesUsed = try environment.info().lastPageNumber + 1
             freePages = try txn.freePageCount()
             lastTransaction = txn.id
             var result: [CollectionFigures] = []
-            for handle in handles {
+            for (handle, capacity) in zip(handles, capacities) {
                 var figures = CollectionFigures(
                     name: handle.name, type: handle.schema.type, currentVersion: handle.schema.currentVersion)
+                figures.capacity = capacity
                 let statistics = try txn.statistics(of: handle.database)
                 figures.records = statistics.entries
                 figures.bytes = statistics.bytes
@@ -107,6 +122,12 @@ struct StatReport {
             ("freePages", .int(Int64(freePages))),
             ("readers", .int(Int64(readers))),
             ("staleReaders", .int(Int64(staleReaders))),
+            (
+                "oldestReader",
+                oldestReader.map {
+                    .object([("pid", .int(Int64($0.processID))), ("transaction", .int(Int64($0.transactionID)))])
+                } ?? .null
+            ),
             ("lastTransaction", .int(Int64(lastTransaction))),
             (
                 "collections",
@@ -127,10 +148,29 @@ struct StatReport {
                             ),
                             ("expired", .int(Int64(c.expired))),
                             ("unreadableHeaders", .int(Int64(c.unreadableHeaders))),
+                            ("capacity", c.capacity.map(Self.json) ?? .null),
                         ])
                     })
             ),
         ])
+    }
+
+    static func json(_ usage: CapacityUsage) -> JSON {
+        .object([
+            ("records", usage.capacity.records.map { .int(Int64($0)) } ?? .null),
+            ("bytes", usage.capacity.bytes.map { .int(Int64($0)) } ?? .null),
+            ("usedRecords", .int(Int64(usage.records))),
+            ("usedBytes", usage.bytes.map { .int(Int64($0)) } ?? .null),
+        ])
+    }
+
+    /// "812 of 1000 records, 1.2 MiB of 2.0 MiB", or "-" for an unbounded collection.
+    static func describe(_ usage: CapacityUsage?) -> String {
+        guard let usage else { return "-" }
+        var parts: [String] = []
+        if let records = usage.capacity.records { parts.append("\(usage.records) of \(records) records") }
+        if let bytes = usage.capacity.bytes { parts.append("\(byteSize(usage.bytes ?? 0)) of \(byteSize(bytes))") }
+        return parts.joined(separator: ", ")
     }
 
     func print() {
@@ -139,7 +179,7 @@ struct StatReport {
             "\(Terminal.bold("file"))         \(byteSize(fileBytes)); map \(byteSize(mapBytes)), \(pagesUsed) pages of \(pageSize) bytes used, \(freePages) free"
         )
         say(
-            "\(Terminal.bold("readers"))      \(readers) other\(staleReaders > 0 ? ", \(Terminal.red("\(staleReaders) stale"))" : "")"
+            "\(Terminal.bold("readers"))      \(readers) other\(staleReaders > 0 ? ", \(Terminal.red("\(staleReaders) stale"))" : "")\(oldestReader.map { ", oldest: pid \($0.processID), \(lastTransaction - $0.transactionID) transactions behind" } ?? "")"
         )
         say("\(Terminal.bold("transaction"))  \(lastTransaction)")
         guard !collections.isEmpty else {
@@ -147,7 +187,7 @@ struct StatReport {
             return
         }
         say("")
-        var table = Table("collection", "type", "records", "bytes", "version", "older versions", "expired")
+        var table = Table("collection", "type", "records", "bytes", "version", "older versions", "expired", "capacity")
         for c in collections {
             let older = c.versions.filter { $0.key < c.currentVersion }.sorted { $0.key < $1.key }.map {
                 "v\($0.key): \($0.value)"
@@ -159,7 +199,7 @@ struct StatReport {
             if c.unreadableHeaders > 0 { notes.append(Terminal.red("\(c.unreadableHeaders) unreadable")) }
             table.add([
                 c.name, c.type, String(c.records), byteSize(c.bytes), String(c.currentVersion),
-                notes.isEmpty ? "-" : notes.joined(separator: ", "), String(c.expired),
+                notes.isEmpty ? "-" : notes.joined(separator: ", "), String(c.expired), Self.describe(c.capacity),
             ])
         }
         table.print()

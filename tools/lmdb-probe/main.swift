@@ -23,6 +23,13 @@
 //                                RaceA or RaceB, which agree on version 1 and name version 2's
 //                                key differently (the registry must record only one of them)
 //       exit                  -> ends the process
+//   LMDBProbe bounded PATH RECORDS BYTES FIRST ROUNDS BATCH
+//                             writes into collection Sized, opened with a capacity of RECORDS
+//                             records and BYTES bytes (0: no bound on it): ROUNDS rounds (0: until
+//                             killed), each a bulk put of BATCH new records (IDs from FIRST on, text
+//                             of 0 to 288 bytes) and a delete of the round's first ID in a write
+//                             of its own every fourth round; answers "committed N" after round N,
+//                             then "done"
 //
 // Every answer is one line, so the parent waits on the pipe, never on a timer.
 import CBOR
@@ -147,6 +154,13 @@ case "store":
     } catch {
         reply("open error \(error)")
     }
+case "bounded":
+    do {
+        try writeBounded(Array(arguments[2...]))
+        reply("done")
+    } catch {
+        reply("error \(error)")
+    }
 case "open":
     var options = Environment.Options(durability: .riskStoreOnOSCrash)
     options.readOnly = arguments.contains("--read-only")
@@ -226,5 +240,46 @@ func serveStore(_ store: Store) {
         default:
             reply("error unknown command \(line)")
         }
+    }
+}
+
+/// A model whose records differ in size, for the capacity tests.
+struct Sized: VariablyCodable, Identifiable {
+    var id: Int64
+    var text: String
+    static let keySets = KeySets<Sized>(local: [1: [\.id: "ID", \.text: "TEXT"]])
+    init(id: Int64, text: String) { (self.id, self.text) = (id, text) }
+    init(from container: DecodingContainer<Sized>) throws {
+        id = try container.decodeValue(for: \.id)
+        text = try container.decodeValue(for: \.text)
+    }
+    func encode(to container: inout EncodingContainer<Sized>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(text, for: \.text)
+    }
+}
+
+func writeBounded(_ words: [String]) throws {
+    guard words.count == 6, let records = Int(words[1]), let bytes = Int(words[2]), let first = Int64(words[3]),
+        let rounds = Int(words[4]), let batch = Int(words[5])
+    else {
+        reply("error usage: bounded PATH RECORDS BYTES FIRST ROUNDS BATCH")
+        exit(2)
+    }
+    let store = try Store(path: words[0], options: .init(durability: .riskStoreOnOSCrash))
+    let sized = try store.collection(
+        Sized.self, capacity: Capacity(records: records == 0 ? nil : records, bytes: bytes == 0 ? nil : bytes))
+    var round = 0
+    var next = first
+    while rounds == 0 || round < rounds {
+        round += 1
+        let models = (0..<batch).map { offset in
+            let id = next + Int64(offset)
+            return Sized(id: id, text: String(repeating: "x", count: Int(id % 97) * 3))
+        }
+        try sized.put(models)
+        if round % 4 == 0 { try sized.delete(next) }
+        next += Int64(batch)
+        reply("committed \(round)")
     }
 }

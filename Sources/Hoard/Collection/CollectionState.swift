@@ -1,7 +1,7 @@
 internal import Synchronization
 
 /// What every handle of one collection shares within a process: one per collection name and
-/// store (``Store/collection(_:named:timeToLive:freshness:migration:)`` hands out handles that
+/// store (``Store/collection(_:named:timeToLive:capacity:freshness:migration:)`` hands out handles that
 /// point here), so that two handles never keep two copies of state that must be one.
 final class CollectionState: Sendable {
     /// The collection's swift-metrics instruments.
@@ -10,6 +10,30 @@ final class CollectionState: Sendable {
     init(metrics: CollectionMetrics) {
         self.metrics = metrics
         counters = Counters(metrics: metrics)
+    }
+
+    deinit {
+        policyReference.load(ordering: .acquiring)?.release()
+    }
+
+    /// The eviction policy of a bounded collection, made when this process first sees its
+    /// capacity and kept from then on (set once, so a get reads it with one atomic load and no lock).
+    private let policyReference = Atomic<Unmanaged<EvictionPolicy>?>(nil)
+
+    /// The eviction policy, `nil` until the collection is known to be bounded.
+    @inline(__always)
+    var policy: EvictionPolicy? { policyReference.load(ordering: .acquiring)?.takeUnretainedValue() }
+
+    /// The eviction policy, made for about `records` records if there is none yet.
+    func policy(sizedFor records: Int) -> EvictionPolicy {
+        if let existing = policy { return existing }
+        let made = Unmanaged.passRetained(EvictionPolicy(records: max(records, 1_024)))
+        let (exchanged, original) = policyReference.compareExchange(
+            expected: nil, desired: made, ordering: .acquiringAndReleasing)
+        if exchanged { return made.takeUnretainedValue() }
+        made.release()
+        // Another thread made one first; `original` is it.
+        return original!.takeUnretainedValue()  // swift-format-ignore: NeverForceUnwrap
     }
 
     /// How long past its expiry a record may still be served by read-through in this process (the
@@ -58,8 +82,15 @@ final class CollectionState: Sendable {
         let staleServed = Atomic<Int>(0)
         let refreshes = Atomic<Int>(0)
         let absentServed = Atomic<Int>(0)
+        let puts = Atomic<Int>(0)
+        let evictions = Atomic<Int>(0)
+        let evictedBytes = Atomic<Int>(0)
+        let expiredRemoved = Atomic<Int>(0)
 
-        enum Counter { case hits, misses, fetches, fetchErrors, coalesced, staleServed, refreshes, absentServed }
+        enum Counter {
+            case hits, misses, fetches, fetchErrors, coalesced, staleServed, refreshes, absentServed
+            case puts, evictions, evictedBytes, expiredRemoved
+        }
 
         func add(_ counter: Counter, _ count: Int = 1) {
             guard count > 0 else { return }
@@ -76,6 +107,16 @@ final class CollectionState: Sendable {
             case .staleServed: staleServed.add(count, ordering: .relaxed)
             case .refreshes: refreshes.add(count, ordering: .relaxed)
             case .absentServed: absentServed.add(count, ordering: .relaxed)
+            case .puts: puts.add(count, ordering: .relaxed)
+            case .evictions:
+                evictions.add(count, ordering: .relaxed)
+                metrics.evictions.increment(by: count)
+            case .evictedBytes:
+                evictedBytes.add(count, ordering: .relaxed)
+                metrics.evictedBytes.increment(by: count)
+            case .expiredRemoved:
+                expiredRemoved.add(count, ordering: .relaxed)
+                metrics.expiredPurged.increment(by: count)
             }
         }
     }

@@ -78,11 +78,16 @@ extension HoardCollection {
         case .old(let h, let m): (header, model) = (h, m)
         }
         let rewritten = RecordHeader(version: currentVersion, writtenAt: header.writtenAt, expiresAt: header.expiresAt)
+        // A rewrite changes a record's size, which a collection bounded in bytes sums (a meta
+        // look-up per record: a migration is not the hot path).
+        let tracker = try boundTracker(in: txn)
         try key.withUnsafeBytes { rawKey in
             try withPayload(of: model, key: rawKey) {
+                try tracker?.willStore(rawKey, recordSize: RecordHeader.size + $0.count, in: txn)
                 try rewritten.store(payload: $0, forKey: rawKey, in: database, txn: txn)
             }
         }
+        try tracker?.finish(in: txn)
         return .migrated
     }
 

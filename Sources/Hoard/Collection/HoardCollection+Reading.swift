@@ -28,13 +28,18 @@ extension HoardCollection {
         // call. (A closure returning `Model?` would make this unspecialized generic code look up
         // the metadata of `Model?` at run time on every call, which costs more than LMDB's own
         // lookup.)
+        // A bounded collection's policy learns of the access here (a few atomic counters).
         let found = try id.withKeyBytes { key in
             try checkKeySize(key.count)
-            return try txn.withValue(forKey: key, in: database, { $0 })
+            let record = try txn.withValue(forKey: key, in: database, { $0 })
+            noteAccess(key, hit: record != nil)
+            return record
         }
         let metrics = state.metrics
+        let counters = state.counters
         guard let record = found else {
             metrics.misses.increment()
+            counters.misses.add(1, ordering: .relaxed)
             return nil
         }
         // Hit or miss (expired) from the header, before the decode: unwrapping the decoded
@@ -42,7 +47,13 @@ extension HoardCollection {
         // call (a quarter of a get). The clock is read only for a record with an expiry.
         let expiry = RecordHeader.peekExpiry(record)
         let now = expiry == nil ? 0 : store.options.now()
-        if let expiry, expiry <= now { metrics.misses.increment() } else { metrics.hits.increment() }
+        if let expiry, expiry <= now {
+            metrics.misses.increment()
+            counters.misses.add(1, ordering: .relaxed)
+        } else {
+            metrics.hits.increment()
+            counters.hits.add(1, ordering: .relaxed)
+        }
         return try decode(record, key: { id.keyBytes }, now: now)
     }
 

@@ -45,12 +45,15 @@ extension HoardCollection {
         _ model: Model, expiry: Expiry = .collectionDefault, insertOnly: Bool = false,
         in txn: borrowing WriteTransaction
     ) throws {
-        let batch = PutBatch(header: header(for: expiry), options: insertOnly ? .noOverwrite : [])
+        let batch = PutBatch(
+            header: header(for: expiry), options: insertOnly ? .noOverwrite : [], tracker: try boundTracker(in: txn))
         if let table = currentEmitted {
             try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
         } else {
             try putOrdinarily(model, batch, in: txn)
         }
+        try batch.tracker?.finish(in: txn)
+        state.counters.add(.puts)
         state.metrics.puts.increment()
     }
 
@@ -66,37 +69,55 @@ extension HoardCollection {
         _ models: some Sequence<Model>, expiry: Expiry = .collectionDefault, insertOnly: Bool = false,
         in txn: borrowing WriteTransaction
     ) throws {
-        let batch = PutBatch(header: header(for: expiry), options: insertOnly ? .noOverwrite : [])
+        let batch = PutBatch(
+            header: header(for: expiry), options: insertOnly ? .noOverwrite : [], tracker: try boundTracker(in: txn))
         // Counted once a call (a counter call per record would add a few percent to a bulk put).
         var stored = 0
-        defer { state.metrics.puts.increment(by: stored) }
-        guard let table = currentEmitted else {
-            for model in models {
-                try putOrdinarily(model, batch, in: txn)
-                stored += 1
-            }
-            return
+        defer {
+            state.counters.add(.puts, stored)
+            state.metrics.puts.increment(by: stored)
         }
-        try encoder.withFieldEmitting(table: table) { session in
-            // Models in contiguous memory (an array) are visited by index, without the generic
-            // iterator (about a hundred instructions a record).
-            let done: Void? = try models.withContiguousStorageIfAvailable { models in
-                for index in models.indices { try put(models[index], batch, &session, in: txn) }
-                stored = models.count
-            }
-            if done == nil {
-                for model in models {
-                    try put(model, batch, &session, in: txn)
-                    stored += 1
+        // A bounded collection is brought back within its bound every `evictionBatch` records,
+        // so that a large put never holds more than that many records over it.
+        func count(_ records: Int) throws {
+            stored += records
+            if let tracker = batch.tracker, stored % Self.evictionBatch == 0 { try tracker.finish(in: txn) }
+        }
+        if let table = currentEmitted {
+            try encoder.withFieldEmitting(table: table) { session in
+                // Models in contiguous memory (an array) are visited by index, without the generic
+                // iterator (about a hundred instructions a record).
+                let done: Void? = try models.withContiguousStorageIfAvailable { models in
+                    for index in models.indices {
+                        try put(models[index], batch, &session, in: txn)
+                        try count(1)
+                    }
+                }
+                if done == nil {
+                    for model in models {
+                        try put(model, batch, &session, in: txn)
+                        try count(1)
+                    }
                 }
             }
+        } else {
+            for model in models {
+                try putOrdinarily(model, batch, in: txn)
+                try count(1)
+            }
         }
+        try batch.tracker?.finish(in: txn)
     }
+
+    /// How many records a bulk put into a bounded collection writes between evictions.
+    static var evictionBatch: Int { 256 }
 
     /// What the records of one put call share.
     private struct PutBatch {
         let header: RecordHeader
         let options: PutOptions
+        /// The bound's bookkeeping; `nil` for a collection without a capacity.
+        let tracker: BoundTracker?
     }
 
     /// The header of a record written now with `expiry`.
@@ -143,6 +164,7 @@ extension HoardCollection {
         _ payload: UnsafeRawBufferPointer, _ batch: PutBatch, key: UnsafeRawBufferPointer,
         in txn: borrowing WriteTransaction
     ) throws {
+        try batch.tracker?.willStore(key, recordSize: RecordHeader.size + payload.count, in: txn)
         try batch.header.store(payload: payload, forKey: key, in: database, options: batch.options, txn: txn)
     }
 
@@ -153,12 +175,10 @@ extension HoardCollection {
     @discardableResult
     public func delete(_ id: Model.ID) throws -> Bool {
         let key = try keyBytes(id)
-        let deleted = try store.environment.write { txn in
+        return try store.environment.write { txn in
             try migratePending(in: txn)
-            return try txn.delete(key, in: database)
+            return try delete(key: key, in: txn)
         }
-        if deleted { state.metrics.deletes.increment() }
-        return deleted
     }
 
     /// Removes the record under `id` in `txn`; returns whether there was one.
@@ -167,7 +187,16 @@ extension HoardCollection {
     ///   `LMDBError` when LMDB fails.
     @discardableResult
     public func delete(_ id: Model.ID, in txn: borrowing WriteTransaction) throws -> Bool {
-        let deleted = try txn.delete(try keyBytes(id), in: database)
+        try delete(key: try keyBytes(id), in: txn)
+    }
+
+    /// Removes the record under `key` in `txn`, keeping a bounded collection's usage; the one
+    /// delete of a record by its key (deletes by ID, read-through's answers that an ID is gone).
+    func delete(key: [UInt8], in txn: borrowing WriteTransaction) throws -> Bool {
+        let tracker = try boundTracker(in: txn)
+        if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
+        let deleted = try txn.delete(key, in: database)
+        try tracker?.finish(in: txn)
         if deleted { state.metrics.deletes.increment() }
         return deleted
     }
@@ -176,7 +205,13 @@ extension HoardCollection {
     ///
     /// - Throws: `LMDBError` when LMDB fails; nothing is removed then.
     public func deleteAll() throws {
-        try store.environment.write { txn in try txn.clear(database) }
+        try store.environment.write { txn in
+            try txn.clear(database)
+            if let tracker = try boundTracker(in: txn) {
+                tracker.emptied()
+                try tracker.finish(in: txn)
+            }
+        }
     }
 
     /// Deletes every expired record, in one transaction; returns how many.

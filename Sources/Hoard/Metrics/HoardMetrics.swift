@@ -19,6 +19,8 @@ final class CollectionMetrics: Sendable {
     let puts: Counter
     let deletes: Counter
     let expiredPurged: Counter
+    let evictions: Counter
+    let evictedBytes: Counter
     let fetches: Counter
     let fetchErrors: Counter
     let synchronizeRuns: Counter
@@ -43,6 +45,8 @@ final class CollectionMetrics: Sendable {
         puts = counter("hoard_puts_total")
         deletes = counter("hoard_deletes_total")
         expiredPurged = counter("hoard_expired_purged_total")
+        evictions = counter("hoard_evictions_total")
+        evictedBytes = counter("hoard_evicted_bytes_total")
         fetches = counter("hoard_fetches_total")
         fetchErrors = counter("hoard_fetch_errors_total")
         synchronizeRuns = counter("hoard_synchronize_runs_total")

@@ -66,13 +66,23 @@ public struct FetchFailure: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// Counts of what a collection's read-through calls did in this process since the store was
-/// opened (``HoardCollection/statistics()``). Plain ``HoardCollection/get(_:)`` calls are not counted.
+/// Counts of what a collection's reads, writes and read-through calls did in this process since
+/// the store was opened (``HoardCollection/statistics()``).
 public struct CollectionStatistics: Sendable, Hashable {
-    /// Reads that found a fresh record.
+    /// Reads by ID that found a live record: gets (also inside a caller's transaction) and read-through.
     public var hits = 0
-    /// Reads that found none, or only one past its stale-while-revalidate window.
+    /// Reads by ID that found no live record (none, or an expired one, even when read-through then
+    /// served it stale: ``staleServed`` counts those).
     public var misses = 0
+    /// Records stored by puts (a bulk put counts each record; synchronize and read-through's own
+    /// stores are puts too when they go through a put).
+    public var puts = 0
+    /// Records removed to keep the collection within its capacity, by this process.
+    public var evictions = 0
+    /// The bytes (keys and records) those evictions freed.
+    public var evictedBytes = 0
+    /// Expired records removed, by a purge or by eviction (which takes expired records first where it meets them).
+    public var expiredRemoved = 0
     /// Calls of a fetcher (a bulk fetch of many IDs is one).
     public var fetches = 0
     /// Fetches that threw.

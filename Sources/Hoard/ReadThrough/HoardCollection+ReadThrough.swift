@@ -42,15 +42,10 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         // so that it is specialized for the model in the caller's module: unspecialized, handling
         // a `Model?` here would look up its type metadata at run time on every call (a hash-table
         // lookup that cost a third of a get).
-        if let model = try? get(id) {
-            countReadThroughHit()
-            return model
-        }
+        // (The get counts the hit or the miss in the statistics.)
+        if let model = try? get(id) { return model }
         return try await readThroughMiss(id, fetch)
     }
-
-    @usableFromInline
-    func countReadThroughHit() { state.counters.add(.hits) }
 
     /// ``get(_:orFetch:)`` past its hit path: the record is absent, expired, damaged or unreadable.
     @usableFromInline
@@ -62,7 +57,6 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         let now = store.options.now()
         switch serve(found, now: now) {
         case .fresh(let model):
-            state.counters.add(.hits)
             return model
         case .staleWhileRefreshing(let model):
             state.counters.add(.staleServed)
@@ -70,7 +64,6 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             return model
         case .fetch:
             if isRememberedAbsent(key, now: now) { return nil }
-            state.counters.add(.misses)
             let flights = state.singleFlight(of: Model.self)
             let joined = flights.join([key])
             if joined.toFetch == nil { state.counters.add(.coalesced) }
@@ -156,11 +149,14 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         return models.compactMap { $0 }
     }
 
-    /// What the collection's read-through calls did in this process since the store was opened.
+    /// What the collection's reads, writes and read-through calls did in this process since the store was opened.
     public func statistics() -> CollectionStatistics {
         let counters = state.counters
         return CollectionStatistics(
             hits: counters.hits.load(ordering: .relaxed), misses: counters.misses.load(ordering: .relaxed),
+            puts: counters.puts.load(ordering: .relaxed), evictions: counters.evictions.load(ordering: .relaxed),
+            evictedBytes: counters.evictedBytes.load(ordering: .relaxed),
+            expiredRemoved: counters.expiredRemoved.load(ordering: .relaxed),
             fetches: counters.fetches.load(ordering: .relaxed),
             fetchErrors: counters.fetchErrors.load(ordering: .relaxed),
             coalesced: counters.coalesced.load(ordering: .relaxed),
@@ -281,7 +277,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                 try await store.write { txn in
                     try self.migratePending(in: txn)
                     try self.put(models, in: txn)
-                    for key in gone { try txn.delete(key, in: self.database) }
+                    for key in gone { _ = try self.delete(key: key, in: txn) }
                 }
             } catch {
                 report(.store, keys: models.map { $0.id.keyBytes }, error)

@@ -1,6 +1,6 @@
 /// A collection that knows where its models come from: ``get(_:)->Model?`` reads through its loader, and
 /// a background refresh (``Freshness/staleWhileRevalidate``) calls it too, so a read need not
-/// carry a fetcher. Opened with ``Store/collection(_:named:timeToLive:freshness:migration:loader:)``.
+/// carry a fetcher. Opened with ``Store/collection(_:named:timeToLive:capacity:freshness:migration:loader:)``.
 ///
 /// ```swift
 /// let users = try store.collection(User.self, timeToLive: .minutes(5)) { id in
@@ -63,23 +63,27 @@ where Model.ID: HoardKey {
 }
 
 extension Store {
-    /// Opens the collection of `Model` as ``collection(_:named:timeToLive:freshness:migration:)``
+    /// Opens the collection of `Model` as ``collection(_:named:timeToLive:capacity:freshness:migration:)``
     /// does, with a loader that reads through: ``LoadingCollection/get(_:)->Model?``.
     ///
     /// - Parameters:
     ///   - type: the model type.
     ///   - name: the collection's name in the store; the type's name when `nil`.
     ///   - timeToLive: how long records live when a put does not say; `nil` for forever.
+    ///   - capacity: the most records and/or bytes the collection keeps; `nil` keeps what the store records.
     ///   - freshness: how records past their expiry are served.
     ///   - migration: whether records read in an older version are rewritten lazily.
     ///   - loader: fetches one model from the source of truth; `nil` when it does not exist.
-    /// - Throws: as ``collection(_:named:timeToLive:freshness:migration:)`` does.
+    /// - Throws: as ``collection(_:named:timeToLive:capacity:freshness:migration:)`` does.
     public func collection<Model: Sendable>(
-        _ type: Model.Type, named name: String? = nil, timeToLive: Duration? = nil, freshness: Freshness = Freshness(),
-        migration: MigrationPolicy = .never, loader: @escaping @Sendable (Model.ID) async throws -> Model?
+        _ type: Model.Type, named name: String? = nil, timeToLive: Duration? = nil, capacity: Capacity? = nil,
+        freshness: Freshness = Freshness(), migration: MigrationPolicy = .never,
+        loader: @escaping @Sendable (Model.ID) async throws -> Model?
     ) throws -> LoadingCollection<Model> {
         LoadingCollection(
-            try collection(type, named: name, timeToLive: timeToLive, freshness: freshness, migration: migration),
+            try collection(
+                type, named: name, timeToLive: timeToLive, capacity: capacity, freshness: freshness,
+                migration: migration),
             loader: loader)
     }
 }

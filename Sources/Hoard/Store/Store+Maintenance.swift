@@ -77,12 +77,14 @@ extension Store {
         let now = options.now().addingSaturating(-state.purgeGrace.load(ordering: .relaxed))
         var purged = 0
         var scanned = 0
+        let tracker = try BoundTracker.open(name, keyKind: .custom, database: database, store: self, txn: txn)
         let resumeAt = try txn.withCursor(in: database) { cursor -> [UInt8]? in
             var entry = try start.map { try cursor.seek(atLeast: $0) } ?? cursor.first()
             while let current = entry {
                 if scanned == limit { return Array(current.key) }
                 scanned += 1
                 if let header = try? RecordHeader.parse(current.value).0, header.isExpired(at: now) {
+                    tracker?.removed(keySize: current.key.count, recordSize: current.value.count)
                     try cursor.deleteCurrent()
                     purged += 1
                 }
@@ -90,9 +92,10 @@ extension Store {
             }
             return nil
         }
+        try tracker?.finish(in: txn)
         if purged > 0 {
             logger.info("purged expired records", metadata: ["collection": "\(name)", "count": "\(purged)"])
-            state.metrics.expiredPurged.increment(by: purged)
+            state.counters.add(.expiredRemoved, purged)
         }
         return (purged, resumeAt)
     }

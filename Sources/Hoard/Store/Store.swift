@@ -235,25 +235,31 @@ public final class Store: Sendable {
     /// what a lazy one remembered.
     ///
     /// - Throws: ``HoardError/keySetChanged(type:collection:version:differences:)`` when a recorded
-    ///   key set differs from the code's.
+    ///   key set differs from the code's; ``HoardError/invalidCapacity(collection:reason:)`` for a
+    ///   capacity below one record.
     ///
     /// - Parameters:
     ///   - type: the model type; its local key sets are what the registry records.
     ///   - name: the collection's name in the store; the type's name when `nil`. Two types may
     ///     share a name only if their key sets agree.
     ///   - timeToLive: how long records live when a put does not say (stored to the millisecond); `nil` for forever.
+    ///   - capacity: the most records and/or bytes the collection keeps, recorded in the store for
+    ///     every process that writes it (a write that passes it evicts, see ``Capacity``); `nil`
+    ///     keeps what the store records, ``Capacity/unbounded`` removes it.
     ///   - freshness: how read-through (``HoardCollection/get(_:orFetch:)``) serves records past
     ///     their expiry; by default it does not.
     ///   - migration: whether records read in an older version are rewritten in the current one
     ///     lazily (in the collection's next write) or left as they are.
     public func collection<Model>(
-        _ type: Model.Type, named name: String? = nil, timeToLive: Duration? = nil, freshness: Freshness = Freshness(),
-        migration: MigrationPolicy = .never
+        _ type: Model.Type, named name: String? = nil, timeToLive: Duration? = nil, capacity: Capacity? = nil,
+        freshness: Freshness = Freshness(), migration: MigrationPolicy = .never
     ) throws -> HoardCollection<Model> {
         let name = name ?? String(describing: Model.self)
-        return try HoardCollection(
+        let collection = try HoardCollection<Model>(
             store: self, name: name, state: state(of: name), timeToLive: timeToLive, freshness: freshness,
             migration: migration)
+        try collection.applyCapacity(capacity)
+        return collection
     }
 
     /// The state the handles of collection `name` share, made at its first open.

@@ -108,20 +108,51 @@ extension HoardCollection {
         let expiresAt = timeToLiveMilliseconds.map { now.addingSaturating($0) }
         // The plan is made in one pass, then applied: the cursor never walks a tree that
         // changes under it. Memory: the fresh side and the keys reported, not the stored collection.
+        // A bounded collection: the fresh side alone must fit (it is the server's truth, never
+        // cut short), checked before anything is written.
+        let tracker = try boundTracker(in: txn)
+        if let tracker { try checkFits(incoming, tracker.bound.capacity) }
         let merged = try plan(incoming, scope, range, now, txn)
-        for key in merged.removed + merged.discarded { try txn.delete(key, in: database) }
+        for key in merged.removed + merged.discarded {
+            if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
+            try txn.delete(key, in: database)
+        }
         let header = RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
         try incoming.payloadBytes.withUnsafeBytes { payloads in
             try incoming.keyBytes.withUnsafeBytes { keys in
                 for index in merged.puts {
                     let payload = UnsafeRawBufferPointer(rebasing: payloads[incoming.payloads[index]])
-                    try header.store(
-                        payload: payload, forKey: UnsafeRawBufferPointer(rebasing: keys[incoming.keys[index]]),
-                        in: database, txn: txn)
+                    let key = UnsafeRawBufferPointer(rebasing: keys[incoming.keys[index]])
+                    try tracker?.willStore(key, recordSize: RecordHeader.size + payload.count, in: txn)
+                    try header.store(payload: payload, forKey: key, in: database, txn: txn)
                 }
             }
         }
+        // Unchanged fresh records stay too: none of the fresh side may be evicted for the rest.
+        if let tracker {
+            for index in incoming.keys.indices { tracker.keep(Array(incoming.key(index))) }
+            try tracker.finish(in: txn)
+        }
         return result(of: merged, incoming)
+    }
+
+    /// Throws ``HoardError/overCapacity(collection:reason:)`` when `incoming` alone exceeds `capacity`.
+    private func checkFits(_ incoming: FreshBytes, _ capacity: Capacity) throws {
+        if let records = capacity.records, incoming.keys.count > records {
+            throw HoardError.overCapacity(
+                collection: name,
+                reason: "the fresh collection has \(incoming.keys.count) records, more than the capacity of \(records)")
+        }
+        if let bytes = capacity.bytes {
+            let needed = incoming.keyBytes.count + incoming.payloadBytes.count + incoming.keys.count * RecordHeader.size
+            if needed > bytes {
+                throw HoardError.overCapacity(
+                    collection: name,
+                    reason:
+                        "the fresh collection takes \(needed) bytes as records, more than the capacity of \(bytes) bytes"
+                )
+            }
+        }
     }
 
     private func countSynchronize(_ synchronized: SynchronizeResult<Model.ID>, since start: UInt64) {

@@ -1,0 +1,123 @@
+internal import Synchronization
+
+/// How often each key was asked for lately, estimated in a fixed amount of memory: a count-min
+/// sketch of 4-bit counters that halves them all once it has counted `sampleSize` accesses, so
+/// that old popularity fades (TinyLFU's frequency sketch and its reset).
+///
+/// Counting is lock-free (a compare-and-swap on one 64-bit word of 16 counters per row), so that
+/// a get can count its key without taking any lock. Estimates never fall below a key's true
+/// count since the last halving (up to 15); keys that share counters can only raise each
+/// other's estimates.
+final class FrequencySketch: @unchecked Sendable {
+    // @unchecked: `words` is only read and written through its atomics, allocated in init and
+    // freed in deinit.
+    private let words: UnsafeMutablePointer<Atomic<UInt64>>
+    private let wordCount: Int
+    /// Accesses counted since the last halving (not exact under concurrent counting).
+    private let additions = Atomic<Int>(0)
+    /// After this many accesses, every counter is halved.
+    let sampleSize: Int
+
+    /// The number of hash functions (rows) a key is counted in.
+    static let depth = 4
+
+    /// A sketch for about `records` tracked keys, with `countersPerRecord` 4-bit counters for
+    /// each (the memory is `records × countersPerRecord / 2` bytes, rounded up to a power of two
+    /// words), halving after `sampleMultiple × records` accesses.
+    init(records: Int, countersPerRecord: Int = 8, sampleMultiple: Int = 20) {
+        let counters = max(records, 1) * countersPerRecord
+        var count = 8
+        while count * 16 < counters { count <<= 1 }
+        wordCount = count
+        words = .allocate(capacity: count)
+        for index in 0..<count { (words + index).initialize(to: Atomic(0)) }
+        sampleSize = max(records, 1) * sampleMultiple
+    }
+
+    deinit {
+        words.deinitialize(count: wordCount)
+        words.deallocate()
+    }
+
+    /// The memory the counters take, in bytes.
+    var byteCount: Int { wordCount * MemoryLayout<UInt64>.stride }
+
+    /// The word and bit offset of `hash`'s counter in `row`.
+    @inline(__always)
+    private func slot(_ hash: UInt64, row: Int) -> (word: Int, shift: UInt64) {
+        let mixed = mix64(hash &+ UInt64(truncatingIfNeeded: row) &* 0x517C_C1B7_2722_0A95)
+        return (Int(truncatingIfNeeded: mixed) & (wordCount - 1), (mixed >> 60) << 2)
+    }
+
+    /// Counts one access to the key with `hash`.
+    func increment(_ hash: UInt64) {
+        var counted = false
+        for row in 0..<Self.depth {
+            let (word, shift) = slot(hash, row: row)
+            var current = words[word].load(ordering: .relaxed)
+            while (current >> shift) & 0xF < 0xF {
+                let (exchanged, original) = words[word].compareExchange(
+                    expected: current, desired: current &+ (1 << shift), ordering: .relaxed)
+                if exchanged {
+                    counted = true
+                    break
+                }
+                current = original
+            }
+        }
+        guard counted else { return }
+        if additions.add(1, ordering: .relaxed).newValue == sampleSize { halve() }
+    }
+
+    /// The estimated accesses to the key with `hash` since the last halving, 0 to 15.
+    func estimate(_ hash: UInt64) -> Int {
+        var least: UInt64 = 0xF
+        for row in 0..<Self.depth {
+            let (word, shift) = slot(hash, row: row)
+            least = min(least, (words[word].load(ordering: .relaxed) >> shift) & 0xF)
+        }
+        return Int(least)
+    }
+
+    /// Halves every counter (the reset that lets popularity fade). Run by the access that
+    /// reached the sample size; accesses counted meanwhile may be halved too, which only makes
+    /// the estimate a little lower.
+    private func halve() {
+        for index in 0..<wordCount {
+            var current = words[index].load(ordering: .relaxed)
+            while true {
+                let (exchanged, original) = words[index].compareExchange(
+                    expected: current, desired: (current >> 1) & 0x7777_7777_7777_7777, ordering: .relaxed)
+                if exchanged { break }
+                current = original
+            }
+        }
+        additions.subtract(sampleSize / 2, ordering: .relaxed)
+    }
+}
+
+/// A 64-bit finalizer (SplitMix64's): spreads the bits of `value` over the whole word.
+@inline(__always)
+func mix64(_ value: UInt64) -> UInt64 {
+    var mixed = value &+ 0x9E37_79B9_7F4A_7C15
+    mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+    return mixed ^ (mixed >> 31)
+}
+
+/// A 64-bit hash of a key's bytes, the same in every process (unlike `Hasher`), so that tests
+/// and simulations repeat.
+func keyHash(_ key: UnsafeRawBufferPointer) -> UInt64 {
+    var hash = UInt64(truncatingIfNeeded: key.count) &* 0x9E37_79B9_7F4A_7C15
+    var offset = 0
+    while offset + 8 <= key.count {
+        hash = mix64(hash ^ key.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+        offset += 8
+    }
+    if offset < key.count {
+        var tail: UInt64 = 0
+        for index in offset..<key.count { tail = tail << 8 | UInt64(key[index]) }
+        hash = mix64(hash ^ tail ^ 0xFF51_AFD7_ED55_8CCD)
+    }
+    return mix64(hash)
+}

@@ -1,0 +1,310 @@
+import Foundation
+import HoardTestSupport
+import LMDB
+import Testing
+
+@testable import Hoard
+
+/// The eviction policy on its own, over records kept in memory in key order: what it keeps on
+/// known traces against LRU computed here, the bound, and its pieces (the sketch, the counts,
+/// the key queue). The policy inside a collection is tested with the collection.
+@Suite("Eviction policy")
+struct EvictionPolicyTests {
+    @Test("on a Zipf 0.9 trace at 1% capacity it keeps at least 8 points more hits than LRU")
+    func zipfBeatsLRU() throws {
+        let trace = zipfTrace(objects: 20_000, requests: 400_000, alpha: 0.9, seed: 7)
+        let hoard = try replay(trace, capacity: 200)
+        let lru = lruHitRatio(trace, capacity: 200)
+        #expect(hoard >= lru + 0.08, "Hoard \(hoard), LRU \(lru)")
+    }
+
+    @Test("on a loop slightly larger than the cache it keeps most of the loop, where LRU keeps nothing")
+    func loopKeepsMost() throws {
+        let trace = (0..<200_000).map { UInt32($0 % 1_100) }
+        let hoard = try replay(trace, capacity: 1_000)
+        #expect(lruHitRatio(trace, capacity: 1_000) == 0)
+        #expect(hoard >= 0.85, "Hoard \(hoard)")
+    }
+
+    @Test("a scan of new keys does not push out the popular ones")
+    func scanResistance() throws {
+        var trace = zipfTrace(objects: 20_000, requests: 200_000, alpha: 1.1, seed: 11)
+        // One scan of 20,000 keys never seen before, in the middle.
+        trace.insert(contentsOf: (0..<20_000).map { UInt32(1_000_000 + $0) }, at: 100_000)
+        let hoard = try replay(trace, capacity: 200)
+        let lru = lruHitRatio(trace, capacity: 200)
+        #expect(hoard > lru + 0.03, "Hoard \(hoard), LRU \(lru)")
+    }
+
+    @Test("every settle ends within the bound and never evicts what the running write wrote")
+    func boundAndPinned() throws {
+        try inTransaction { txn in try boundAndPinned(txn) }
+    }
+
+    private func boundAndPinned(_ txn: borrowing WriteTransaction) throws {
+        let policy = EvictionPolicy(records: 100)
+        var records = InMemoryRecords(capacity: 100)
+        var generator = SplitMix(seed: 3)
+        for round in 0..<2_000 {
+            // A write of 1 to 20 keys, some new, some rewritten.
+            let count = Int(generator.next() % 20) + 1
+            records.pinned = []
+            for _ in 0..<count {
+                let key = bytes(UInt32(generator.next() % 1_000))
+                records.insert(key)
+                records.pinned.insert(key)
+                policy.written(key)
+            }
+            _ = try policy.settle(&records, in: txn)
+            #expect(records.count <= 100, "round \(round): \(records.count) records")
+            #expect(records.pinned.allSatisfy(records.contains), "round \(round): a key written by the write went")
+            // Reads between writes.
+            for _ in 0..<10 {
+                let key = bytes(UInt32(generator.next() % 1_000))
+                policy.accessed(key.withUnsafeBytes(keyHash), hit: records.contains(key))
+            }
+        }
+    }
+
+    @Test("a write larger than the bound leaves the collection over it, for the caller to refuse")
+    func writeLargerThanBound() throws {
+        try inTransaction { txn in try writeLargerThanBound(txn) }
+    }
+
+    private func writeLargerThanBound(_ txn: borrowing WriteTransaction) throws {
+        let policy = EvictionPolicy(records: 10)
+        var records = InMemoryRecords(capacity: 10)
+        for value in 0..<5 {
+            records.insert(bytes(UInt32(value)))
+            policy.written(bytes(UInt32(value)))
+        }
+        _ = try policy.settle(&records, in: txn)
+        records.pinned = Set((100..<115).map { bytes(UInt32($0)) })
+        for key in records.pinned.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            records.insert(key)
+            policy.written(key)
+        }
+        let evicted = try policy.settle(&records, in: txn)
+        #expect(evicted == 5)  // every record not written by the write
+        #expect(records.count == 15)
+        #expect(records.isOverCapacity)
+    }
+
+    @Test("the sketch never estimates below a key's count, up to 15, and halves after its sample")
+    func sketchCounts() {
+        let sketch = FrequencySketch(records: 1_000, sampleMultiple: 10)
+        var generator = SplitMix(seed: 5)
+        var truth: [UInt64: Int] = [:]
+        for _ in 0..<5_000 {
+            let hash = mix64(generator.next() % 2_000)
+            sketch.increment(hash)
+            truth[hash, default: 0] += 1
+        }
+        for (hash, count) in truth { #expect(sketch.estimate(hash) >= min(count, 15)) }
+        let hot = mix64(123_456_789)
+        for _ in 0..<15 { sketch.increment(hot) }
+        #expect(sketch.estimate(hot) == 15)
+        // 10,000 accesses in all reach the sample size: every counter is halved once.
+        for _ in 0..<5_000 - 15 { sketch.increment(mix64(generator.next() % 2_000 + 10_000)) }
+        #expect((7...8).contains(sketch.estimate(hot)), "\(sketch.estimate(hot))")
+    }
+
+    @Test("recent-use counts rise to 3 on hits and fall by one as the hand passes")
+    func recentUseCounts() {
+        let counts = RecentUse(records: 64)
+        let hash = mix64(42)
+        #expect(counts.count(hash) == 0)
+        #expect(!counts.lower(hash))
+        for _ in 0..<5 { counts.touch(hash) }
+        #expect(counts.count(hash) == 3)
+        #expect(counts.lower(hash))
+        #expect(counts.count(hash) == 2)
+        counts.clear(hash)
+        #expect(counts.count(hash) == 0)
+    }
+
+    @Test("the key queue gives keys of any length back first in, first out, across its compaction")
+    func keyQueue() {
+        var queue = KeyQueue()
+        var expected: [[UInt8]] = []
+        var generator = SplitMix(seed: 9)
+        for round in 0..<20_000 {
+            if generator.next() % 3 != 0 || expected.isEmpty {
+                let key = (0..<Int(generator.next() % 40)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+                queue.append(key)
+                expected.append(key)
+            } else {
+                #expect(queue.removeFirst() == expected.removeFirst(), "round \(round)")
+            }
+            #expect(queue.count == expected.count)
+        }
+        while let key = queue.removeFirst() { #expect(key == expected.removeFirst()) }
+        #expect(expected.isEmpty)
+    }
+}
+
+// MARK: - Replaying traces
+
+/// The hit ratio of `trace` through the policy: a get, and on a miss a write of the key that
+/// settles the collection to `capacity`, as a read-through cache does.
+func replay(_ trace: [UInt32], capacity: Int) throws -> Double {
+    try inTransaction { txn in try replay(trace, capacity: capacity, txn) }
+}
+
+/// Runs `body` in a write transaction of a temporary store, which the policy's source is handed
+/// and the in-memory records ignore.
+func inTransaction<R>(_ body: (borrowing WriteTransaction) throws -> R) throws -> R {
+    try withStore { store, _ in try store.write(body) }
+}
+
+func replay(_ trace: [UInt32], capacity: Int, _ txn: borrowing WriteTransaction) throws -> Double {
+    let policy = EvictionPolicy(records: capacity)
+    var records = InMemoryRecords(capacity: capacity)
+    var hits = 0
+    for id in trace {
+        let key = bytes(id)
+        let hash = key.withUnsafeBytes(keyHash)
+        let hit = records.contains(key)
+        policy.accessed(hash, hit: hit)
+        if hit {
+            hits += 1
+            continue
+        }
+        records.insert(key)
+        records.pinned = [key]
+        policy.written(key)
+        _ = try policy.settle(&records, in: txn)
+    }
+    return Double(hits) / Double(trace.count)
+}
+
+/// LRU's hit ratio on `trace` at `capacity` (a list through a dictionary of nodes).
+func lruHitRatio(_ trace: [UInt32], capacity: Int) -> Double {
+    var previous: [UInt32: UInt32] = [:]
+    var next: [UInt32: UInt32] = [:]
+    var newest: UInt32?
+    var oldest: UInt32?
+    var present = Set<UInt32>()
+    func unlink(_ id: UInt32) {
+        let before = previous.removeValue(forKey: id)
+        let after = next.removeValue(forKey: id)
+        if let before { next[before] = after } else { oldest = after }
+        if let after { previous[after] = before } else { newest = before }
+    }
+    func pushNewest(_ id: UInt32) {
+        if let newest { next[newest] = id; previous[id] = newest } else { oldest = id }
+        newest = id
+    }
+    var hits = 0
+    for id in trace {
+        if present.contains(id) {
+            hits += 1
+            unlink(id)
+        } else {
+            present.insert(id)
+            if present.count > capacity, let victim = oldest {
+                unlink(victim)
+                present.remove(victim)
+            }
+        }
+        pushNewest(id)
+    }
+    return Double(hits) / Double(trace.count)
+}
+
+/// Keys as 4 big-endian bytes, so that key order is numeric order.
+func bytes(_ id: UInt32) -> [UInt8] {
+    [UInt8(id >> 24), UInt8((id >> 16) & 0xFF), UInt8((id >> 8) & 0xFF), UInt8(id & 0xFF)]
+}
+
+/// Requests for `objects` objects whose popularity follows Zipf's law with exponent `alpha`.
+func zipfTrace(objects: Int, requests: Int, alpha: Double, seed: UInt64) -> [UInt32] {
+    var cumulative: [Double] = []
+    cumulative.reserveCapacity(objects)
+    var total = 0.0
+    for rank in 1...objects {
+        total += 1 / Double(rank).pow(alpha)
+        cumulative.append(total)
+    }
+    var generator = SplitMix(seed: seed)
+    // Ranks are scattered over the IDs, so that popularity has nothing to do with key order.
+    let ids = (0..<UInt32(objects)).map { UInt32(truncatingIfNeeded: mix64(UInt64($0)) % 1_000_000_000) }
+    return (0..<requests).map { _ in
+        let point = Double(generator.next() >> 11) / Double(1 << 53) * total
+        var low = 0
+        var high = objects - 1
+        while low < high {
+            let middle = (low + high) / 2
+            if cumulative[middle] < point { low = middle + 1 } else { high = middle }
+        }
+        return ids[low]
+    }
+}
+
+extension Double {
+    fileprivate func pow(_ exponent: Double) -> Double { exp(exponent * log(self)) }
+}
+
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        return mix64(state &- 0x9E37_79B9_7F4A_7C15)
+    }
+}
+
+/// Records in memory in key order, with a bound in records and the keys of the running write.
+struct InMemoryRecords: EvictionSource {
+    let capacity: Int
+    private var keys: [[UInt8]] = []
+    var pinned: Set<[UInt8]> = []
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    var count: Int { keys.count }
+    var recordCount: Int { keys.count }
+    var isOverCapacity: Bool { keys.count > capacity }
+
+    private func index(after key: [UInt8]) -> Int {
+        var low = 0
+        var high = keys.count
+        while low < high {
+            let middle = (low + high) / 2
+            if key.lexicographicallyPrecedes(keys[middle]) { high = middle } else { low = middle + 1 }
+        }
+        return low
+    }
+
+    func contains(_ key: [UInt8]) -> Bool {
+        let index = index(after: key)
+        return index > 0 && keys[index - 1] == key
+    }
+
+    mutating func insert(_ key: [UInt8]) {
+        guard !contains(key) else { return }
+        keys.insert(key, at: index(after: key))
+    }
+
+    func key(after key: [UInt8]?, in txn: borrowing WriteTransaction) -> [UInt8]? {
+        let index = key.map(index(after:)) ?? 0
+        return index < keys.count ? keys[index] : nil
+    }
+
+    func standing(of key: [UInt8], in txn: borrowing WriteTransaction) -> RecordStanding {
+        standing(of: key)
+    }
+
+    func standing(of key: [UInt8]) -> RecordStanding {
+        guard contains(key) else { return .absent }
+        return pinned.contains(key) ? .pinned : .evictable
+    }
+
+    mutating func evict(_ key: [UInt8], expired: Bool, in txn: borrowing WriteTransaction) {
+        guard standing(of: key) == .evictable else {
+            Issue.record("evicted \(key), which may not go (\(standing(of: key)))")
+            return
+        }
+        keys.remove(at: index(after: key) - 1)
+    }
+}
