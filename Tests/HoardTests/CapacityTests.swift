@@ -269,6 +269,35 @@ struct CapacityStatTests {
     }
 }
 
+extension CapacityStatTests {
+    @Test("hoard load and hoard put into a bounded collection keep its bound; put keeps the record it wrote")
+    func toolsKeepTheBound() throws {
+        try withTemporaryDirectory { directory in
+            let source = directory + "/source"
+            try Store(path: source, options: .testing()).collection(Note.self).put(
+                (0..<30).map { Note(id: $0, text: "\($0)", stars: 0, pinned: false) })
+            let dump = try hoard("dump", source)
+            #expect(dump.status == 0, "\(dump.stderr)")
+
+            let target = directory + "/target"
+            do {
+                let store = try Store(path: target, options: .testing())
+                _ = try store.collection(Note.self, capacity: Capacity(records: 12, bytes: 1_000))
+            }
+            let load = try hoard("load", target, input: Array(dump.stdout.utf8))
+            #expect(load.status == 0, "\(load.stderr)")
+            let put = try hoard(
+                "put", target, "Note", "99", "--value", #"{"ID": 99, "TEXT": "new", "STARS": 1, "PINNED": true}"#)
+            #expect(put.status == 0, "\(put.stderr)")
+
+            let store = try Store(path: target, options: .testing())
+            let notes = try store.collection(Note.self)
+            try checkBound(notes, Capacity(records: 12, bytes: 1_000), step: 0)
+            #expect(try notes.get(99)?.text == "new")
+        }
+    }
+}
+
 /// A model whose records differ in size (the probe's `bounded` mode writes it).
 struct Sized: VariablyCodable, Identifiable, Equatable {
     var id: Int64

@@ -63,7 +63,7 @@ struct ReadmeSnippetTests {
     func sameText() throws {
         let readme = try trimmedLines(of: "README.md")
         let blocks = try markedBlocks()
-        #expect(blocks.count == 5)
+        #expect(blocks.count == 6)
         // The model's declaration and the testing example are in the Getting started and Testing articles.
         #expect(blocks.flatMap(\.articles).sorted() == ["GettingStarted.md", "Testing.md"])
         for block in blocks {
@@ -145,6 +145,26 @@ struct ReadmeSnippetTests {
             #expect(try users.get(42)?.name == "user 42")
             #expect(try await users.get(404, orFetch: { id in try await upstream.user(id) }) == nil)
             #expect(users.statistics().fetches == 2)
+        }
+    }
+
+    @Test("the README's bounded collection keeps its bound and the records asked for")
+    func boundedExample() async throws {
+        let upstream = Upstream()
+        try await withTemporaryStore { store in
+            // README begin: bounded
+            // At most 1,000,000 users and 2 GiB; a put past the bound evicts in its own transaction,
+            // keeping the users asked for most (a frequency sketch in memory, no write per read).
+            let users = try store.collection(
+                User.self, timeToLive: .hours(24), capacity: Capacity(records: 1_000_000, bytes: 2 << 30))
+            let user = try await users.get(7, orFetch: { id in try await upstream.user(id) })
+            let statistics = users.statistics()  // hits, misses, puts, evictions, evicted bytes…
+            let usage = try users.capacityUsage()  // the recorded capacity, records and bytes stored
+            // README end
+            #expect(user?.name == "user 7")
+            #expect(statistics.misses == 1 && statistics.puts == 1 && statistics.evictions == 0)
+            #expect(usage?.records == 1 && usage?.capacity.records == 1_000_000)
+            #expect((usage?.bytes ?? 0) > 0)
         }
     }
 }

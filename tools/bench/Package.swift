@@ -96,6 +96,11 @@ let package = Package(
             path: "Sources/HitRatioBench"
         ),
         .executableTarget(
+            name: "capacity-bench",
+            dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard")],
+            path: "Sources/CapacityBench"
+        ),
+        .executableTarget(
             name: "lmdb-bench",
             dependencies: ["CLMDBRaw", "BenchSupport", .product(name: "LMDB", package: "Hoard")],
             path: "Sources/LMDBBench"

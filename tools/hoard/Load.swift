@@ -51,6 +51,10 @@ struct Load: StoreCommand {
             try input.forEachLine { number, line, offset in
                 try writer.load(line, number: number, offset: offset, txn: txn)
             }
+            // A bounded collection is brought within its capacity in the same transaction.
+            for name in plan.order {
+                if let database = databases[name] { try store.keepCapacity(of: name, database: database, in: txn) }
+            }
             progress = writer.progress
             return (writer.written, writer.same)
         }

@@ -43,6 +43,7 @@ struct PurgeExpired: StoreCommand {
                         }
                     }
                 }
+                try opened.keepCapacity(of: handle.name, database: handle.database, in: txn)
                 return count
             }
             purged.append((handle.name, count))
@@ -123,6 +124,7 @@ struct Remove: StoreCommand {
         let missing = try opened.write { txn in
             var missing: [String] = []
             for (id, key) in zip(ids, keys) where try !txn.delete(key, in: handle.database) { missing.append(id) }
+            try opened.keepCapacity(of: collection, database: handle.database, in: txn)
             return missing
         }
         let removed = ids.count - missing.count

@@ -57,6 +57,7 @@ struct Put: StoreCommand {
         let replaced = try opened.write { txn in
             let existed = try txn.contains(key, in: handle.database)
             try txn.put(record, forKey: key, in: handle.database)
+            try opened.keepCapacity(of: collection, database: handle.database, keeping: [key], in: txn)
             return existed
         }
         if store.json {

@@ -1,4 +1,4 @@
-internal import LMDB
+public import LMDB
 
 // Capacity: recording a collection's bound where it is opened, the bookkeeping of each write
 // (BoundTracker), and what reads tell the eviction policy.
@@ -76,5 +76,24 @@ extension Store {
                 capacity: bound.capacity, records: try txn.count(in: database),
                 bytes: bound.capacity.bytes == nil ? nil : bound.usedBytes)
         }
+    }
+
+    /// Brings collection `name`, whose records are in `database` (``recordDatabase(of:create:)``,
+    /// opened before `txn` began), back within its recorded capacity in `txn`, for tools that
+    /// write its records without the typed API (`hoard load`, `put`, `delete`, `purge`,
+    /// ``migrateByKeyNames(_:dryRun:batchSize:beforeBatch:)``): counts its bytes again when they
+    /// are bounded (a scan of the collection), then evicts, never the records under `keeping`.
+    /// Does nothing for a collection without a capacity.
+    ///
+    /// - Throws: ``HoardError/overCapacity(collection:reason:)`` when the records under `keeping`
+    ///   alone exceed the capacity; `LMDBError` when LMDB fails. Abort `txn` to undo what it holds.
+    public func keepCapacity(
+        of name: String, database: Database, keeping: [[UInt8]] = [], in txn: borrowing WriteTransaction
+    ) throws {
+        guard let tracker = try BoundTracker.open(name, keyKind: .custom, database: database, store: self, txn: txn)
+        else { return }
+        if tracker.tracksBytes { tracker.recount(try StoredBound.countBytes(in: database, txn: txn)) }
+        for key in keeping { tracker.keep(key) }
+        try tracker.finish(in: txn)
     }
 }

@@ -97,6 +97,7 @@ extension Store {
                         try txn.put(entry.new, forKey: entry.key, in: database)
                         written += 1
                     }
+                    try keepCapacity(of: collection, database: database, keeping: pending.map(\.key), in: txn)
                     return written
                 }
             }

@@ -97,4 +97,7 @@ public struct CollectionStatistics: Sendable, Hashable {
     public var absentServed = 0
     /// Fetches under way now, background refreshes included (a gauge, not a count).
     public var fetchesInFlight = 0
+    /// The memory, in bytes, that a bounded collection's eviction policy keeps in this process
+    /// (its frequency sketch, recent-use counts and queues of keys); 0 for an unbounded one.
+    public var accessStateBytes = 0
 }

@@ -163,7 +163,8 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             staleServed: counters.staleServed.load(ordering: .relaxed),
             refreshes: counters.refreshes.load(ordering: .relaxed),
             absentServed: counters.absentServed.load(ordering: .relaxed),
-            fetchesInFlight: state.singleFlight(of: Model.self).groupsInFlight)
+            fetchesInFlight: state.singleFlight(of: Model.self).groupsInFlight,
+            accessStateBytes: state.policy?.byteCount ?? 0)
     }
 
     // MARK: - Reading what is stored

@@ -1,0 +1,112 @@
+// capacity-bench: what a capacity costs (issue 23), as ratios in one run.
+// - a get of a bounded collection (within its bound, so nothing is evicted) against the same get
+//   of an unbounded one: budget ≤ 1.1×; slices of 2,000 gets alternate, as in readthrough-bench;
+// - a bulk put of new records into a full bounded collection, evicting as many as it writes,
+//   against the same bulk put into an unbounded one: budget ≤ 1.3×;
+// - the memory of the eviction policy's access state for 1,000,000 records: budget ≤ 16 bytes a record.
+//
+//   swift run -c release --package-path tools/bench capacity-bench [--records N] [--rounds R]
+import BenchModels
+import BenchSupport
+import Hoard
+
+let count = option("records", default: 200_000)
+let rounds = option("rounds", default: 5)
+let stateRecords = option("state-records", default: 1_000_000)
+var rng = SplitMix64(seed: 23)
+func member(_ id: Int64) -> Member {
+    Member(
+        id: id, name: "Member \(id)", email: "member\(id)@example.com", age: Int(id % 90), city: "Lisbon",
+        followers: Int(id % 100_000))
+}
+let members = (0..<Int64(count)).map { member($0 &* 7_919) }
+let order = members.indices.shuffled(using: &rng).map { members[$0].id }
+let slice = 2_000
+
+let directory = temporaryDirectory("capacity")
+let store = try Store(path: directory + "/store", options: .cache)
+let unbounded = try store.collection(Member.self, named: "unbounded")
+let bounded = try store.collection(Member.self, named: "bounded", capacity: .records(count))
+for batch in stride(from: 0, to: count, by: 10_000) {
+    try unbounded.put(members[batch..<min(batch + 10_000, count)])
+    try bounded.put(members[batch..<min(batch + 10_000, count)])
+}
+
+// Gets: slice by slice in turn, each pass second every other slice (its pages warm).
+func getRound() throws -> (UInt64, UInt64) {
+    var (plain, capped) = (UInt64(0), UInt64(0))
+    var ages = 0
+    for (number, start) in stride(from: 0, to: order.count, by: slice).enumerated() {
+        let ids = order[start..<min(start + slice, order.count)]
+        for pass in number % 2 == 0 ? [0, 1] : [1, 0] {
+            let collection = pass == 0 ? unbounded : bounded
+            let t0 = now()
+            for id in ids { ages &+= try collection.get(id)?.age ?? 0 }
+            if pass == 0 { plain += now() - t0 } else { capped += now() - t0 }
+        }
+    }
+    precondition(ages >= 0)
+    return (plain, capped)
+}
+_ = try getRound()
+var plainGets: [UInt64] = []
+var boundedGets: [UInt64] = []
+for _ in 0..<rounds {
+    let (p, b) = try getRound()
+    plainGets.append(p)
+    boundedGets.append(b)
+}
+precondition(bounded.statistics().evictions == 0, "the get comparison evicted")
+let gets = Comparison(
+    name: "get, bounded collection (within its bound)", baseline: "get, unbounded collection", operations: count,
+    baselineNanos: median(plainGets), candidateNanos: median(boundedGets), budget: 1.1)
+
+// Bulk puts of new records, 1,000 a transaction: into the full bounded collection (each batch
+// evicts 1,000) and into the unbounded one (which grows by as much), batch by batch in turn.
+var next = Int64(count) &* 7_919 &+ 1
+var plainPuts: [UInt64] = []
+var boundedPuts: [UInt64] = []
+let batches = 20
+for round in 0...rounds {
+    var (plain, capped) = (UInt64(0), UInt64(0))
+    for number in 0..<batches {
+        let batch = (0..<1_000).map { member(next &+ Int64($0)) }
+        next &+= 1_000
+        for pass in number % 2 == 0 ? [0, 1] : [1, 0] {
+            let t0 = now()
+            try (pass == 0 ? unbounded : bounded).put(batch)
+            if pass == 0 { plain += now() - t0 } else { capped += now() - t0 }
+        }
+    }
+    if round > 0 {  // the first round warms up
+        plainPuts.append(plain)
+        boundedPuts.append(capped)
+    }
+}
+precondition(try bounded.count() == count, "the bounded collection left its bound")
+let evicted = bounded.statistics().evictions
+precondition(evicted == (rounds + 1) * batches * 1_000, "\(evicted) evictions")
+let puts = Comparison(
+    name: "bulk put of 1,000 new records, bounded and full (evicts 1,000)",
+    baseline: "the same bulk put, unbounded", operations: batches * 1_000, baselineNanos: median(plainPuts),
+    candidateNanos: median(boundedPuts), budget: 1.3)
+report("capacity: \(count) records, \(rounds) rounds (medians)", [gets, puts])
+removeStore(in: directory)
+
+// The access state for `stateRecords` records: a bounded collection filled past its capacity
+// twice over (so its queues have turned over), with a read of every record.
+let stateDirectory = temporaryDirectory("capacity-state")
+let stateStore = try Store(path: stateDirectory + "/store", options: .cache)
+let large = try stateStore.collection(Member.self, capacity: .records(stateRecords))
+var id: Int64 = 0
+for _ in 0..<(2 * stateRecords / 10_000) {
+    try large.put((0..<10_000).map { member(id &+ Int64($0)) })
+    id &+= 10_000
+}
+for read in stride(from: id - Int64(stateRecords), to: id, by: 1) { _ = try large.get(read) }
+let statistics = large.statistics()
+let perRecord = Double(statistics.accessStateBytes) / Double(stateRecords)
+print(
+    "access state for \(stateRecords) records: \(statistics.accessStateBytes) bytes, \(format(perRecord, 2)) bytes a record (budget ≤ 16)"
+)
+removeStore(in: stateDirectory)
