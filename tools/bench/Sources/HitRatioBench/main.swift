@@ -19,7 +19,9 @@ guard arguments.count >= 3, let data = FileManager.default.contents(atPath: argu
 }
 let capacities = arguments[2...].compactMap { Int($0) }
 let requests = data.withUnsafeBytes { raw in
-    (0..<raw.count / 24).map { Int64(bitPattern: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: $0 * 24 + 4, as: UInt64.self))) }
+    (0..<raw.count / 24).map {
+        Int64(bitPattern: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: $0 * 24 + 4, as: UInt64.self)))
+    }
 }
 
 for capacity in capacities {
