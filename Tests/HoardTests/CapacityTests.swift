@@ -228,6 +228,29 @@ struct CapacityTests {
         }
     }
 
+    @Test("expired records go before any live one: evicting writes remove them first, none live is evicted")
+    func expiredGoFirst() throws {
+        let clock = ManualClock()
+        try withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(Note.self, capacity: .records(100))
+            // Every other record expires after a second. Nothing is read: the policy alone would
+            // weigh the new records against the oldest, live or not.
+            for id in 0..<100 {
+                try notes.put(
+                    Note(id: Int64(id), text: "", stars: 0, pinned: false),
+                    expiry: id % 2 == 0 ? .after(.seconds(1)) : .never)
+            }
+            clock.advance(by: .seconds(2))
+            // Fifty new records, one write each: as many as have expired.
+            for id in 1_000..<1_050 { try notes.put(Note(id: Int64(id), text: "", stars: 0, pinned: false)) }
+            let statistics = notes.statistics()
+            #expect(statistics.evictions == 0, "live records were evicted while expired ones remained")
+            #expect(statistics.expiredRemoved == 50)
+            #expect(try notes.count() == 100)
+            for id in stride(from: 1, to: 100, by: 2) { #expect(try notes.get(Int64(id)) != nil, "live \(id) is gone") }
+        }
+    }
+
     @Test("gets of a bounded collection count hits and misses, and a hit record survives a scan of new ones")
     func hitsProtectRecords() throws {
         try withTemporaryStore { store in

@@ -36,6 +36,26 @@ struct EvictionPolicyTests {
         #expect(hoard > lru + 0.03, "Hoard \(hoard), LRU \(lru)")
     }
 
+    @Test("the recency strategy wins where the working set moves, the frequency one where popularity lasts")
+    func strategies() throws {
+        // Phases of 3,000 requests over 80 keys each, a new set of keys every phase: what was
+        // asked for last comes next.
+        var generator = SplitMix(seed: 13)
+        let phases = (0..<30).flatMap { phase in
+            (0..<3_000).map { _ in UInt32(phase * 1_000) + UInt32(generator.next() % 80) }
+        }
+        let recencyOnPhases = try replay(phases, capacity: 100, strategy: .recency)
+        let frequencyOnPhases = try replay(phases, capacity: 100, strategy: .frequency)
+        #expect(recencyOnPhases > frequencyOnPhases, "recency \(recencyOnPhases), frequency \(frequencyOnPhases)")
+        let zipf = zipfTrace(objects: 20_000, requests: 200_000, alpha: 0.9, seed: 17)
+        let recencyOnZipf = try replay(zipf, capacity: 200, strategy: .recency)
+        let frequencyOnZipf = try replay(zipf, capacity: 200, strategy: .frequency)
+        #expect(frequencyOnZipf > recencyOnZipf + 0.03, "recency \(recencyOnZipf), frequency \(frequencyOnZipf)")
+        // Recency keeps at least LRU's hits on it (a reference bit with a second chance, as CLOCK).
+        let lru = lruHitRatio(zipf, capacity: 200)
+        #expect(recencyOnZipf >= lru - 0.01, "recency \(recencyOnZipf), LRU \(lru)")
+    }
+
     @Test("every settle ends within the bound and never evicts what the running write wrote")
     func boundAndPinned() throws {
         try inTransaction { txn in try boundAndPinned(txn) }
@@ -123,6 +143,28 @@ struct EvictionPolicyTests {
         #expect(counts.count(hash) == 0)
     }
 
+    @Test("keys in one bucket of recent-use counts keep counts of their own; a full bucket gives up its lowest")
+    func recentUseBuckets() {
+        let counts = RecentUse(records: 64)
+        // Bits 20 and up pick the bucket, the top six the fingerprint: nine keys, one bucket.
+        let keys = (1...9).map { UInt64($0) << 58 | 5 << 20 }
+        for _ in 0..<3 { counts.touch(keys[0]) }
+        #expect(counts.count(keys[1]) == 0, "a key never read reads another's count")
+        counts.touch(keys[1])
+        #expect(counts.count(keys[0]) == 3 && counts.count(keys[1]) == 1)
+        counts.clear(keys[0])
+        #expect(counts.count(keys[0]) == 0 && counts.count(keys[1]) == 1)
+        // Eight keys fill the bucket (counts 1 to 3); the ninth takes the entry of a key at 1.
+        for (index, key) in keys[0..<8].enumerated() {
+            counts.clear(key)
+            for _ in 0...(index == 3 ? 0 : 1) { counts.touch(key) }
+        }
+        counts.touch(keys[8])
+        #expect(counts.count(keys[8]) == 1)
+        #expect(counts.count(keys[3]) == 0, "the lowest count was not the one given up")
+        for (index, key) in keys[0..<8].enumerated() where index != 3 { #expect(counts.count(key) == 2) }
+    }
+
     @Test("the key queue gives keys of any length back first in, first out, across its compaction")
     func keyQueue() {
         var queue = KeyQueue()
@@ -147,8 +189,8 @@ struct EvictionPolicyTests {
 
 /// The hit ratio of `trace` through the policy: a get, and on a miss a write of the key that
 /// settles the collection to `capacity`, as a read-through cache does.
-func replay(_ trace: [UInt32], capacity: Int) throws -> Double {
-    try inTransaction { txn in try replay(trace, capacity: capacity, txn) }
+func replay(_ trace: [UInt32], capacity: Int, strategy: EvictionStrategy = .frequency) throws -> Double {
+    try inTransaction { txn in try replay(trace, capacity: capacity, strategy: strategy, txn) }
 }
 
 /// Runs `body` in a write transaction of a temporary store, which the policy's source is handed
@@ -157,8 +199,10 @@ func inTransaction<R>(_ body: (borrowing WriteTransaction) throws -> R) throws -
     try withStore { store, _ in try store.write(body) }
 }
 
-func replay(_ trace: [UInt32], capacity: Int, _ txn: borrowing WriteTransaction) throws -> Double {
-    let policy = EvictionPolicy(records: capacity)
+func replay(
+    _ trace: [UInt32], capacity: Int, strategy: EvictionStrategy, _ txn: borrowing WriteTransaction
+) throws -> Double {
+    let policy = EvictionPolicy(records: capacity, strategy: strategy)
     var records = InMemoryRecords(capacity: capacity)
     var hits = 0
     for id in trace {
@@ -286,25 +330,27 @@ struct InMemoryRecords: EvictionSource {
         keys.insert(key, at: index(after: key))
     }
 
-    func key(after key: [UInt8]?, in txn: borrowing WriteTransaction) -> [UInt8]? {
-        let index = key.map(index(after:)) ?? 0
-        return index < keys.count ? keys[index] : nil
-    }
-
-    func standing(of key: [UInt8], in txn: borrowing WriteTransaction) -> RecordStanding {
-        standing(of: key)
-    }
-
-    func standing(of key: [UInt8]) -> RecordStanding {
-        guard contains(key) else { return .absent }
-        return pinned.contains(key) ? .pinned : .evictable
-    }
-
-    mutating func evict(_ key: [UInt8], expired: Bool, in txn: borrowing WriteTransaction) {
-        guard standing(of: key) == .evictable else {
-            Issue.record("evicted \(key), which may not go (\(standing(of: key)))")
-            return
+    func walk(
+        after position: [UInt8]?, in txn: borrowing WriteTransaction, _ visit: (UnsafeRawBufferPointer) throws -> Bool
+    ) rethrows -> [UInt8]? {
+        var index = position.map(index(after:)) ?? 0
+        while index < keys.count {
+            if try !keys[index].withUnsafeBytes(visit) { return keys[index] }
+            index += 1
         }
-        keys.remove(at: index(after: key) - 1)
+        return nil
     }
+
+    mutating func evict(_ key: [UInt8], in txn: borrowing WriteTransaction) -> EvictionOutcome {
+        guard contains(key) else { return .absent }
+        guard !pinned.contains(key) else { return .pinned }
+        keys.remove(at: index(after: key) - 1)
+        return .evicted
+    }
+
+    /// Records in memory never expire: the walk finds nothing (the store's is tested in CapacityTests).
+    func removeExpired(
+        after position: [UInt8]?, limit: Int, in txn: borrowing WriteTransaction
+    ) -> (position: [UInt8]?, removed: Int) { (position, 0) }
+
 }

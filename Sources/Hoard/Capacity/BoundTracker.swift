@@ -25,8 +25,11 @@ final class BoundTracker: EvictionSource {
     private let written: WrittenKeys
     private(set) var recordCount: Int
     private let now: Int64
-    /// The record sizes `standing(of:in:)` saw, for the eviction that follows it.
-    private var sizeSeen: (key: [UInt8], bytes: Int)?
+    /// What this write evicted, added to the statistics when it ends: LMDB runs a write's body
+    /// again when the map grows, and an attempt that did not end must not count.
+    private var evictions = 0
+    private var evictedBytes = 0
+    private var removedExpired = 0
 
     /// The tracker of a write to `collection` in `txn`; `nil` when the collection has no capacity.
     static func open(
@@ -62,7 +65,7 @@ final class BoundTracker: EvictionSource {
         return false
     }
 
-    var policy: EvictionPolicy { state.policy(sizedFor: bound.capacity.records ?? recordCount) }
+    var policy: EvictionPolicy { state.policy(sizedFor: bound.capacity.trackedRecords(stored: recordCount)) }
 
     /// Call before storing a record of `recordSize` bytes under `key`. (The number of records is
     /// LMDB's count, read again by ``finish(in:)``; only bytes are summed here.)
@@ -123,41 +126,73 @@ final class BoundTracker: EvictionSource {
             }
         }
         if bound != recorded { try bound.write(collection, in: store, txn: txn) }
+        state.counters.add(.evictions, evictions)
+        state.counters.add(.evictedBytes, evictedBytes)
+        state.counters.add(.expiredRemoved, removedExpired)
+        (evictions, evictedBytes, removedExpired) = (0, 0, 0)
     }
 
     // MARK: - What eviction sees
 
-    func key(after key: [UInt8]?, in txn: borrowing WriteTransaction) throws -> [UInt8]? {
+    func walk(
+        after position: [UInt8]?, in txn: borrowing WriteTransaction,
+        _ visit: (UnsafeRawBufferPointer) throws -> Bool
+    ) throws -> [UInt8]? {
         try txn.withCursor(in: database) { cursor in
-            guard let key else { return try cursor.first().map { Array($0.key) } }
-            guard let entry = try cursor.seek(atLeast: key) else { return nil }
-            if entry.key.elementsEqual(key) { return try cursor.next().map { Array($0.key) } }
-            return Array(entry.key)
+            var entry = try position.map { try cursor.seek(atLeast: $0) } ?? cursor.first()
+            if let current = entry, let position, current.key.elementsEqual(position) { entry = try cursor.next() }
+            while let current = entry {
+                if try !visit(current.key) { return Array(current.key) }
+                entry = try cursor.next()
+            }
+            return nil
         }
     }
 
-    func standing(of key: [UInt8], in txn: borrowing WriteTransaction) throws -> RecordStanding {
-        guard
-            let (size, expiry) = try txn.withValue(
-                forKey: key, in: database, { ($0.count, RecordHeader.peekExpiry($0)) })
-        else { return .absent }
+    func evict(_ key: [UInt8], in txn: borrowing WriteTransaction) throws -> EvictionOutcome {
         if written.keys.contains(key) { return .pinned }
-        sizeSeen = (key, size)
-        if let expiry, expiry <= now { return .expired }
-        return .evictable
+        return try txn.withCursor(in: database) { cursor in
+            guard let entry = try cursor.seek(exactly: key) else { return .absent }
+            let size = entry.value.count
+            let expired = RecordHeader.peekExpiry(entry.value).map { $0 <= now } ?? false
+            try cursor.deleteCurrent()
+            removed(keySize: key.count, recordSize: size)
+            if expired {
+                removedExpired += 1
+                return .expired
+            }
+            evictions += 1
+            evictedBytes += key.count + size
+            return .evicted
+        }
     }
 
-    func evict(_ key: [UInt8], expired: Bool, in txn: borrowing WriteTransaction) throws {
-        let size: Int
-        if let seen = sizeSeen, seen.key == key {
-            size = seen.bytes
-        } else {
-            guard let found = try txn.withValue(forKey: key, in: database, { $0.count }) else { return }
-            size = found
+    func removeExpired(
+        after position: [UInt8]?, limit: Int, in txn: borrowing WriteTransaction
+    ) throws -> (position: [UInt8]?, removed: Int) {
+        // Records that read-through may still serve stale are kept, as the purge keeps them.
+        let cutoff = now.addingSaturating(-state.purgeGrace.load(ordering: .relaxed))
+        var expired: [(key: [UInt8], bytes: Int)] = []
+        let stopped: [UInt8]? = try txn.withCursor(in: database) { cursor in
+            var entry = try position.map { try cursor.seek(atLeast: $0) } ?? cursor.first()
+            if let current = entry, let position, current.key.elementsEqual(position) { entry = try cursor.next() }
+            var steps = 0
+            while let current = entry {
+                if let expiry = RecordHeader.peekExpiry(current.value), expiry <= cutoff {
+                    let key = Array(current.key)
+                    if !written.keys.contains(key) { expired.append((key, current.value.count)) }
+                }
+                steps += 1
+                if steps == limit { return Array(current.key) }
+                entry = try cursor.next()
+            }
+            return nil
         }
-        guard try txn.delete(key, in: database) else { return }
-        removed(keySize: key.count, recordSize: size)
-        state.counters.add(expired ? .expiredRemoved : .evictions)
-        if !expired { state.counters.add(.evictedBytes, key.count + size) }
+        for (key, bytes) in expired {
+            guard try txn.delete(key, in: database) else { continue }
+            removed(keySize: key.count, recordSize: bytes)
+            removedExpired += 1
+        }
+        return (stopped, expired.count)
     }
 }

@@ -17,12 +17,25 @@ public struct Capacity: Sendable, Hashable, CustomStringConvertible {
     public var records: Int?
     /// The most bytes (keys and records as stored) the collection keeps; `nil` for no bound on bytes.
     public var bytes: Int?
+    /// How this process chooses what to evict. Not recorded in the store: each process evicts by
+    /// its own strategy and what it has seen of the collection's reads; the bound is the same for all.
+    public var strategy: EvictionStrategy
 
-    /// A capacity of at most `records` records and at most `bytes` bytes (either may be `nil`).
-    public init(records: Int? = nil, bytes: Int? = nil) {
+    /// A capacity of at most `records` records and at most `bytes` bytes (either may be `nil`),
+    /// evicting by `strategy`.
+    public init(records: Int? = nil, bytes: Int? = nil, strategy: EvictionStrategy = .frequency) {
         self.records = records
         self.bytes = bytes
+        self.strategy = strategy
     }
+
+    /// The records the eviction policy's state is sized for: the bound on records, or for a
+    /// collection bounded in bytes only, the larger of the records it holds (`stored`) and one
+    /// per KiB of the byte bound (a guess at the record size, which the bound does not give).
+    func trackedRecords(stored: Int) -> Int { records ?? max(stored, (bytes ?? 0) / 1_024) }
+
+    /// Whether the two bound the same records and bytes (the strategy aside): what the store records.
+    func sameBound(as other: Capacity) -> Bool { records == other.records && bytes == other.bytes }
 
     /// At most `count` records.
     public static func records(_ count: Int) -> Capacity { Capacity(records: count) }
@@ -57,6 +70,18 @@ public struct Capacity: Sendable, Hashable, CustomStringConvertible {
             )
         }
     }
+}
+
+/// How a bounded collection chooses the records it gives up (docs/CACHING.md).
+public enum EvictionStrategy: Sendable, Hashable {
+    /// Keeps the records asked for most often (the default): a new record is kept only when it
+    /// has been asked for more often than the record it would push out, as W-TinyLFU decides.
+    /// Best where popularity lasts (most caches): Zipf-like traffic, scans, loops.
+    case frequency
+    /// Keeps the records asked for most recently: a record read since eviction last passed it
+    /// stays once more, every new record is kept (CLOCK, close to LRU). Best where what was asked
+    /// for last is what comes next, whatever came before.
+    case recency
 }
 
 /// What a bounded collection holds against its capacity, as recorded in the store.

@@ -1,16 +1,18 @@
 internal import Synchronization
 internal import LMDB
 
-/// What eviction may do with one record.
-enum RecordStanding {
+/// What an attempt to evict one record did.
+enum EvictionOutcome {
     /// There is no record under the key (any more).
     case absent
     /// The record was written in the running transaction: it stays.
     case pinned
-    /// The record may go.
-    case evictable
-    /// The record has expired: it goes first, whatever its use.
+    /// The record went.
+    case evicted
+    /// The record went, and it had expired.
     case expired
+
+    var removed: Bool { self == .evicted || self == .expired }
 }
 
 /// The records of one bounded collection as eviction sees them, inside the write transaction
@@ -20,12 +22,22 @@ protocol EvictionSource {
     var recordCount: Int { get }
     /// Whether the collection is over its bound now.
     var isOverCapacity: Bool { get }
-    /// The first key after `key` in key order (the first of all when `key` is `nil`), `nil` past the last.
-    mutating func key(after key: [UInt8]?, in txn: borrowing WriteTransaction) throws -> [UInt8]?
-    /// What eviction may do with the record under `key`.
-    mutating func standing(of key: [UInt8], in txn: borrowing WriteTransaction) throws -> RecordStanding
-    /// Deletes the record under `key` (whose standing is `.evictable` or, with `expired`, `.expired`).
-    mutating func evict(_ key: [UInt8], expired: Bool, in txn: borrowing WriteTransaction) throws
+    /// Calls `visit` with the keys in key order after `position` (from the first when `nil`)
+    /// until it returns `false` or the keys run out; returns the last key visited, `nil` when
+    /// the walk ran past the last key. One cursor for the whole walk.
+    mutating func walk(
+        after position: [UInt8]?, in txn: borrowing WriteTransaction,
+        _ visit: (UnsafeRawBufferPointer) throws -> Bool
+    ) throws -> [UInt8]?
+    /// Deletes the record under `key` unless it is absent or was written by the running
+    /// transaction: one look-up that reads, checks and deletes.
+    mutating func evict(_ key: [UInt8], in txn: borrowing WriteTransaction) throws -> EvictionOutcome
+    /// Looks at up to `limit` records in key order after `position` (from the first when `nil`)
+    /// and deletes those that have expired and were not written by the running transaction;
+    /// returns the last key looked at (`nil` when the walk reached the end) and how many went.
+    mutating func removeExpired(
+        after position: [UInt8]?, limit: Int, in txn: borrowing WriteTransaction
+    ) throws -> (position: [UInt8]?, removed: Int)
 }
 
 /// Chooses which records a bounded collection gives up: W-TinyLFU's design (a small window of
@@ -34,7 +46,7 @@ protocol EvictionSource {
 ///
 /// Every record is in one of three places, and only the first two are kept in memory:
 /// - the **window**: the keys written last (1% of the records), oldest first;
-/// - **probation**: keys that left the window or the main part, oldest first (20%);
+/// - **probation**: keys that left the window or the main part, oldest first (10%);
 /// - the **main part**: every other record, in the collection's key order, swept by a hand.
 ///
 /// A hit counts the key in the ``FrequencySketch`` and raises its ``RecentUse`` count; nothing
@@ -50,6 +62,12 @@ protocol EvictionSource {
 /// by writing on every read); the counts up to 3 give a record read often several passes of
 /// grace, which is what lets the design match W-TinyLFU's hit ratios (BENCHMARKS.md).
 ///
+/// Expired records go first: a write that must evict first walks the next ``expiryWalk`` records
+/// in key order (resuming where the last walk stopped) and removes the expired ones.
+///
+/// ``EvictionStrategy/recency`` keeps the same places without the sketch: every candidate is
+/// admitted and the victim goes, and the counts are single reference bits (CLOCK).
+///
 /// After a restart, the window and probation are empty and every count is zero: the first
 /// evictions come from the main part in key order, and the sketch learns again from the
 /// traffic, reaching its steady state after about `sampleMultiple` × the records' number of
@@ -60,10 +78,14 @@ final class EvictionPolicy: Sendable {
 
     /// The share of the records kept in the window, and in probation.
     static let windowShare = 0.01
-    static let probationShare = 0.2
+    static let probationShare = 0.1
     /// The most records the hand passes to find one to move to probation; past it, the record
     /// under the hand moves even if it was read. Bounds the time one write can spend sweeping.
     static let sweepLimit = 128
+    /// The records the expiry walk looks at in each write that must evict (about 16 cursor
+    /// steps with a look at each header: a fraction of a put), so that it passes the whole
+    /// collection every records / 16 evicting writes.
+    static let expiryWalk = 16
 
     private struct State {
         var window = KeyQueue()
@@ -73,27 +95,38 @@ final class EvictionPolicy: Sendable {
         var place: [UInt64: Place] = [:]
         /// The key the hand is at in the main part.
         var hand: [UInt8]?
+        /// The key the expiry walk stopped at (`nil`: it starts again at the first).
+        var expiryHand: [UInt8]?
     }
 
     private enum Place { case window, probation }
 
     private let state = Mutex(State())
 
+    /// Whether the sketch decides between the window's candidate and probation's victim
+    /// (``EvictionStrategy/frequency``), or the victim always goes (``EvictionStrategy/recency``).
+    let admitsByFrequency: Bool
+
     /// A policy for a collection of about `records` records.
-    init(records: Int) {
-        sketch = FrequencySketch(records: records)
-        recentUse = RecentUse(records: records)
+    init(records: Int, strategy: EvictionStrategy = .frequency) {
+        admitsByFrequency = strategy == .frequency
+        // Recency needs no sketch (a token one is kept, so the read path has no branch to make)
+        // and a plain reference bit; frequency's counts up to 3 let often-read records survive
+        // several passes of the hand.
+        sketch = FrequencySketch(records: admitsByFrequency ? records : 1)
+        recentUse = RecentUse(records: records, maximum: admitsByFrequency ? 3 : 1)
     }
 
     /// Counts a get of the key with `hash`; `hit` when a record was found.
+    @inline(__always)
     func accessed(_ hash: UInt64, hit: Bool) {
-        sketch.increment(hash)
+        if admitsByFrequency { sketch.increment(hash) }
         if hit { recentUse.touch(hash) }
     }
 
     /// Notes that `key` was written: it enters the window.
-    func written(_ key: some Collection<UInt8>) {
-        let hash = Array(key).withUnsafeBytes(keyHash)
+    func written(_ key: [UInt8]) {
+        let hash = key.withUnsafeBytes(keyHash)
         state.withLock { state in
             state.window.append(key)
             state.place[hash] = .window
@@ -117,6 +150,9 @@ final class EvictionPolicy: Sendable {
     func settle(_ source: inout some EvictionSource, in txn: borrowing WriteTransaction) throws -> Int {
         try state.withLock { state in
             var settling = Settling(policy: self, state: state)
+            // Settling now holds the only reference to the queues and the dictionary, so its
+            // changes do not copy them (a copy of the whole state on every write, otherwise).
+            state = State()
             defer { state = settling.state }
             return try settling.run(&source, in: txn)
         }
@@ -127,6 +163,8 @@ final class EvictionPolicy: Sendable {
         let policy: EvictionPolicy
         var state: State
         var evicted = 0
+        var probationTarget = 1
+        var records = 0
 
         init(policy: EvictionPolicy, state: State) {
             self.policy = policy
@@ -134,37 +172,35 @@ final class EvictionPolicy: Sendable {
         }
 
         mutating func run(_ source: inout some EvictionSource, in txn: borrowing WriteTransaction) throws -> Int {
-            let records = source.recordCount
+            // Expired records go first: before any live record is weighed, the expiry walk
+            // removes those it finds in the next stretch of the key order.
+            if source.isOverCapacity {
+                let walk = try source.removeExpired(
+                    after: state.expiryHand, limit: EvictionPolicy.expiryWalk, in: txn)
+                state.expiryHand = walk.position
+                evicted += walk.removed
+            }
+            records = source.recordCount
             let windowTarget = max(1, Int(Double(records) * EvictionPolicy.windowShare))
+            probationTarget = max(1, Int(Double(records) * EvictionPolicy.probationShare))
             // Candidates leave the window whether or not the collection is full, so that the
             // window stays the newest records.
             while state.window.count > windowTarget, let candidate = state.window.removeFirst() {
                 let hash = candidate.withUnsafeBytes(keyHash)
                 guard state.place[hash] == .window else { continue }
                 state.place[hash] = nil
-                guard source.isOverCapacity else {
-                    admit(candidate, hash)
-                    continue
-                }
-                switch try source.standing(of: candidate, in: txn) {
-                case .absent: continue
-                case .pinned: admit(candidate, hash)
-                case .expired: try evict(candidate, hash, &source, expired: true, in: txn)
-                case .evictable:
-                    guard let victim = try probationVictim(&source, records: records, in: txn) else {
-                        admit(candidate, hash)
-                        continue
-                    }
-                    if policy.sketch.estimate(hash) > policy.sketch.estimate(victim.hash) {
-                        try evictFirstInProbation(victim, &source, in: txn)
-                        admit(candidate, hash)
-                    } else {
-                        try evict(candidate, hash, &source, in: txn)
-                    }
+                if source.isOverCapacity {
+                    try weigh(candidate, hash, &source, in: txn)
+                } else {
+                    keep(candidate, hash)
                 }
             }
-            while source.isOverCapacity, let victim = try probationVictim(&source, records: records, in: txn) {
-                try evictFirstInProbation(victim, &source, in: txn)
+            // Victims that turn out pinned leave probation and may come back with the hand;
+            // once as many have been passed over as there are records, none is left that may go.
+            var passedOver = 0
+            while source.isOverCapacity, passedOver <= records, let victim = try probationVictim(&source, in: txn) {
+                dropFirstInProbation(victim.hash)
+                if try source.evict(victim.key, in: txn).removed { evicted += 1 } else { passedOver += 1 }
             }
             // Still over: every record outside the window is gone or pinned (a write larger
             // than the main part); the window's own oldest go next.
@@ -172,14 +208,56 @@ final class EvictionPolicy: Sendable {
                 let hash = candidate.withUnsafeBytes(keyHash)
                 guard state.place[hash] == .window else { continue }
                 state.place[hash] = nil
-                switch try source.standing(of: candidate, in: txn) {
-                case .absent: continue
-                case .pinned: admit(candidate, hash)
-                case .expired: try evict(candidate, hash, &source, expired: true, in: txn)
-                case .evictable: try evict(candidate, hash, &source, in: txn)
-                }
+                try evict(candidate, hash, &source, in: txn)
             }
             return evicted
+        }
+
+        /// Decides between `candidate`, just out of the window, and probation's victim: the one
+        /// asked for less often goes (the victim stays on a tie).
+        mutating func weigh(
+            _ candidate: [UInt8], _ hash: UInt64, _ source: inout some EvictionSource,
+            in txn: borrowing WriteTransaction
+        ) throws {
+            // Victims that turn out pinned or gone leave probation and the next is tried; once
+            // as many as there are records have, none is left that may go.
+            for _ in 0...records {
+                guard let victim = try probationVictim(&source, in: txn) else { break }
+                guard !policy.admitsByFrequency || policy.sketch.estimate(hash) > policy.sketch.estimate(victim.hash)
+                else {
+                    try evict(candidate, hash, &source, in: txn)
+                    return
+                }
+                dropFirstInProbation(victim.hash)
+                if try source.evict(victim.key, in: txn).removed {
+                    evicted += 1
+                    break
+                }
+            }
+            admit(candidate, hash)
+        }
+
+        /// Evicts `key`, which left its queue; a pinned record stays, in probation.
+        mutating func evict(
+            _ key: [UInt8], _ hash: UInt64, _ source: inout some EvictionSource, in txn: borrowing WriteTransaction
+        ) throws {
+            switch try source.evict(key, in: txn) {
+            case .evicted, .expired:
+                policy.recentUse.clear(hash)
+                evicted += 1
+            case .pinned: admit(key, hash)
+            case .absent: break
+            }
+        }
+
+        /// A key out of the window while the collection is within its bound: into probation,
+        /// whatever its length. While a collection fills, probation so holds its records in the
+        /// order they came, which the first evictions then follow; capping it at its share and
+        /// leaving the rest to the hand cost up to a point of hit ratio at 10% capacity (at three
+        /// times its share, half a point). The price is memory: until evictions drain it,
+        /// probation holds a key for every record written while the collection filled.
+        mutating func keep(_ key: [UInt8], _ hash: UInt64) {
+            admit(key, hash)
         }
 
         /// Puts `key` last in probation.
@@ -188,91 +266,59 @@ final class EvictionPolicy: Sendable {
             state.place[hash] = .probation
         }
 
-        mutating func evict(
-            _ key: [UInt8], _ hash: UInt64, _ source: inout some EvictionSource, expired: Bool = false,
-            in txn: borrowing WriteTransaction
-        ) throws {
-            try source.evict(key, expired: expired, in: txn)
-            policy.recentUse.clear(hash)
-            evicted += 1
-        }
-
-        mutating func evictFirstInProbation(
-            _ victim: (key: [UInt8], hash: UInt64), _ source: inout some EvictionSource,
-            in txn: borrowing WriteTransaction
-        ) throws {
+        mutating func dropFirstInProbation(_ hash: UInt64) {
             state.probation.removeFirst()
-            state.place[victim.hash] = nil
-            try evict(victim.key, victim.hash, &source, in: txn)
+            state.place[hash] = nil
+            policy.recentUse.clear(hash)
         }
 
-        /// The first key in probation that may go, after promoting those read while there and
-        /// refilling probation from the main part when it is short; `nil` when there is none.
+        /// The first key in probation not read while there, after promoting those that were
+        /// and refilling probation from the main part when it is short; `nil` when there is none.
         mutating func probationVictim(
-            _ source: inout some EvictionSource, records: Int, in txn: borrowing WriteTransaction
+            _ source: inout some EvictionSource, in txn: borrowing WriteTransaction
         ) throws -> (key: [UInt8], hash: UInt64)? {
-            let target = max(1, Int(Double(records) * EvictionPolicy.probationShare))
-            // Records that may not go (written by the running write) leave probation as they are
-            // met; once as many have left as there are records, the hand has been round them
-            // all and no record is left that may go.
-            var passedOver = 0
-            while passedOver <= records {
-                while state.probation.count < target, try demote(&source, records: records, in: txn) {}
+            while true {
+                if state.probation.count < probationTarget { try refill(&source, in: txn) }
                 guard let first = state.probation.first else { return nil }
                 let key = Array(first)
                 let hash = key.withUnsafeBytes(keyHash)
-                guard state.place[hash] == .probation else {
+                guard state.place[hash] == .probation, policy.recentUse.count(hash) == 0 else {
+                    // A stale entry, or read while in probation: promoted to the main part.
                     state.probation.removeFirst()
+                    if state.place[hash] == .probation { state.place[hash] = nil }
                     continue
                 }
-                if policy.recentUse.count(hash) > 0 {
-                    // Read while in probation: promoted to the main part.
-                    state.probation.removeFirst()
-                    state.place[hash] = nil
-                    continue
-                }
-                switch try source.standing(of: key, in: txn) {
-                case .absent, .pinned:
-                    state.probation.removeFirst()
-                    state.place[hash] = nil
-                    passedOver += 1
-                case .expired:
-                    state.probation.removeFirst()
-                    state.place[hash] = nil
-                    try evict(key, hash, &source, expired: true, in: txn)
-                    if !source.isOverCapacity { return nil }
-                case .evictable:
-                    return (key, hash)
-                }
+                return (key, hash)
             }
-            return nil
         }
 
-        /// Moves the hand over the main part to the next record not read since the hand last
-        /// passed it, and moves that record to probation; returns whether it found one.
-        mutating func demote(
-            _ source: inout some EvictionSource, records: Int, in txn: borrowing WriteTransaction
-        ) throws -> Bool {
-            var key = state.hand
+        /// Moves the hand over the main part in one walk, moving records not read since it
+        /// last passed them to probation until probation is full; a record read since has its
+        /// count lowered and stays. Past `sweepLimit` records without one to move, the record
+        /// under the hand moves even if read, so that one write never sweeps for long.
+        mutating func refill(_ source: inout some EvictionSource, in txn: borrowing WriteTransaction) throws {
             var steps = 0
-            // Past `sweepLimit` the first record found moves, read or not; the bound on steps
-            // only matters when every record is queued already.
-            while steps < records + EvictionPolicy.sweepLimit {
-                guard let next = try source.key(after: key, in: txn) else {
-                    if key == nil { return false }  // no records at all
-                    key = nil  // past the last key: around to the first
-                    continue
+            var sinceMoved = 0
+            // Twice round the collection at most: every count falls by one a round, and records
+            // already queued are passed over.
+            let limit = 2 * records + EvictionPolicy.sweepLimit
+            var position = state.hand
+            while state.probation.count < probationTarget, steps < limit {
+                var visited = false
+                position = try source.walk(after: position, in: txn) { key in
+                    visited = true
+                    steps += 1
+                    let hash = keyHash(key)
+                    guard state.place[hash] == nil else { return steps < limit }
+                    sinceMoved += 1
+                    if sinceMoved < EvictionPolicy.sweepLimit, policy.recentUse.lower(hash) { return steps < limit }
+                    sinceMoved = 0
+                    admit(Array(key), hash)
+                    return state.probation.count < probationTarget && steps < limit
                 }
-                key = next
-                steps += 1
-                let hash = next.withUnsafeBytes(keyHash)
-                if state.place[hash] != nil { continue }
-                state.hand = next
-                if steps < EvictionPolicy.sweepLimit, policy.recentUse.lower(hash) { continue }
-                admit(next, hash)
-                return true
+                if !visited { break }  // no records at all
             }
-            return false
+            state.hand = position
         }
     }
 }

@@ -21,9 +21,14 @@ extension HoardCollection {
     /// transaction, and makes the eviction policy when the collection is bounded.
     func applyCapacity(_ capacity: Capacity?) throws {
         if let capacity { try capacity.validate(collection: name) }
-        let recorded = try store.environment.read { txn in try StoredBound.read(name, in: store, txn: txn) }
-        guard let capacity, capacity != recorded?.capacity ?? .unbounded, !store.options.readOnly else {
-            if let recorded { _ = state.policy(sizedFor: recorded.capacity.records ?? 0) }
+        let (recorded, stored) = try store.environment.read { txn in
+            (try StoredBound.read(name, in: store, txn: txn), try txn.count(in: database))
+        }
+        let strategy = capacity?.strategy ?? .frequency
+        guard let capacity, !capacity.sameBound(as: recorded?.capacity ?? .unbounded), !store.options.readOnly else {
+            if let recorded {
+                _ = state.policy(sizedFor: recorded.capacity.trackedRecords(stored: stored), strategy: strategy)
+            }
             return
         }
         try store.environment.write { txn in
@@ -33,7 +38,7 @@ extension HoardCollection {
                 try StoredBound.remove(name, in: store, txn: txn)
                 return
             }
-            var bound = StoredBound(capacity: capacity, usedBytes: 0)
+            var bound = StoredBound(capacity: Capacity(records: capacity.records, bytes: capacity.bytes), usedBytes: 0)
             if capacity.bytes != nil {
                 bound.usedBytes =
                     if let current, current.capacity.bytes != nil {
@@ -43,7 +48,8 @@ extension HoardCollection {
                     }
             }
             try bound.write(name, in: store, txn: txn)
-            _ = state.policy(sizedFor: capacity.records ?? 0)
+            _ = state.policy(
+                sizedFor: capacity.trackedRecords(stored: try txn.count(in: database)), strategy: strategy)
             try boundTracker(in: txn)?.finish(in: txn)
         }
         store.logger.info(

@@ -1,24 +1,34 @@
 internal import Synchronization
 
-/// Whether each key was read since the eviction hand last passed it: a 2-bit counter per key
-/// (0 to 3), raised by a hit and lowered by the hand, kept in a table indexed by the key's hash.
+/// Whether each key was read since the eviction hand last passed it: a 2-bit count per key (0 to
+/// 3), raised by a hit and lowered by the hand, in a hashed table that tells keys apart.
 ///
-/// A hit sets it without a lock (one compare-and-swap). Two keys that share a slot share the
-/// counter, which can only keep a record a little longer than it deserves: with four slots per
-/// tracked record, about one key in five shares.
+/// The table is a row of 64-bit words, each a bucket of eight 1-byte entries: a 6-bit
+/// fingerprint of the key and its count. A key's hash picks its bucket; its entry is the one with
+/// its fingerprint and a count above 0 (an entry at 0 is free). So two keys in one bucket keep
+/// counts of their own, and a key that was never read reads 0 unless another key in its bucket
+/// has the same fingerprint (about one lookup in twenty at the default size). Without the
+/// fingerprints (a plain 2-bit counter per hashed slot, as this table first was), a cold record
+/// that shared a hot one's slot was kept as if hot, and the hit ratio fell by about 1.6 points at
+/// 1% capacity on the Zipf traces (BENCHMARKS.md).
+///
+/// Every operation is one compare-and-swap on one word: a hit counts without a lock.
 final class RecentUse: @unchecked Sendable {
     // @unchecked: `words` is only read and written through its atomics, allocated in init and
     // freed in deinit.
     private let words: UnsafeMutablePointer<Atomic<UInt64>>
     private let wordCount: Int
 
-    /// The highest count: a record read this often survives three passes of the hand unread.
-    static let maximum: UInt64 = 3
+    /// The highest count: a record read this often survives this many passes of the hand unread
+    /// (3; 1 for the recency policy, a plain reference bit as CLOCK and SIEVE keep).
+    let maximum: UInt64
 
-    init(records: Int, slotsPerRecord: Int = 4) {
-        let slots = max(records, 1) * slotsPerRecord
+    /// A table for about `records` keys with `entriesPerRecord` entries (bytes) for each.
+    init(records: Int, entriesPerRecord: Int = 4, maximum: UInt64 = 3) {
+        self.maximum = maximum
+        let entries = max(records, 1) * entriesPerRecord
         var count = 2
-        while count * 32 < slots { count <<= 1 }
+        while count * 8 < entries { count <<= 1 }
         wordCount = count
         words = .allocate(capacity: count)
         for index in 0..<count { (words + index).initialize(to: Atomic(0)) }
@@ -29,23 +39,47 @@ final class RecentUse: @unchecked Sendable {
         words.deallocate()
     }
 
-    /// The memory the counters take, in bytes.
+    /// The memory the counts take, in bytes.
     var byteCount: Int { wordCount * MemoryLayout<UInt64>.stride }
 
+    /// The bucket of `hash` and its fingerprint (from bits the sketch's rows and the bucket do
+    /// not use alone).
     @inline(__always)
-    private func slot(_ hash: UInt64) -> (word: Int, shift: UInt64) {
-        // The hash's top bits pick the slot: the sketch's rows use other mixes of it.
-        let slot = Int(truncatingIfNeeded: hash >> 20) & (wordCount * 32 - 1)
-        return (slot >> 5, UInt64(slot & 31) << 1)
+    private func locate(_ hash: UInt64) -> (word: Int, fingerprint: UInt64) {
+        (Int(truncatingIfNeeded: hash >> 20) & (wordCount - 1), hash >> 58)
     }
 
-    /// Counts a hit on the key with `hash`.
+    /// The entry index of `fingerprint` among the counted entries of `bucket`, if any.
+    @inline(__always)
+    private func find(_ fingerprint: UInt64, in bucket: UInt64) -> Int? {
+        for index in 0..<8 {
+            let entry = bucket >> UInt64(index * 8)
+            if entry & 3 != 0, (entry >> 2) & 0x3F == fingerprint { return index }
+        }
+        return nil
+    }
+
+    /// Counts a hit on the key with `hash`. A key without an entry takes a free one or, in a full
+    /// bucket, the one with the lowest count (whose key then reads 0: it loses a pass of grace).
     func touch(_ hash: UInt64) {
-        let (word, shift) = slot(hash)
+        let (word, fingerprint) = locate(hash)
         var current = words[word].load(ordering: .relaxed)
-        while (current >> shift) & 3 < Self.maximum {
+        while true {
+            let desired: UInt64
+            if let index = find(fingerprint, in: current) {
+                let shift = UInt64(index * 8)
+                guard (current >> shift) & 3 < maximum else { return }
+                desired = current &+ (1 << shift)
+            } else {
+                var lowest = 0
+                for index in 1..<8 where (current >> UInt64(index * 8)) & 3 < (current >> UInt64(lowest * 8)) & 3 {
+                    lowest = index
+                }
+                let shift = UInt64(lowest * 8)
+                desired = current & ~(0xFF << shift) | (fingerprint << 2 | 1) << shift
+            }
             let (exchanged, original) = words[word].compareExchange(
-                expected: current, desired: current &+ (1 << shift), ordering: .relaxed)
+                expected: current, desired: desired, ordering: .relaxed)
             if exchanged { return }
             current = original
         }
@@ -53,32 +87,35 @@ final class RecentUse: @unchecked Sendable {
 
     /// The count for the key with `hash`.
     func count(_ hash: UInt64) -> UInt64 {
-        let (word, shift) = slot(hash)
-        return (words[word].load(ordering: .relaxed) >> shift) & 3
+        let (word, fingerprint) = locate(hash)
+        let bucket = words[word].load(ordering: .relaxed)
+        guard let index = find(fingerprint, in: bucket) else { return 0 }
+        return (bucket >> UInt64(index * 8)) & 3
     }
 
     /// Lowers the count for the key with `hash` by one, if it is above zero; returns whether it was.
     func lower(_ hash: UInt64) -> Bool {
-        let (word, shift) = slot(hash)
+        change(hash) { entry in entry &- 1 }
+    }
+
+    /// Sets the count for the key with `hash` to zero (its record is gone), freeing its entry.
+    func clear(_ hash: UInt64) {
+        _ = change(hash) { _ in 0 }
+    }
+
+    /// Replaces the key's entry with `update(entry)`; returns whether the key had one.
+    private func change(_ hash: UInt64, _ update: (UInt64) -> UInt64) -> Bool {
+        let (word, fingerprint) = locate(hash)
         var current = words[word].load(ordering: .relaxed)
-        while (current >> shift) & 3 > 0 {
+        while let index = find(fingerprint, in: current) {
+            let shift = UInt64(index * 8)
+            let entry = (current >> shift) & 0xFF
+            let desired = current & ~(0xFF << shift) | update(entry) << shift
             let (exchanged, original) = words[word].compareExchange(
-                expected: current, desired: current &- (1 << shift), ordering: .relaxed)
+                expected: current, desired: desired, ordering: .relaxed)
             if exchanged { return true }
             current = original
         }
         return false
-    }
-
-    /// Sets the count for the key with `hash` to zero (its record is gone).
-    func clear(_ hash: UInt64) {
-        let (word, shift) = slot(hash)
-        var current = words[word].load(ordering: .relaxed)
-        while (current >> shift) & 3 > 0 {
-            let (exchanged, original) = words[word].compareExchange(
-                expected: current, desired: current & ~(3 << shift), ordering: .relaxed)
-            if exchanged { return }
-            current = original
-        }
     }
 }

@@ -24,10 +24,11 @@ final class CollectionState: Sendable {
     @inline(__always)
     var policy: EvictionPolicy? { policyReference.load(ordering: .acquiring)?.takeUnretainedValue() }
 
-    /// The eviction policy, made for about `records` records if there is none yet.
-    func policy(sizedFor records: Int) -> EvictionPolicy {
+    /// The eviction policy, made for about `records` records with `strategy` if there is none yet
+    /// (the first handle to see the collection bounded chooses the strategy for the process).
+    func policy(sizedFor records: Int, strategy: EvictionStrategy = .frequency) -> EvictionPolicy {
         if let existing = policy { return existing }
-        let made = Unmanaged.passRetained(EvictionPolicy(records: max(records, 1_024)))
+        let made = Unmanaged.passRetained(EvictionPolicy(records: max(records, 1_024), strategy: strategy))
         let (exchanged, original) = policyReference.compareExchange(
             expected: nil, desired: made, ordering: .acquiringAndReleasing)
         if exchanged { return made.takeUnretainedValue() }

@@ -81,7 +81,7 @@ public struct CollectionStatistics: Sendable, Hashable {
     public var evictions = 0
     /// The bytes (keys and records) those evictions freed.
     public var evictedBytes = 0
-    /// Expired records removed, by a purge or by eviction (which takes expired records first where it meets them).
+    /// Expired records removed, by a purge or by an evicting write (which removes the expired records it finds first).
     public var expiredRemoved = 0
     /// Calls of a fetcher (a bulk fetch of many IDs is one).
     public var fetches = 0
