@@ -14,6 +14,8 @@ final class WriteState {
     var bytesWritten = 0
     /// What layers above keep for the length of this transaction (``Transaction/local(_:make:)``).
     var locals: [ObjectIdentifier: AnyObject] = [:]
+    /// What runs once this transaction has committed (``Transaction/onCommit(_:)``).
+    var afterCommit: [() -> Void] = []
 }
 
 extension Environment {
@@ -104,6 +106,7 @@ extension Environment {
                 continue
             }
             try check(rc, "mdb_txn_commit", path)
+            for action in state.afterCommit { action() }
             return result
         }
     }

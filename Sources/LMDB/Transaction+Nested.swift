@@ -25,10 +25,13 @@ extension Transaction where Access == ReadWriteAccess {
                 .badState, operation: "mdb_txn_begin", context: "no nested transaction returned in \(environment.path)")
         }
         let result: R
+        // What the child asks to run on commit goes with the child's writes when it is undone.
+        let actionsBefore = state?.afterCommit.count ?? 0
         do {
             result = try body(WriteTransaction(handle: child, environment: environment, state: state))
         } catch {
             mdb_txn_abort(child)
+            state?.afterCommit.removeSubrange(actionsBefore...)
             throw error
         }
         let rc = mdb_txn_commit(child)  // frees the child whatever the outcome
@@ -50,5 +53,13 @@ extension Transaction where Access == ReadWriteAccess {
         let made = make()
         state.locals[key] = made
         return made
+    }
+
+    /// Runs `action` once this transaction has committed, on the committing thread, after the
+    /// commit: for what must count only writes that took effect (statistics). It never runs when
+    /// the transaction is aborted, when a nested transaction it was asked in is undone, or for an
+    /// attempt that LMDB runs again after the map grew.
+    public func onCommit(_ action: @escaping () -> Void) {
+        state?.afterCommit.append(action)
     }
 }

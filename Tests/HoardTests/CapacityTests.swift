@@ -251,6 +251,25 @@ struct CapacityTests {
         }
     }
 
+    @Test("evictions count once the write commits, not for an attempt LMDB undid to grow the map")
+    func evictionsCountOnCommit() throws {
+        try withTemporaryStore { store in
+            let sized = try store.collection(Sized.self, capacity: .records(2_000))
+            let text = String(repeating: "x", count: 10_000)
+            for start in stride(from: 0, to: 2_000, by: 100) {
+                try sized.put((start..<start + 100).map { Sized(id: Int64($0), text: text) })
+            }
+            let mapBefore = try store.environment.info().mapSize
+            // 2,000 new records of 10 KB in one put: the pages it writes, and those its in-between
+            // evictions free (reusable only after the commit), pass the map's size, so LMDB runs
+            // the put again with a larger map after some evictions were done and undone.
+            try sized.put((2_000..<4_000).map { Sized(id: Int64($0), text: text) })
+            #expect(try store.environment.info().mapSize > mapBefore, "the map did not grow: nothing was retried")
+            #expect(try sized.count() == 2_000)
+            #expect(sized.statistics().evictions == 2_000)
+        }
+    }
+
     @Test("gets of a bounded collection count hits and misses, and a hit record survives a scan of new ones")
     func hitsProtectRecords() throws {
         try withTemporaryStore { store in
@@ -326,6 +345,7 @@ struct Sized: VariablyCodable, Identifiable, Equatable {
     var id: Int64
     var text: String
     static let keySets = KeySets<Sized>(local: [1: [\.id: "ID", \.text: "TEXT"]])
+    init(id: Int64, text: String) { (self.id, self.text) = (id, text) }
     init(from container: DecodingContainer<Sized>) throws {
         id = try container.decodeValue(for: \.id)
         text = try container.decodeValue(for: \.text)

@@ -35,6 +35,38 @@ struct MapGrowthTests {
         }
     }
 
+    @Test("onCommit actions run once, after the commit: not for a retried attempt, an undone child or an abort")
+    func onCommitRunsOnceCommitted() throws {
+        try withTemporaryEnvironment(.init(mapSize: Self.mebibyte, durability: .riskStoreOnOSCrash)) { env, _ in
+            let db = try env.openDatabase("actions", create: true)
+            let value = [UInt8](repeating: 0xCD, count: 1000)
+            var ran: [String] = []
+            var attempts = 0
+            struct Undone: Error {}
+            try env.write { txn in
+                attempts += 1
+                txn.onCommit { ran.append("outer") }
+                _ = try? txn.nested { child in
+                    child.onCommit { ran.append("undone child") }
+                    throw Undone()
+                }
+                try txn.nested { child in child.onCommit { ran.append("child") } }
+                #expect(ran.isEmpty, "an action ran before the commit")
+                // Larger than the 1 MiB map: this attempt is undone and the write runs again.
+                for i in 0..<2_000 { try txn.put(value, forKey: b("k\(i)"), in: db) }
+            }
+            #expect(attempts > 1, "the write was not retried")
+            #expect(ran == ["outer", "child"])
+            #expect(throws: Undone.self) {
+                try env.write { txn in
+                    txn.onCommit { ran.append("aborted") }
+                    throw Undone()
+                }
+            }
+            #expect(ran == ["outer", "child"])
+        }
+    }
+
     @Test("a write inside a closure that swallows MAP_FULL is still retried")
     func swallowedMapFull() throws {
         try withTemporaryEnvironment(.init(mapSize: Self.mebibyte, durability: .riskStoreOnOSCrash)) { env, _ in

@@ -25,8 +25,9 @@ final class BoundTracker: EvictionSource {
     private let written: WrittenKeys
     private(set) var recordCount: Int
     private let now: Int64
-    /// What this write evicted, added to the statistics when it ends: LMDB runs a write's body
-    /// again when the map grows, and an attempt that did not end must not count.
+    /// What this write evicted, added to the statistics once its transaction commits: LMDB runs a
+    /// write's body again when the map grows, and the evictions of an attempt that was undone
+    /// did not happen (counting them made a bulk put's evictions count twice).
     private var evictions = 0
     private var evictedBytes = 0
     private var removedExpired = 0
@@ -126,10 +127,15 @@ final class BoundTracker: EvictionSource {
             }
         }
         if bound != recorded { try bound.write(collection, in: store, txn: txn) }
-        state.counters.add(.evictions, evictions)
-        state.counters.add(.evictedBytes, evictedBytes)
-        state.counters.add(.expiredRemoved, removedExpired)
-        (evictions, evictedBytes, removedExpired) = (0, 0, 0)
+        if evictions + removedExpired > 0 {
+            let (counters, evicted, bytes, expired) = (state.counters, evictions, evictedBytes, removedExpired)
+            txn.onCommit {
+                counters.add(.evictions, evicted)
+                counters.add(.evictedBytes, bytes)
+                counters.add(.expiredRemoved, expired)
+            }
+            (evictions, evictedBytes, removedExpired) = (0, 0, 0)
+        }
     }
 
     // MARK: - What eviction sees

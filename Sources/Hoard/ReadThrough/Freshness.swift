@@ -77,7 +77,8 @@ public struct CollectionStatistics: Sendable, Hashable {
     /// Records stored by puts (a bulk put counts each record; synchronize and read-through's own
     /// stores are puts too when they go through a put).
     public var puts = 0
-    /// Records removed to keep the collection within its capacity, by this process.
+    /// Records removed to keep the collection within its capacity, by this process (counted when
+    /// the write commits: not for a write undone, nor twice for one LMDB ran again to grow the map).
     public var evictions = 0
     /// The bytes (keys and records) those evictions freed.
     public var evictedBytes = 0

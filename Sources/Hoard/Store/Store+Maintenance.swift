@@ -95,7 +95,8 @@ extension Store {
         try tracker?.finish(in: txn)
         if purged > 0 {
             logger.info("purged expired records", metadata: ["collection": "\(name)", "count": "\(purged)"])
-            state.counters.add(.expiredRemoved, purged)
+            let counters = state.counters
+            txn.onCommit { counters.add(.expiredRemoved, purged) }
         }
         return (purged, resumeAt)
     }
