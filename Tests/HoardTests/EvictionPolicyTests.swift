@@ -69,13 +69,14 @@ struct EvictionPolicyTests {
             // A write of 1 to 20 keys, some new, some rewritten.
             let count = Int(generator.next() % 20) + 1
             records.pinned = []
+            var written = WrittenBatch()
             for _ in 0..<count {
                 let key = bytes(UInt32(generator.next() % 1_000))
                 records.insert(key)
                 records.pinned.insert(key)
-                policy.written(key)
+                written.append(key, hash: key.withUnsafeBytes(keyHash))
             }
-            _ = try policy.settle(&records, in: txn)
+            _ = try policy.settle(&records, written: written, in: txn)
             #expect(records.count <= 100, "round \(round): \(records.count) records")
             #expect(records.pinned.allSatisfy(records.contains), "round \(round): a key written by the write went")
             // Reads between writes.
@@ -94,17 +95,19 @@ struct EvictionPolicyTests {
     private func writeLargerThanBound(_ txn: borrowing WriteTransaction) throws {
         let policy = EvictionPolicy(records: 10)
         var records = InMemoryRecords(capacity: 10)
+        var first = WrittenBatch()
         for value in 0..<5 {
             records.insert(bytes(UInt32(value)))
-            policy.written(bytes(UInt32(value)))
+            first.append(bytes(UInt32(value)), hash: bytes(UInt32(value)).withUnsafeBytes(keyHash))
         }
-        _ = try policy.settle(&records, in: txn)
+        _ = try policy.settle(&records, written: first, in: txn)
         records.pinned = Set((100..<115).map { bytes(UInt32($0)) })
+        var second = WrittenBatch()
         for key in records.pinned.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
             records.insert(key)
-            policy.written(key)
+            second.append(key, hash: key.withUnsafeBytes(keyHash))
         }
-        let evicted = try policy.settle(&records, in: txn)
+        let evicted = try policy.settle(&records, written: second, in: txn)
         #expect(evicted == 5)  // every record not written by the write
         #expect(records.count == 15)
         #expect(records.isOverCapacity)
@@ -216,8 +219,9 @@ func replay(
         }
         records.insert(key)
         records.pinned = [key]
-        policy.written(key)
-        _ = try policy.settle(&records, in: txn)
+        var written = WrittenBatch()
+        written.append(key, hash: hash)
+        _ = try policy.settle(&records, written: written, in: txn)
     }
     return Double(hits) / Double(trace.count)
 }
@@ -341,7 +345,7 @@ struct InMemoryRecords: EvictionSource {
         return nil
     }
 
-    mutating func evict(_ key: [UInt8], in txn: borrowing WriteTransaction) -> EvictionOutcome {
+    mutating func evict(_ key: [UInt8], hash: UInt64, in txn: borrowing WriteTransaction) -> EvictionOutcome {
         guard contains(key) else { return .absent }
         guard !pinned.contains(key) else { return .pinned }
         keys.remove(at: index(after: key) - 1)

@@ -1,9 +1,11 @@
 internal import LMDB
 
-/// The keys a write transaction wrote in one collection: eviction never removes them, so that a
-/// transaction never loses what it wrote itself. Kept with the transaction (``Transaction/local(_:make:)``).
+/// The keys a write transaction wrote in one collection, by ``keyHash(_:)``: eviction never
+/// removes them, so that a transaction never loses what it wrote itself (two keys with one 64-bit
+/// hash would only keep a record one write longer). Kept with the transaction
+/// (``Transaction/local(_:make:)``).
 final class WrittenKeys {
-    var keys: Set<[UInt8]> = []
+    var hashes: Set<UInt64> = []
 }
 
 /// One write's bookkeeping on a bounded collection: what the write stores and removes, and, at
@@ -23,6 +25,8 @@ final class BoundTracker: EvictionSource {
     private(set) var bound: StoredBound
     private let recorded: StoredBound
     private let written: WrittenKeys
+    /// The keys this write stored, for the policy's window when it ends.
+    private var stored = WrittenBatch()
     private(set) var recordCount: Int
     private let now: Int64
     /// What this write evicted, added to the statistics once its transaction commits: LMDB runs a
@@ -82,9 +86,9 @@ final class BoundTracker: EvictionSource {
             let old = try txn.withValue(forKey: key, in: database) { $0.count }
             bound.usedBytes += key.count + recordSize - (old.map { key.count + $0 } ?? 0)
         }
-        let keyBytes = Array(key)
-        written.keys.insert(keyBytes)
-        policy.written(keyBytes)
+        let hash = keyHash(key)
+        written.hashes.insert(hash)
+        stored.append(key, hash: hash)
     }
 
     /// Call after removing a record of `recordSize` bytes under a key of `keySize` bytes.
@@ -100,7 +104,7 @@ final class BoundTracker: EvictionSource {
     }
 
     /// Keeps `key` from eviction for the rest of the transaction, as if the transaction had written it.
-    func keep(_ key: [UInt8]) { written.keys.insert(key) }
+    func keep(_ key: [UInt8]) { written.hashes.insert(key.withUnsafeBytes(keyHash)) }
 
     /// Sets the bytes the records occupy, counted by a scan.
     func recount(_ bytes: Int) { bound.usedBytes = bytes }
@@ -115,7 +119,8 @@ final class BoundTracker: EvictionSource {
         // Settled even within the bound: the policy moves the keys past its window to probation
         // then, which costs no look-up.
         var source = self
-        _ = try policy.settle(&source, in: txn)
+        _ = try policy.settle(&source, written: stored, in: txn)
+        stored.removeAll()
         if isOverCapacity {
             recordCount = try txn.count(in: database)
             if isOverCapacity {
@@ -155,8 +160,8 @@ final class BoundTracker: EvictionSource {
         }
     }
 
-    func evict(_ key: [UInt8], in txn: borrowing WriteTransaction) throws -> EvictionOutcome {
-        if written.keys.contains(key) { return .pinned }
+    func evict(_ key: [UInt8], hash: UInt64, in txn: borrowing WriteTransaction) throws -> EvictionOutcome {
+        if written.hashes.contains(hash) { return .pinned }
         return try txn.withCursor(in: database) { cursor in
             guard let entry = try cursor.seek(exactly: key) else { return .absent }
             let size = entry.value.count
@@ -185,8 +190,9 @@ final class BoundTracker: EvictionSource {
             var steps = 0
             while let current = entry {
                 if let expiry = RecordHeader.peekExpiry(current.value), expiry <= cutoff {
-                    let key = Array(current.key)
-                    if !written.keys.contains(key) { expired.append((key, current.value.count)) }
+                    if !written.hashes.contains(keyHash(current.key)) {
+                        expired.append((Array(current.key), current.value.count))
+                    }
                 }
                 steps += 1
                 if steps == limit { return Array(current.key) }

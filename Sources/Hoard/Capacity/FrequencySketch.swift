@@ -31,7 +31,10 @@ final class FrequencySketch: @unchecked Sendable {
         var count = 8
         while count * 16 < counters { count <<= 1 }
         wordCount = count
-        words = .allocate(capacity: count)
+        // Aligned to a cache line, so that each block of eight words is one line.
+        words = UnsafeMutableRawPointer.allocate(
+            byteCount: count * MemoryLayout<UInt64>.stride, alignment: Self.blockWords * MemoryLayout<UInt64>.stride
+        ).bindMemory(to: Atomic<UInt64>.self, capacity: count)
         for index in 0..<count { (words + index).initialize(to: Atomic(0)) }
         sampleSize = max(records, 1) * sampleMultiple
     }
@@ -44,18 +47,25 @@ final class FrequencySketch: @unchecked Sendable {
     /// The memory the counters take, in bytes.
     var byteCount: Int { wordCount * MemoryLayout<UInt64>.stride }
 
-    /// The word and bit offset of `hash`'s counter in `row`.
+    /// Words in a block: a key's counters are all in one block of 64 bytes (one cache line), so
+    /// that counting a get touches one line, not four (Caffeine lays its sketch out this way).
+    static let blockWords = 8
+
+    /// The word and bit offset of `hash`'s counter in `row`: the key's block, in it one of two
+    /// words for the row, in it one of sixteen counters, each chosen by other bits of one mix.
     @inline(__always)
-    private func slot(_ hash: UInt64, row: Int) -> (word: Int, shift: UInt64) {
-        let mixed = mix64(hash &+ UInt64(truncatingIfNeeded: row) &* 0x517C_C1B7_2722_0A95)
-        return (Int(truncatingIfNeeded: mixed) & (wordCount - 1), (mixed >> 60) << 2)
+    private func slot(_ mixed: UInt64, row: Int) -> (word: Int, shift: UInt64) {
+        let block = Int(truncatingIfNeeded: mixed) & (wordCount / Self.blockWords - 1)
+        let word = block * Self.blockWords + row * 2 + Int(truncatingIfNeeded: (mixed >> (32 + UInt64(row))) & 1)
+        return (word, ((mixed >> (40 + 4 * UInt64(row))) & 15) << 2)
     }
 
     /// Counts one access to the key with `hash`.
     func increment(_ hash: UInt64) {
         var counted = false
+        let mixed = mix64(hash ^ 0x517C_C1B7_2722_0A95)
         for row in 0..<Self.depth {
-            let (word, shift) = slot(hash, row: row)
+            let (word, shift) = slot(mixed, row: row)
             var current = words[word].load(ordering: .relaxed)
             while (current >> shift) & 0xF < 0xF {
                 let (exchanged, original) = words[word].compareExchange(
@@ -74,8 +84,9 @@ final class FrequencySketch: @unchecked Sendable {
     /// The estimated accesses to the key with `hash` since the last halving, 0 to 15.
     func estimate(_ hash: UInt64) -> Int {
         var least: UInt64 = 0xF
+        let mixed = mix64(hash ^ 0x517C_C1B7_2722_0A95)
         for row in 0..<Self.depth {
-            let (word, shift) = slot(hash, row: row)
+            let (word, shift) = slot(mixed, row: row)
             least = min(least, (words[word].load(ordering: .relaxed) >> shift) & 0xF)
         }
         return Int(least)

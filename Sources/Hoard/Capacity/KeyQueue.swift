@@ -37,14 +37,44 @@ struct KeyQueue {
         count -= 1
         let taken = Array(key)
         if count == 0 {
-            bytes.removeAll(keepingCapacity: true)
+            bytes.removeAll(keepingCapacity: bytes.capacity <= 65_536)
             head = 0
         } else if head > 4096, head > bytes.count / 2 {
             // Slide the queue to the front once the consumed part is more than half the buffer:
-            // each byte moves at most once per time the queue's length turns over.
-            bytes.removeFirst(head)
+            // each byte moves at most once per time the queue's length turns over. A queue that
+            // drained to a quarter of its buffer (probation after a collection filled) moves to
+            // a buffer of its size, so that its memory follows its length down too.
+            if bytes.capacity > 4 * (bytes.count - head) {
+                bytes = Array(bytes[head...])
+            } else {
+                bytes.removeFirst(head)
+            }
             head = 0
         }
         return taken
+    }
+
+    /// Queues every key of `other` last, in its order (one copy of its bytes).
+    mutating func append(contentsOf other: KeyQueue) {
+        bytes.append(contentsOf: other.bytes[other.head...])
+        count += other.count
+    }
+}
+
+/// The keys one write stored, in order, with their hashes: what the eviction policy's window
+/// takes in at the write's end (``EvictionPolicy/settle(_:written:in:)``), under one lock.
+struct WrittenBatch {
+    private(set) var keys = KeyQueue()
+    private(set) var hashes: [UInt64] = []
+
+    /// Notes `key`, whose ``keyHash(_:)`` is `hash`.
+    mutating func append(_ key: some Collection<UInt8>, hash: UInt64) {
+        keys.append(key)
+        hashes.append(hash)
+    }
+
+    mutating func removeAll() {
+        keys = KeyQueue()
+        hashes.removeAll(keepingCapacity: true)
     }
 }
