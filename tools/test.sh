@@ -6,11 +6,8 @@ cd "$(dirname "$0")/.."
 source tools/scripts/ensure-deps.sh
 
 # Python with lmdb and cbor2, for the test that reads a store following docs/FORMAT.md only.
-if [ ! -x .build-py/bin/python ] || ! .build-py/bin/python -c "import lmdb, cbor2" >/dev/null 2>&1; then
-    echo "Setting up .build-py (Python lmdb and cbor2 for the interoperability test)…" >&2
-    python3 -m venv .build-py >&2
-    .build-py/bin/pip install --quiet lmdb cbor2 >&2
-fi
+source tools/scripts/python-venv.sh
+hoard_venv .build-py "lmdb, cbor2" "Python lmdb and cbor2 for the interoperability test" lmdb cbor2
 export HOARD_PYTHON="$PWD/.build-py/bin/python"
 
 # The house format (.swift-format: 120 columns, 4-space indentation); `swift format -i -r Sources

@@ -12,9 +12,6 @@ source ../scripts/ensure-deps.sh
 out=../../docs/benchmarks
 mkdir -p "$out"
 swift build -c release --product hitratio-bench >&2
-if [ ! -x .build-sim/bin/python ] || ! .build-sim/bin/python -c "import libcachesim, matplotlib" >/dev/null 2>&1; then
-    echo "Setting up tools/bench/.build-sim (libcachesim, numpy, matplotlib)…" >&2
-    python3 -m venv .build-sim >&2
-    .build-sim/bin/pip install --quiet libcachesim numpy matplotlib >&2
-fi
+source ../scripts/python-venv.sh
+hoard_venv .build-sim "libcachesim, matplotlib" "libcachesim, numpy, matplotlib" libcachesim numpy matplotlib
 .build-sim/bin/python hitratio.py .build/release/hitratio-bench "$out"

@@ -11,10 +11,7 @@ source ../scripts/ensure-deps.sh
 out=../../docs/benchmarks
 mkdir -p "$out"
 swift build -c release --product peers-bench >&2
-if [ ! -x .build-plot/bin/python ] || ! .build-plot/bin/python -c "import matplotlib" >/dev/null 2>&1; then
-    echo "Setting up tools/bench/.build-plot (matplotlib, for the plots)…" >&2
-    python3 -m venv .build-plot >&2
-    .build-plot/bin/pip install --quiet matplotlib >&2
-fi
+source ../scripts/python-venv.sh
+hoard_venv .build-plot matplotlib "matplotlib, for the plots" matplotlib
 .build/release/peers-bench --out "$out/peers.json" "$@" | tee "$out/peers.md"
 .build-plot/bin/python plot-peers.py "$out/peers.json" "$out"
