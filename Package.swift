@@ -66,8 +66,9 @@ let package = Package(
         // RFC 8949 CBOR as a Codable coder; pure Swift, no LMDB.
         .target(name: "CBOR", swiftSettings: strict),
 
-        // Record checksums with the carry-less multiply instruction (x86-64); C, because Swift
-        // has no way to ask for that instruction. Record.swift falls back to tables without it.
+        // Record checksums with the carry-less multiply instruction (x86-64), and a prefetch for
+        // the eviction policy's counts; C, because Swift has no way to ask for those
+        // instructions. Record.swift falls back to tables without the first.
         .target(name: "CCRC32", path: "Sources/CCRC32"),
 
         // The product: typed collections of VariablyCodable models in LMDB, records in CBOR.

@@ -1,6 +1,7 @@
 import Foundation
 import HoardTestSupport
 import LMDB
+import Synchronization
 import Testing
 
 @testable import Hoard
@@ -166,6 +167,78 @@ struct EvictionPolicyTests {
         #expect(counts.count(keys[8]) == 1)
         #expect(counts.count(keys[3]) == 0, "the lowest count was not the one given up")
         for (index, key) in keys[0..<8].enumerated() where index != 3 { #expect(counts.count(key) == 2) }
+    }
+
+    @Test(
+        "the access buffer hands one thread's accesses over once each: a batch when 32 are written, the rest at a drain"
+    )
+    func accessBufferOneThread() {
+        let buffer = AccessBuffer()
+        var counted: [UInt64] = []
+        var batches = 0
+        for value in 1...100 {
+            buffer.record(UInt64(value) << 1) { batch in
+                counted += batch
+                batches += 1
+            }
+        }
+        #expect(batches == 100 / AccessBuffer.batch)
+        #expect(counted.count == batches * AccessBuffer.batch)
+        buffer.drain { counted += $0 }
+        #expect(counted.sorted() == (1...100).map { UInt64($0) << 1 })
+        buffer.drain { counted += $0 }
+        #expect(counted.count == 100, "a drain handed over an access twice")
+    }
+
+    @Test("threads writing at once lose at most a few accesses and never make one up")
+    func accessBufferThreads() {
+        let buffer = AccessBuffer()
+        let counted = Mutex<[UInt64]>([])
+        let threads = 4
+        let each = 20_000
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            for value in 1...each {
+                buffer.record(UInt64(thread * each + value) << 1) { batch in
+                    counted.withLock { $0 += batch }
+                }
+            }
+        }
+        buffer.drain { batch in counted.withLock { $0 += batch } }
+        let all = counted.withLock { $0 }
+        let recorded = Set((1...(threads * each)).map { UInt64($0) << 1 })
+        #expect(all.allSatisfy(recorded.contains), "an entry no thread wrote")
+        #expect(all.count >= recorded.count * 9 / 10, "\(all.count) of \(recorded.count) counted")
+    }
+
+    @Test("hash tags agree with a dictionary through inserts, retags and removals, as the table grows and shrinks")
+    func hashTags() {
+        var table = HashTags()
+        var reference: [UInt64: UInt8] = [:]
+        var generator = SplitMix(seed: 21)
+        // Hashes from a small range of homes, so that probes run long and removals shift entries.
+        func hash() -> UInt64 { (generator.next() % 3_000) << 2 | (generator.next() & 0xFFFF) << 40 & ~3 }
+        let pool = (0..<6_000).map { _ in hash() }
+        for round in 0..<40_000 {
+            let key = pool[Int(generator.next() % UInt64(pool.count))]
+            if generator.next() % 3 == 0 {
+                table[key] = nil
+                reference[key] = nil
+            } else {
+                let tag = UInt8(generator.next() % 3 + 1)
+                table[key] = tag
+                reference[key] = tag
+            }
+            #expect(table.count == reference.count, "round \(round)")
+        }
+        for key in pool { #expect(table[key] == reference[key]) }
+        #expect(table.byteCount >= 4 * 8 * reference.count / 3)
+        // Emptied, the table gives its memory back as it goes.
+        for key in pool.reversed() {
+            table[key] = nil
+            reference[key] = nil
+            #expect(table.count == reference.count)
+        }
+        #expect(table.count == 0 && table.byteCount <= 8 * 2_048, "an empty table kept \(table.byteCount) bytes")
     }
 
     @Test("the key queue gives keys of any length back first in, first out, across its compaction")

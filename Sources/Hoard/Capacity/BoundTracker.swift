@@ -5,7 +5,7 @@ internal import LMDB
 /// hash would only keep a record one write longer). Kept with the transaction
 /// (``Transaction/local(_:make:)``).
 final class WrittenKeys {
-    var hashes: Set<UInt64> = []
+    var hashes = HashTags()
 }
 
 /// One write's bookkeeping on a bounded collection: what the write stores and removes, and, at
@@ -87,7 +87,7 @@ final class BoundTracker: EvictionSource {
             bound.usedBytes += key.count + recordSize - (old.map { key.count + $0 } ?? 0)
         }
         let hash = keyHash(key)
-        written.hashes.insert(hash)
+        written.hashes.insert(hash, tag: 1)
         stored.append(key, hash: hash)
     }
 
@@ -104,7 +104,7 @@ final class BoundTracker: EvictionSource {
     }
 
     /// Keeps `key` from eviction for the rest of the transaction, as if the transaction had written it.
-    func keep(_ key: [UInt8]) { written.hashes.insert(key.withUnsafeBytes(keyHash)) }
+    func keep(_ key: [UInt8]) { written.hashes.insert(key.withUnsafeBytes(keyHash), tag: 1) }
 
     /// Sets the bytes the records occupy, counted by a scan.
     func recount(_ bytes: Int) { bound.usedBytes = bytes }

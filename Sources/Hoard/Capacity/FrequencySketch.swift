@@ -1,19 +1,22 @@
+internal import CCRC32
 internal import Synchronization
 
 /// How often each key was asked for lately, estimated in a fixed amount of memory: a count-min
 /// sketch of 4-bit counters that halves them all once it has counted `sampleSize` accesses, so
 /// that old popularity fades (TinyLFU's frequency sketch and its reset).
 ///
-/// Counting is lock-free (a compare-and-swap on one 64-bit word of 16 counters per row), so that
-/// a get can count its key without taking any lock. Estimates never fall below a key's true
+/// One thread counts at a time (the policy counts gets' accesses in batches, under a lock of its
+/// own, ``EvictionPolicy``); estimates are read by any thread meanwhile, without a lock, since
+/// every word of 16 counters is loaded and stored whole. Estimates never fall below a key's true
 /// count since the last halving (up to 15); keys that share counters can only raise each
 /// other's estimates.
 final class FrequencySketch: @unchecked Sendable {
-    // @unchecked: `words` is only read and written through its atomics, allocated in init and
-    // freed in deinit.
-    private let words: UnsafeMutablePointer<Atomic<UInt64>>
-    private let wordCount: Int
-    /// Accesses counted since the last halving (not exact under concurrent counting).
+    // @unchecked: the table's words are only read and written through their atomics; counting
+    // is serialized by the caller.
+    private let table: CounterTable
+    private var words: UnsafeMutablePointer<Atomic<UInt64>> { table.words }
+    private var wordCount: Int { table.count }
+    /// Accesses counted since the last halving.
     private let additions = Atomic<Int>(0)
     /// After this many accesses, every counter is halved.
     let sampleSize: Int
@@ -30,22 +33,13 @@ final class FrequencySketch: @unchecked Sendable {
         let counters = max(records, 1) * countersPerRecord
         var count = 8
         while count * 16 < counters { count <<= 1 }
-        wordCount = count
         // Aligned to a cache line, so that each block of eight words is one line.
-        words = UnsafeMutableRawPointer.allocate(
-            byteCount: count * MemoryLayout<UInt64>.stride, alignment: Self.blockWords * MemoryLayout<UInt64>.stride
-        ).bindMemory(to: Atomic<UInt64>.self, capacity: count)
-        for index in 0..<count { (words + index).initialize(to: Atomic(0)) }
+        table = CounterTable(count: count, alignment: Self.blockWords * MemoryLayout<UInt64>.stride)
         sampleSize = max(records, 1) * sampleMultiple
     }
 
-    deinit {
-        words.deinitialize(count: wordCount)
-        words.deallocate()
-    }
-
     /// The memory the counters take, in bytes.
-    var byteCount: Int { wordCount * MemoryLayout<UInt64>.stride }
+    var byteCount: Int { table.byteCount }
 
     /// Words in a block: a key's counters are all in one block of 64 bytes (one cache line), so
     /// that counting a get touches one line, not four (Caffeine lays its sketch out this way).
@@ -60,25 +54,29 @@ final class FrequencySketch: @unchecked Sendable {
         return (word, ((mixed >> (40 + 4 * UInt64(row))) & 15) << 2)
     }
 
-    /// Counts one access to the key with `hash`.
+    /// Asks the processor for the cache line of `hash`'s counters without waiting for it, so that
+    /// a count or an estimate soon after finds it in cache.
+    @inline(__always)
+    func prefetch(_ hash: UInt64) {
+        hoard_prefetch(UnsafeRawPointer(words + slot(mix64(hash ^ 0x517C_C1B7_2722_0A95), row: 0).word))
+    }
+
+    /// Counts one access to the key with `hash`. One thread at a time (the policy counts under
+    /// its lock): each counter word is loaded and stored whole, with no compare-and-swap.
     func increment(_ hash: UInt64) {
         var counted = false
         let mixed = mix64(hash ^ 0x517C_C1B7_2722_0A95)
         for row in 0..<Self.depth {
             let (word, shift) = slot(mixed, row: row)
-            var current = words[word].load(ordering: .relaxed)
-            while (current >> shift) & 0xF < 0xF {
-                let (exchanged, original) = words[word].compareExchange(
-                    expected: current, desired: current &+ (1 << shift), ordering: .relaxed)
-                if exchanged {
-                    counted = true
-                    break
-                }
-                current = original
-            }
+            let current = words[word].load(ordering: .relaxed)
+            guard (current >> shift) & 0xF < 0xF else { continue }
+            words[word].store(current &+ (1 << shift), ordering: .relaxed)
+            counted = true
         }
         guard counted else { return }
-        if additions.add(1, ordering: .relaxed).newValue == sampleSize { halve() }
+        let added = additions.load(ordering: .relaxed) + 1
+        additions.store(added, ordering: .relaxed)
+        if added == sampleSize { halve() }
     }
 
     /// The estimated accesses to the key with `hash` since the last halving, 0 to 15.
@@ -93,19 +91,13 @@ final class FrequencySketch: @unchecked Sendable {
     }
 
     /// Halves every counter (the reset that lets popularity fade). Run by the access that
-    /// reached the sample size; accesses counted meanwhile may be halved too, which only makes
-    /// the estimate a little lower.
+    /// reached the sample size, as part of counting it.
     private func halve() {
         for index in 0..<wordCount {
-            var current = words[index].load(ordering: .relaxed)
-            while true {
-                let (exchanged, original) = words[index].compareExchange(
-                    expected: current, desired: (current >> 1) & 0x7777_7777_7777_7777, ordering: .relaxed)
-                if exchanged { break }
-                current = original
-            }
+            let current = words[index].load(ordering: .relaxed)
+            words[index].store((current >> 1) & 0x7777_7777_7777_7777, ordering: .relaxed)
         }
-        additions.subtract(sampleSize / 2, ordering: .relaxed)
+        additions.store(sampleSize / 2, ordering: .relaxed)
     }
 }
 
@@ -119,7 +111,7 @@ func mix64(_ value: UInt64) -> UInt64 {
 }
 
 /// A 64-bit hash of a key's bytes, the same in every process (unlike `Hasher`), so that tests
-/// and simulations repeat.
+/// and simulations repeat. Bit 0 is always 0: ``AccessBuffer`` carries a flag there.
 func keyHash(_ key: UnsafeRawBufferPointer) -> UInt64 {
     var hash = UInt64(truncatingIfNeeded: key.count) &* 0x9E37_79B9_7F4A_7C15
     var offset = 0
@@ -132,5 +124,5 @@ func keyHash(_ key: UnsafeRawBufferPointer) -> UInt64 {
         for index in offset..<key.count { tail = tail << 8 | UInt64(key[index]) }
         hash = mix64(hash ^ tail ^ 0xFF51_AFD7_ED55_8CCD)
     }
-    return mix64(hash)
+    return mix64(hash) & ~1
 }

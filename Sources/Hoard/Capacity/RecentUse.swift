@@ -1,3 +1,4 @@
+internal import CCRC32
 internal import Synchronization
 
 /// Whether each key was read since the eviction hand last passed it: a 2-bit count per key (0 to
@@ -14,10 +15,10 @@ internal import Synchronization
 ///
 /// Every operation is one compare-and-swap on one word: a hit counts without a lock.
 final class RecentUse: @unchecked Sendable {
-    // @unchecked: `words` is only read and written through its atomics, allocated in init and
-    // freed in deinit.
-    private let words: UnsafeMutablePointer<Atomic<UInt64>>
-    private let wordCount: Int
+    // @unchecked: the table's words are only read and written through their atomics.
+    private let table: CounterTable
+    private var words: UnsafeMutablePointer<Atomic<UInt64>> { table.words }
+    private var wordCount: Int { table.count }
 
     /// The highest count: a record read this often survives this many passes of the hand unread
     /// (3; 1 for the recency policy, a plain reference bit as CLOCK and SIEVE keep).
@@ -29,18 +30,11 @@ final class RecentUse: @unchecked Sendable {
         let entries = max(records, 1) * entriesPerRecord
         var count = 2
         while count * 8 < entries { count <<= 1 }
-        wordCount = count
-        words = .allocate(capacity: count)
-        for index in 0..<count { (words + index).initialize(to: Atomic(0)) }
-    }
-
-    deinit {
-        words.deinitialize(count: wordCount)
-        words.deallocate()
+        table = CounterTable(count: count)
     }
 
     /// The memory the counts take, in bytes.
-    var byteCount: Int { wordCount * MemoryLayout<UInt64>.stride }
+    var byteCount: Int { table.byteCount }
 
     /// The bucket of `hash` and its fingerprint (from bits the sketch's rows and the bucket do
     /// not use alone).
@@ -57,6 +51,13 @@ final class RecentUse: @unchecked Sendable {
             if entry & 3 != 0, (entry >> 2) & 0x3F == fingerprint { return index }
         }
         return nil
+    }
+
+    /// Asks the processor for the bucket of `hash` without waiting for it, so that an operation
+    /// on it soon after finds it in cache.
+    @inline(__always)
+    func prefetch(_ hash: UInt64) {
+        hoard_prefetch(UnsafeRawPointer(words + locate(hash).word))
     }
 
     /// Counts a hit on the key with `hash`. A key without an entry takes a free one or, in a full

@@ -1,0 +1,82 @@
+internal import Synchronization
+
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+/// Gets' accesses on their way to the eviction policy's counts: a get writes its key's hash into
+/// a slot here, and the get that fills a batch counts the whole batch.
+///
+/// Why not count each access at once: the sketch's block and the recent-use bucket of a key are
+/// two random lines in tables of megabytes, so counting one access waits for two cache misses in
+/// a row (a compare-and-swap waits for its line, and nothing else goes on meanwhile): about 15%
+/// of a get at 200,000 records (BENCHMARKS.md). Counting 32 at once first loads all their lines,
+/// independent loads the processor overlaps, then updates them from cache.
+///
+/// Each thread writes to one of a few stripes (chosen by its thread ID), so that threads rarely
+/// share a slot counter. Counting is approximate under concurrency, as the counts themselves are:
+/// an access whose slot is read before its thread wrote it, or overwritten before it was read,
+/// is not counted. ``drain(_:)`` counts every batch in flight; the policy calls it before it
+/// decides anything, so eviction sees every access of the thread that writes.
+final class AccessBuffer: Sendable {
+    private let slots = CounterTable(count: stripes * batch)
+    /// Each stripe's count of accesses written, one per cache line (8 words apart).
+    private let tails = CounterTable(count: stripes * tailStride, alignment: 64)
+
+    static let stripes = 8
+    /// Accesses counted at once. 32 lines' worth of loads in flight is more than a core overlaps
+    /// (about 20), so a larger batch would only delay the counts.
+    static let batch = 32
+    private static let tailStride = 8
+
+    /// The memory the buffer takes, in bytes.
+    var byteCount: Int { slots.byteCount + tails.byteCount }
+
+    /// Writes `entry` (a key hash, whose bit 0 is free, with bit 0 set for a hit; never 0) into
+    /// the calling thread's stripe; when that fills a batch, calls `count` with the batch's
+    /// entries (those other threads wrote meanwhile included).
+    @inline(__always)
+    func record(_ entry: UInt64, _ count: (UnsafeBufferPointer<UInt64>) -> Void) {
+        let stripe = Int(truncatingIfNeeded: mix64(UInt64(truncatingIfNeeded: threadToken()))) & (Self.stripes - 1)
+        let index = Int(
+            truncatingIfNeeded: tails.words[stripe * Self.tailStride].wrappingAdd(1, ordering: .relaxed).oldValue)
+        slots.words[stripe * Self.batch + (index & (Self.batch - 1))].store(entry, ordering: .relaxed)
+        if index & (Self.batch - 1) == Self.batch - 1 { take(stripe, count) }
+    }
+
+    /// Calls `count` with every access written and not yet counted, stripe by stripe.
+    func drain(_ count: (UnsafeBufferPointer<UInt64>) -> Void) {
+        for stripe in 0..<Self.stripes { take(stripe, count) }
+    }
+
+    /// Empties the slots of `stripe` and calls `count` with the entries they held.
+    private func take(_ stripe: Int, _ count: (UnsafeBufferPointer<UInt64>) -> Void) {
+        withUnsafeTemporaryAllocation(of: UInt64.self, capacity: Self.batch) { entries in
+            var taken = 0
+            for index in 0..<Self.batch {
+                // A load and a store, not an exchange: both are plain moves, and the race they
+                // leave (another thread's write landing between them) loses one access, as the
+                // buffer may anyway.
+                let slot = stripe * Self.batch + index
+                let entry = slots.words[slot].load(ordering: .relaxed)
+                guard entry != 0 else { continue }
+                slots.words[slot].store(0, ordering: .relaxed)
+                entries[taken] = entry
+                taken += 1
+            }
+            if taken > 0 { count(UnsafeBufferPointer(rebasing: entries[..<taken])) }
+        }
+    }
+}
+
+/// A number that tells the calling thread from the others (its pthread ID).
+@inline(__always)
+private func threadToken() -> UInt {
+    #if canImport(Darwin)
+    UInt(bitPattern: pthread_self())
+    #else
+    UInt(pthread_self())
+    #endif
+}
