@@ -188,9 +188,12 @@ final class EvictionPolicy: Sendable {
         var evicted = 0
         var probationTarget = 1
         var records = 0
-        /// Probation's first key while it stays first, with its estimate: every candidate of a
-        /// settle is weighed against it until it goes, so it is looked up once.
-        var victim: (key: [UInt8], hash: UInt64, estimate: Int)?
+        /// Probation's first key while it stays first (in `victimKey`), with its estimate: every
+        /// candidate of a settle is weighed against it until it goes, so it is looked up once.
+        var victim: (hash: UInt64, estimate: Int)?
+        var victimKey: [UInt8] = []
+        /// The key just out of the window (its memory reused from one key to the next).
+        var candidate: [UInt8] = []
 
         init(policy: EvictionPolicy, state: State) {
             self.policy = policy
@@ -209,16 +212,17 @@ final class EvictionPolicy: Sendable {
             records = source.recordCount
             let windowTarget = max(1, Int(Double(records) * EvictionPolicy.windowShare))
             probationTarget = max(1, Int(Double(records) * EvictionPolicy.probationShare))
+            if source.isOverCapacity { prefetch(state.window.count - windowTarget) }
             // Candidates leave the window whether or not the collection is full, so that the
             // window stays the newest records.
-            while state.window.count > windowTarget, let candidate = state.window.removeFirst() {
+            while state.window.count > windowTarget, state.window.removeFirst(into: &candidate) {
                 let hash = candidate.withUnsafeBytes(keyHash)
                 guard state.inWindow.contains(hash) else { continue }
                 state.inWindow.remove(hash)
                 if source.isOverCapacity {
                     try weigh(candidate, hash, &source, in: txn)
                 } else {
-                    keep(candidate, hash)
+                    keep(candidate)
                 }
             }
             // Victims that turn out pinned leave probation and may come back with the hand;
@@ -226,7 +230,7 @@ final class EvictionPolicy: Sendable {
             var passedOver = 0
             while source.isOverCapacity, passedOver <= records, let victim = try probationVictim(&source, in: txn) {
                 dropFirstInProbation(victim.hash)
-                if try source.evict(victim.key, hash: victim.hash, in: txn).removed {
+                if try source.evict(victimKey, hash: victim.hash, in: txn).removed {
                     evicted += 1
                 } else {
                     passedOver += 1
@@ -234,7 +238,7 @@ final class EvictionPolicy: Sendable {
             }
             // Still over: every record outside the window is gone or pinned (a write larger
             // than the main part); the window's own oldest go next.
-            while source.isOverCapacity, let candidate = state.window.removeFirst() {
+            while source.isOverCapacity, state.window.removeFirst(into: &candidate) {
                 let hash = candidate.withUnsafeBytes(keyHash)
                 guard state.inWindow.contains(hash) else { continue }
                 state.inWindow.remove(hash)
@@ -259,12 +263,27 @@ final class EvictionPolicy: Sendable {
                     return
                 }
                 dropFirstInProbation(victim.hash)
-                if try source.evict(victim.key, hash: victim.hash, in: txn).removed {
+                if try source.evict(victimKey, hash: victim.hash, in: txn).removed {
                     evicted += 1
                     break
                 }
             }
-            admit(candidate, hash)
+            admit(candidate)
+        }
+
+        /// Asks for the cache lines of the counts of the next `count` candidates and as many
+        /// victims, which the settle will read: each is a random line in a table of megabytes,
+        /// and one look-up after another would wait for each in turn (a third of an evicting put).
+        func prefetch(_ count: Int) {
+            guard count > 0 else { return }
+            let (sketch, recentUse) = (policy.sketch, policy.recentUse)
+            let ask = { (key: UnsafeRawBufferPointer) in
+                let hash = keyHash(key)
+                sketch.prefetch(hash)
+                recentUse.prefetch(hash)
+            }
+            state.window.forEach(first: count, ask)
+            state.probation.forEach(first: count, ask)
         }
 
         /// Evicts `key`, which left its queue; a pinned record stays, in probation.
@@ -275,7 +294,7 @@ final class EvictionPolicy: Sendable {
             case .evicted, .expired:
                 policy.recentUse.clear(hash)
                 evicted += 1
-            case .pinned: admit(key, hash)
+            case .pinned: admit(key)
             case .absent: break
             }
         }
@@ -286,12 +305,12 @@ final class EvictionPolicy: Sendable {
         /// points more hits at 10% capacity (the first evictions then follow the order records
         /// came in), but its memory grew to a key for every record: 44 bytes a record in all,
         /// against the 16 aimed at (at one and a half times its share, 16.8).
-        mutating func keep(_ key: [UInt8], _ hash: UInt64) {
-            if state.probation.count < probationTarget { admit(key, hash) }
+        mutating func keep(_ key: [UInt8]) {
+            if state.probation.count < probationTarget { admit(key) }
         }
 
         /// Puts `key` last in probation.
-        mutating func admit(_ key: [UInt8], _ hash: UInt64) {
+        mutating func admit(_ key: some Collection<UInt8>) {
             state.probation.append(key)
         }
 
@@ -305,20 +324,19 @@ final class EvictionPolicy: Sendable {
         /// and refilling probation from the main part when it is short; `nil` when there is none.
         mutating func probationVictim(
             _ source: inout some EvictionSource, in txn: borrowing WriteTransaction
-        ) throws -> (key: [UInt8], hash: UInt64, estimate: Int)? {
+        ) throws -> (hash: UInt64, estimate: Int)? {
             if let victim { return victim }
             while true {
                 if state.probation.count < probationTarget { try refill(&source, in: txn) }
-                guard let first = state.probation.first else { return nil }
-                let key = Array(first)
-                let hash = key.withUnsafeBytes(keyHash)
+                guard state.probation.first(into: &victimKey) else { return nil }
+                let hash = victimKey.withUnsafeBytes(keyHash)
                 guard !state.inWindow.contains(hash), policy.recentUse.count(hash) == 0 else {
                     // Written again (its key is in the window), or read while in probation:
                     // promoted to the main part.
                     state.probation.removeFirst()
                     continue
                 }
-                victim = (key, hash, policy.admitsByFrequency ? policy.sketch.estimate(hash) : 0)
+                victim = (hash, policy.admitsByFrequency ? policy.sketch.estimate(hash) : 0)
                 return victim
             }
         }
@@ -344,7 +362,7 @@ final class EvictionPolicy: Sendable {
                     sinceMoved += 1
                     if sinceMoved < EvictionPolicy.sweepLimit, policy.recentUse.lower(hash) { return steps < limit }
                     sinceMoved = 0
-                    admit(Array(key), hash)
+                    admit(key)
                     return state.probation.count < probationTarget && steps < limit
                 }
                 if !visited { break }  // no records at all

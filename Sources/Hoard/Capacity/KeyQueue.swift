@@ -1,9 +1,9 @@
 /// A first-in, first-out queue of keys kept back to back in one ring of bytes (a 2-byte length,
 /// then the key), so that a queue of a hundred thousand short keys costs a few bytes more than
-/// the keys themselves, not an allocation each. The ring grows by a quarter when full and shrinks
-/// when three quarters of it are free, so its memory stays within about a quarter of its keys'
-/// (a buffer consumed from the front and slid back now and then held up to twice their size,
-/// and doubled as it grew).
+/// the keys themselves, not an allocation each. Past 64 KiB the ring grows by a quarter when full,
+/// and it shrinks when three quarters of it are free, so a long queue's memory stays within about
+/// a quarter of its keys' (a buffer consumed from the front and slid back now and then held up
+/// to twice their size, and doubled as it grew).
 struct KeyQueue {
     private var ring: [UInt8] = []
     /// Where the first key's length starts in `ring`.
@@ -21,7 +21,11 @@ struct KeyQueue {
     /// Queues `key` last. Keys are at most 65,535 bytes (LMDB's are at most 511).
     mutating func append(_ key: some Collection<UInt8>) {
         let length = key.count
-        if used + 2 + length > ring.count { resize(to: max(used + 2 + length, ring.count + ring.count / 4, 256)) }
+        if used + 2 + length > ring.count {
+            // Doubling while small (a write's keys), a quarter at a time past 64 KiB.
+            let grown = ring.count < 65_536 ? ring.count * 2 : ring.count + ring.count / 4
+            resize(to: max(used + 2 + length, grown, 256))
+        }
         var index = wrapped(head + used)
         ring[index] = UInt8(truncatingIfNeeded: length >> 8)
         index = wrapped(index + 1)
@@ -36,43 +40,74 @@ struct KeyQueue {
 
     /// The first key, without removing it.
     var first: [UInt8]? {
-        guard count > 0 else { return nil }
-        return key(at: head)
+        var key: [UInt8] = []
+        return first(into: &key) ? key : nil
+    }
+
+    /// Puts the first key in `key` (its old bytes replaced, its memory kept), without removing
+    /// it; `false` when the queue is empty.
+    func first(into key: inout [UInt8]) -> Bool {
+        guard count > 0 else { return false }
+        copyKey(at: head, into: &key)
+        return true
     }
 
     /// Removes and returns the first key.
     @discardableResult
     mutating func removeFirst() -> [UInt8]? {
-        guard count > 0 else { return nil }
-        let key = key(at: head)
+        var key: [UInt8] = []
+        return removeFirst(into: &key) ? key : nil
+    }
+
+    /// Removes the first key, into `key` (its old bytes replaced, its memory kept, so that a
+    /// loop over the queue allocates nothing); `false` when the queue is empty.
+    mutating func removeFirst(into key: inout [UInt8]) -> Bool {
+        guard first(into: &key) else { return false }
         head = wrapped(head + 2 + key.count)
         used -= 2 + key.count
         count -= 1
         if count == 0 { head = 0 }
         // A queue that drained (probation after a collection filled) gives memory back.
         if ring.count > 4_096, used * 4 < ring.count { resize(to: max(used + used / 4, 256)) }
-        return key
+        return true
+    }
+
+    /// Calls `body` with each of the first `limit` keys, first to last, without removing them.
+    func forEach(first limit: Int, _ body: (UnsafeRawBufferPointer) -> Void) {
+        var index = head
+        var wrappedKey: [UInt8] = []
+        for _ in 0..<min(limit, count) {
+            let length = Int(ring[index]) << 8 | Int(ring[wrapped(index + 1)])
+            let start = wrapped(index + 2)
+            if start + length <= ring.count {
+                ring.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[start..<(start + length)])) }
+            } else {
+                copyKey(at: index, into: &wrappedKey)
+                wrappedKey.withUnsafeBytes(body)
+            }
+            index = wrapped(start + length)
+        }
     }
 
     /// Queues every key of `other` last, in its order.
     mutating func append(contentsOf other: KeyQueue) {
-        var index = other.head
-        for _ in 0..<other.count {
-            let key = other.key(at: index)
-            append(key)
-            index = other.wrapped(index + 2 + key.count)
-        }
+        other.forEach(first: other.count) { append($0) }
     }
 
     @inline(__always)
     private func wrapped(_ index: Int) -> Int { index >= ring.count ? index - ring.count : index }
 
-    /// The key whose length starts at `index`.
-    private func key(at index: Int) -> [UInt8] {
+    /// Puts the key whose length starts at `index` in `key`.
+    private func copyKey(at index: Int, into key: inout [UInt8]) {
         let length = Int(ring[index]) << 8 | Int(ring[wrapped(index + 1)])
         let start = wrapped(index + 2)
-        if start + length <= ring.count { return Array(ring[start..<(start + length)]) }
-        return Array(ring[start...] + ring[..<(start + length - ring.count)])
+        key.removeAll(keepingCapacity: true)
+        if start + length <= ring.count {
+            key.append(contentsOf: ring[start..<(start + length)])
+        } else {
+            key.append(contentsOf: ring[start...])
+            key.append(contentsOf: ring[..<(start + length - ring.count)])
+        }
     }
 
     /// Moves the queued bytes, in order from the start, into a ring of `size` bytes.
