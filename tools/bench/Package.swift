@@ -97,7 +97,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "capacity-bench",
-            dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard")],
+            dependencies: [
+                "BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"),
+                .product(name: "LMDB", package: "Hoard"),
+            ],
             path: "Sources/CapacityBench"
         ),
         .executableTarget(

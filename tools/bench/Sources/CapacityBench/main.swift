@@ -2,7 +2,8 @@
 // - a get of a bounded collection (within its bound, so nothing is evicted) against the same get
 //   of an unbounded one: budget ≤ 1.1×; slices of 2,000 gets alternate, as in readthrough-bench;
 // - a bulk put of new records into a full bounded collection, evicting as many as it writes,
-//   against the same bulk put into an unbounded one: budget ≤ 1.3×;
+//   against the same bulk put into an unbounded one: budget ≤ 1.3×; beside it, the floor of such a
+//   put (the same put deleting as many old records in its transaction with LMDB's delete, no policy);
 // - the memory of the eviction policy's access state for 1,000,000 records: budget ≤ 16 bytes a record.
 //
 //   swift run -c release --package-path tools/bench capacity-bench [--records N] [--rounds R]
@@ -10,6 +11,7 @@
 import BenchModels
 import BenchSupport
 import Hoard
+import LMDB
 
 let count = option("records", default: 200_000)
 let rounds = option("rounds", default: 5)
@@ -29,9 +31,13 @@ let directory = temporaryDirectory("capacity")
 let store = try Store(path: directory + "/store", options: .cache)
 let unbounded = try store.collection(Member.self, named: "unbounded")
 let bounded = try store.collection(Member.self, named: "bounded", capacity: .records(count))
+// Unbounded too: the floor of an evicting put, a bulk put that deletes as many old records in
+// its transaction, with no policy choosing them.
+let floor = try store.collection(Member.self, named: "floor")
 for batch in stride(from: 0, to: count, by: 10_000) {
     try unbounded.put(members[batch..<min(batch + 10_000, count)])
     try bounded.put(members[batch..<min(batch + 10_000, count)])
+    try floor.put(members[batch..<min(batch + 10_000, count)])
 }
 
 // Gets: slice by slice in turn, each pass second every other slice (its pages warm).
@@ -71,21 +77,45 @@ let gets =
 var next = Int64(count) &* 7_919 &+ 1
 var plainPuts: [UInt64] = []
 var boundedPuts: [UInt64] = []
+var floorPuts: [UInt64] = []
 let batches = 20
+// The floor deletes the records it holds in the order they were written (as the bounded
+// collection's policy, with no reads, mostly does), with LMDB's delete and nothing of Hoard's.
+guard let floorRecords = try store.recordDatabase(of: "floor") else { preconditionFailure("no floor database") }
+var oldest = 0
 for round in 0...rounds {
-    var (plain, capped) = (UInt64(0), UInt64(0))
+    var (plain, capped, floored) = (UInt64(0), UInt64(0), UInt64(0))
     for number in 0..<batches {
         let batch = (0..<1_000).map { member(next &+ Int64($0)) }
+        let old = (0..<1_000).map { Int64(oldest + $0) &* 7_919 }
         next &+= 1_000
-        for pass in number % 2 == 0 ? [0, 1] : [1, 0] {
+        oldest += 1_000
+        for pass in number % 2 == 0 ? [0, 1, 2] : [2, 1, 0] {
             let t0 = now()
-            try (pass == 0 ? unbounded : bounded).put(batch)
-            if pass == 0 { plain += now() - t0 } else { capped += now() - t0 }
+            switch pass {
+            case 0: try unbounded.put(batch)
+            case 1: try bounded.put(batch)
+            default:
+                let deleted = try store.write { txn in
+                    try floor.put(batch, in: txn)
+                    return try old.reduce(0) { sum, id in
+                        sum + (try id.withKeyBytes { try txn.delete($0, in: floorRecords) } ? 1 : 0)
+                    }
+                }
+                precondition(deleted == old.count, "the floor deleted \(deleted) of \(old.count)")
+            }
+            let elapsed = now() - t0
+            switch pass {
+            case 0: plain += elapsed
+            case 1: capped += elapsed
+            default: floored += elapsed
+            }
         }
     }
     if round > 0 {  // the first round warms up
         plainPuts.append(plain)
         boundedPuts.append(capped)
+        floorPuts.append(floored)
     }
 }
 let stored = try bounded.count()
@@ -96,7 +126,11 @@ let puts = Comparison(
     name: "bulk put of 1,000 new records, bounded and full (evicts 1,000)",
     baseline: "the same bulk put, unbounded", operations: batches * 1_000, baselineNanos: median(plainPuts),
     candidateNanos: median(boundedPuts), budget: 1.3)
-report("capacity: \(count) records, \(rounds) rounds (medians)", [gets, puts].compactMap { $0 })
+let floorComparison = Comparison(
+    name: "the floor: the same bulk put deleting 1,000 old records in its transaction (LMDB deletes, no policy)",
+    baseline: "the same bulk put, unbounded", operations: batches * 1_000, baselineNanos: median(plainPuts),
+    candidateNanos: median(floorPuts), budget: nil)
+report("capacity: \(count) records, \(rounds) rounds (medians)", [gets, puts, floorComparison].compactMap { $0 })
 removeStore(in: directory)
 
 // The access state for `stateRecords` records: a bounded collection filled past its capacity
