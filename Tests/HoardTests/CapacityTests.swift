@@ -11,13 +11,16 @@ import Testing
 /// killed in the middle of evicting writes.
 @Suite("Capacity")
 struct CapacityTests {
-    @Test("after every write the bound holds, the byte count is exact, and nothing written is lost or altered")
-    func randomizedAgainstReference() throws {
+    /// Records and bytes (evictions deleted as they are chosen, their sizes counted), and records
+    /// alone (evictions deleted together at the settle's end, in key order).
+    @Test(
+        "after every write the bound holds, the byte count is exact, and nothing written is lost or altered",
+        arguments: [Capacity(records: 40, bytes: 4_000), Capacity.records(40)])
+    func randomizedAgainstReference(capacity: Capacity) throws {
         let seed = UInt64(ProcessInfo.processInfo.environment["HOARD_TEST_SEED"] ?? "") ?? 23
         var random = SplitMix(seed: seed)
         let clock = ManualClock()
         try withTemporaryStore(options: .testing(clock: clock)) { store in
-            let capacity = Capacity(records: 40, bytes: 4_000)
             let notes = try store.collection(Note.self, capacity: capacity)
             /// The last value written under each ID that was not deleted since, and its expiry.
             var written: [Int64: (note: Note, expiresAt: Int64?)] = [:]
@@ -168,13 +171,17 @@ struct CapacityTests {
         }
     }
 
-    @Test("two processes writing one bounded collection at once keep its bound at every commit")
-    func twoProcesses() throws {
+    /// With a byte capacity (evictions deleted as chosen) and without (deleted at each settle's end).
+    @Test(
+        "two processes writing one bounded collection at once keep its bound at every commit",
+        arguments: [40_000, 0])
+    func twoProcesses(bytes: Int) throws {
+        let capacity = Capacity(records: 300, bytes: bytes == 0 ? nil : bytes)
         try withTemporaryDirectory { directory in
             let path = directory + "/store"
             let probe = try builtExecutable("LMDBProbe")
             let writers = try [0, 1_000_000].map { first in
-                try ChildProcess(probe, ["bounded", path, "300", "40000", "\(first)", "150", "10"])
+                try ChildProcess(probe, ["bounded", path, "300", "\(bytes)", "\(first)", "150", "10"])
             }
             // Wait for both to have started writing, then read snapshots until both are done.
             for writer in writers { #expect(try writer.readLine()?.hasPrefix("committed") == true) }
@@ -185,6 +192,7 @@ struct CapacityTests {
             while !running.isEmpty {
                 let usage = try #require(try sized.capacityUsage())
                 #expect(usage.records <= 300 && (usage.bytes ?? 0) <= 40_000, "\(usage)")
+                #expect(usage.capacity == capacity)
                 snapshots += 1
                 for index in running where writers[index].hasOutput() {
                     let line = try writers[index].readLine()
@@ -196,7 +204,7 @@ struct CapacityTests {
                 }
             }
             for writer in writers { #expect(writer.wait() == 0) }
-            try checkBound(sized, Capacity(records: 300, bytes: 40_000), step: snapshots)
+            try checkBound(sized, capacity, step: snapshots)
             // 3,000 records were written into room for 300: both writers' records were evicted.
             let ids = try sized.scan().map(\.id)
             #expect(ids.contains { $0 < 1_000_000 } && ids.contains { $0 >= 1_000_000 })
@@ -204,16 +212,17 @@ struct CapacityTests {
     }
 
     @Test(
-        "a writer killed with SIGKILL in the middle of evicting writes leaves the store consistent and within its bound"
-    )
-    func killedWhileEvicting() throws {
+        "a writer killed with SIGKILL in the middle of evicting writes leaves the store consistent and within its bound",
+        arguments: [30_000, 0])
+    func killedWhileEvicting(bytes: Int) throws {
+        let capacity = Capacity(records: 200, bytes: bytes == 0 ? nil : bytes)
         var random = SplitMix(seed: 41)
         try withTemporaryDirectory { directory in
             let path = directory + "/store"
             let probe = try builtExecutable("LMDBProbe")
             for kill in 0..<12 {
                 let writer = try ChildProcess(
-                    probe, ["bounded", path, "200", "30000", "\(kill * 10_000_000)", "0", "25"])
+                    probe, ["bounded", path, "200", "\(bytes)", "\(kill * 10_000_000)", "0", "25"])
                 // Killed after 10 to 50 commits: past the 8 that fill the collection, so every
                 // write in flight then evicts.
                 let rounds = Int(random.next() % 41) + 10
@@ -222,7 +231,7 @@ struct CapacityTests {
                 _ = writer.wait()
                 let store = try Store(path: path, options: .testing())
                 let sized = try store.collection(Sized.self)
-                try checkBound(sized, Capacity(records: 200, bytes: 30_000), step: kill)
+                try checkBound(sized, capacity, step: kill)
                 #expect(try sized.scanSkippingDamaged().damaged.isEmpty)
             }
         }

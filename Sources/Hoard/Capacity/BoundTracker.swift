@@ -35,6 +35,13 @@ final class BoundTracker: EvictionSource {
     private var evictions = 0
     private var evictedBytes = 0
     private var removedExpired = 0
+    /// The records a settle chose to evict, not deleted yet (a collection bounded in records
+    /// only): their keys back to back, and where each is. ``flushEvictions(in:)`` deletes them in
+    /// key order with one cursor, so that neighbours cost no search of their own; the record
+    /// count already leaves them out.
+    private var evictingBytes: [UInt8] = []
+    private var evicting: [Range<Int>] = []
+    private var evictingSorted = true
 
     /// The tracker of a write to `collection` in `txn`; `nil` when the collection has no capacity.
     static func open(
@@ -121,6 +128,15 @@ final class BoundTracker: EvictionSource {
         var source = self
         _ = try policy.settle(&source, written: stored, in: txn)
         stored.removeAll()
+        try flushEvictions(in: txn)
+        // A record chosen for eviction that was gone already (deleted while its key was queued)
+        // left the count over: settle again while the settle finds any to choose. Each round
+        // either deletes a record or uses up queued keys whose records are gone, so it ends.
+        while isOverCapacity {
+            recordCount = try txn.count(in: database)
+            guard try policy.settle(&source, in: txn) > 0 else { break }
+            try flushEvictions(in: txn)
+        }
         if isOverCapacity {
             recordCount = try txn.count(in: database)
             if isOverCapacity {
@@ -149,7 +165,9 @@ final class BoundTracker: EvictionSource {
         after position: [UInt8]?, in txn: borrowing WriteTransaction,
         _ visit: (UnsafeRawBufferPointer) throws -> Bool
     ) throws -> [UInt8]? {
-        try txn.withCursor(in: database) { cursor in
+        // The walk must not meet records already chosen to go.
+        try flushEvictions(in: txn)
+        return try txn.withCursor(in: database) { cursor in
             var entry = try position.map { try cursor.seek(atLeast: $0) } ?? cursor.first()
             if let current = entry, let position, current.key.elementsEqual(position) { entry = try cursor.next() }
             while let current = entry {
@@ -162,6 +180,15 @@ final class BoundTracker: EvictionSource {
 
     func evict(_ key: [UInt8], hash: UInt64, in txn: borrowing WriteTransaction) throws -> EvictionOutcome {
         if written.hashes.contains(hash) { return .pinned }
+        if !tracksBytes {
+            // Counted gone now, deleted with the others when the settle ends.
+            if let last = evicting.last, !keyPrecedes(evictingBytes[last], key[...]) { evictingSorted = false }
+            evicting.append(evictingBytes.count..<(evictingBytes.count + key.count))
+            evictingBytes.append(contentsOf: key)
+            recordCount -= 1
+            return .evicted
+        }
+        // Bounded in bytes: the record's size decides whether the settle goes on, so it goes now.
         return try txn.withCursor(in: database) { cursor in
             guard let entry = try cursor.seek(exactly: key) else { return .absent }
             let size = entry.value.count
@@ -178,9 +205,40 @@ final class BoundTracker: EvictionSource {
         }
     }
 
+    /// Deletes the records ``evict(_:hash:in:)`` chose, in key order with one cursor (a cursor
+    /// that is on the page of the next key finds it without a search from the root); a record
+    /// already gone counts back in.
+    func flushEvictions(in txn: borrowing WriteTransaction) throws {
+        guard !evicting.isEmpty else { return }
+        if !evictingSorted {
+            evicting.sort { keyPrecedes(evictingBytes[$0], evictingBytes[$1]) }
+        }
+        try txn.withCursor(in: database) { cursor in
+            for range in evicting {
+                guard let entry = try evictingBytes[range].withUnsafeBytes({ try cursor.seek(exactly: $0) }) else {
+                    recordCount += 1
+                    continue
+                }
+                let size = entry.value.count
+                let expired = RecordHeader.peekExpiry(entry.value).map { $0 <= now } ?? false
+                try cursor.deleteCurrent()
+                if expired {
+                    removedExpired += 1
+                } else {
+                    evictions += 1
+                    evictedBytes += range.count + size
+                }
+            }
+        }
+        evicting.removeAll(keepingCapacity: true)
+        evictingBytes.removeAll(keepingCapacity: true)
+        evictingSorted = true
+    }
+
     func removeExpired(
         after position: [UInt8]?, limit: Int, in txn: borrowing WriteTransaction
     ) throws -> (position: [UInt8]?, removed: Int) {
+        try flushEvictions(in: txn)
         // Records that read-through may still serve stale are kept, as the purge keeps them.
         let cutoff = now.addingSaturating(-state.purgeGrace.load(ordering: .relaxed))
         var expired: [(key: [UInt8], bytes: Int)] = []
