@@ -5,7 +5,9 @@ internal import LMDB
 /// hash would only keep a record one write longer). Kept with the transaction
 /// (``Transaction/local(_:make:)``).
 final class WrittenKeys {
-    var hashes = HashTags()
+    // Unchecked: one write transaction, on one thread, uses it (a run-time exclusivity check on
+    // every key a write stores cost more than the set's own insert).
+    @exclusivity(unchecked) var hashes = HashTags()
 }
 
 /// One write's bookkeeping on a bounded collection: what the write stores and removes, and, at
@@ -26,8 +28,9 @@ final class BoundTracker: EvictionSource {
     private let recorded: StoredBound
     private let written: WrittenKeys
     /// The keys this write stored, for the policy's window when it ends.
-    private var stored = WrittenBatch()
-    private(set) var recordCount: Int
+    // Unchecked, as the written keys: a tracker belongs to one write transaction on one thread.
+    @exclusivity(unchecked) private var stored = WrittenBatch()
+    @exclusivity(unchecked) private(set) var recordCount: Int
     private let now: Int64
     /// What this write evicted, added to the statistics once its transaction commits: LMDB runs a
     /// write's body again when the map grows, and the evictions of an attempt that was undone
@@ -39,8 +42,8 @@ final class BoundTracker: EvictionSource {
     /// only): their keys back to back, and where each is. ``flushEvictions(in:)`` deletes them in
     /// key order with one cursor, so that neighbours cost no search of their own; the record
     /// count already leaves them out.
-    private var evictingBytes: [UInt8] = []
-    private var evicting: [Range<Int>] = []
+    @exclusivity(unchecked) private var evictingBytes: [UInt8] = []
+    @exclusivity(unchecked) private var evicting: [Range<Int>] = []
     private var evictingSorted = true
 
     /// The tracker of a write to `collection` in `txn`; `nil` when the collection has no capacity.

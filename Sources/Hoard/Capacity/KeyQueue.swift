@@ -27,12 +27,27 @@ struct KeyQueue {
             resize(to: max(used + 2 + length, grown, 256))
         }
         var index = wrapped(head + used)
-        ring[index] = UInt8(truncatingIfNeeded: length >> 8)
-        index = wrapped(index + 1)
-        ring[index] = UInt8(truncatingIfNeeded: length)
-        for byte in key {
+        let copied: Bool? =
+            index + 2 + length > ring.count
+            ? nil
+            : key.withContiguousStorageIfAvailable { bytes in
+                // Room before the ring's end: one copy, not a byte at a time.
+                ring.withUnsafeMutableBufferPointer { ring in
+                    ring[index] = UInt8(truncatingIfNeeded: length >> 8)
+                    ring[index + 1] = UInt8(truncatingIfNeeded: length)
+                    guard let source = bytes.baseAddress, let target = ring.baseAddress else { return true }
+                    (target + index + 2).update(from: source, count: length)
+                    return true
+                }
+            }
+        if copied == nil {
+            ring[index] = UInt8(truncatingIfNeeded: length >> 8)
             index = wrapped(index + 1)
-            ring[index] = byte
+            ring[index] = UInt8(truncatingIfNeeded: length)
+            for byte in key {
+                index = wrapped(index + 1)
+                ring[index] = byte
+            }
         }
         used += 2 + length
         count += 1
