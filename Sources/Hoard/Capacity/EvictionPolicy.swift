@@ -30,7 +30,10 @@ protocol EvictionSource {
         _ visit: (UnsafeRawBufferPointer) throws -> Bool
     ) throws -> [UInt8]?
     /// Deletes the record under `key` unless it is absent or was written by the running
-    /// transaction: one look-up that reads, checks and deletes. `hash` is the key's ``keyHash(_:)``.
+    /// transaction. `hash` is the key's ``keyHash(_:)``. A source may count the record gone at
+    /// once and delete it later, before its next walk (``BoundTracker`` does, for a bound in
+    /// records only); it then reports `.evicted` for a record it finds absent at that point, and
+    /// sets the count right.
     mutating func evict(_ key: [UInt8], hash: UInt64, in txn: borrowing WriteTransaction) throws -> EvictionOutcome
     /// Looks at up to `limit` records in key order after `position` (from the first when `nil`)
     /// and deletes those that have expired and were not written by the running transaction;
@@ -153,7 +156,7 @@ final class EvictionPolicy: Sendable {
     }
 
     /// The memory the policy's state takes, in bytes (sketch, counts, buffered accesses, queues
-    /// and the places of queued keys).
+    /// and the set of the window's keys).
     var byteCount: Int {
         state.withLock { state in
             sketch.byteCount + recentUse.byteCount + accesses.byteCount + state.window.byteCount
@@ -163,7 +166,8 @@ final class EvictionPolicy: Sendable {
 
     /// Takes the keys a write stored (`written`) into the window, then evicts until `source` is
     /// within its bound, moving keys between the window, probation and the main part as it goes;
-    /// returns how many records went. When the records that could go
+    /// returns how many records went (or, for a source that deletes them later, were chosen to
+    /// go). When the records that could go
     /// are gone and `source` is still over (every record left was written in the running
     /// transaction), it stops: the caller reports that the write alone exceeds the bound.
     func settle(
@@ -176,8 +180,8 @@ final class EvictionPolicy: Sendable {
             state.window.append(contentsOf: written.keys)
             for hash in written.hashes { state.inWindow.insert(hash, tag: 1) }
             var settling = Settling(policy: self, state: state)
-            // Settling now holds the only reference to the queues and the dictionary, so its
-            // changes do not copy them (a copy of the whole state on every write, otherwise).
+            // Settling now holds the only reference to the queues and the key set, so its changes
+            // do not copy them (a copy of the whole state on every write, otherwise).
             state = State()
             defer { state = settling.state }
             return try settling.run(&source, in: txn)
