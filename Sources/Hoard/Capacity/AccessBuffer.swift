@@ -12,8 +12,8 @@ internal import Darwin
 /// Why not count each access at once: the sketch's block and the recent-use bucket of a key are
 /// two random lines in tables of megabytes, so counting one access waits for two cache misses in
 /// a row (a compare-and-swap waits for its line, and nothing else goes on meanwhile): about 15%
-/// of a get at 200,000 records (BENCHMARKS.md). Counting 32 at once first loads all their lines,
-/// independent loads the processor overlaps, then updates them from cache.
+/// of a get at 200,000 records (BENCHMARKS.md). Counting 32 at once first asks for all their lines
+/// (prefetches, whose misses overlap), then updates them from cache: 5% of a get.
 ///
 /// Each thread writes to one of a few stripes (chosen by its thread ID), so that threads rarely
 /// share a slot counter. Counting is approximate under concurrency, as the counts themselves are:
@@ -26,8 +26,9 @@ final class AccessBuffer: Sendable {
     private let tails = CounterTable(count: stripes * tailStride, alignment: 64)
 
     static let stripes = 8
-    /// Accesses counted at once. 32 lines' worth of loads in flight is more than a core overlaps
-    /// (about 20), so a larger batch would only delay the counts.
+    /// Accesses counted at once: 64 lines asked for together are already more misses than a core
+    /// keeps in flight (some 20), so a larger batch would mostly delay the counts (other sizes
+    /// were not measured).
     static let batch = 32
     private static let tailStride = 8
 
