@@ -7,7 +7,7 @@ internal import LMDB
 final class WrittenKeys {
     // Unchecked: one write transaction, on one thread, uses it (a run-time exclusivity check on
     // every key a write stores cost more than the set's own insert).
-    @exclusivity(unchecked) var hashes = HashTags()
+    @exclusivity(unchecked) var hashes = KeyHashSet()
 }
 
 /// One write's bookkeeping on a bounded collection: what the write stores and removes, and, at
@@ -97,7 +97,7 @@ final class BoundTracker: EvictionSource {
             bound.usedBytes += key.count + recordSize - (old.map { key.count + $0 } ?? 0)
         }
         let hash = keyHash(key)
-        written.hashes.insert(hash, tag: 1)
+        written.hashes.insert(hash)
         stored.append(key, hash: hash)
     }
 
@@ -114,7 +114,7 @@ final class BoundTracker: EvictionSource {
     }
 
     /// Keeps `key` from eviction for the rest of the transaction, as if the transaction had written it.
-    func keep(_ key: [UInt8]) { written.hashes.insert(key.withUnsafeBytes(keyHash), tag: 1) }
+    func keep(_ key: [UInt8]) { written.hashes.insert(key.withUnsafeBytes(keyHash)) }
 
     /// Sets the bytes the records occupy, counted by a scan.
     func recount(_ bytes: Int) { bound.usedBytes = bytes }
@@ -140,15 +140,14 @@ final class BoundTracker: EvictionSource {
             guard try policy.settle(&source, in: txn) > 0 else { break }
             try flushEvictions(in: txn)
         }
+        // Still over (the count read again just before the settle that found nothing to choose):
+        // what is left was written by the running transaction.
         if isOverCapacity {
-            recordCount = try txn.count(in: database)
-            if isOverCapacity {
-                throw HoardError.overCapacity(
-                    collection: collection,
-                    reason:
-                        "it leaves \(recordCount) records\(tracksBytes ? " of \(bound.usedBytes) bytes" : ""), all written by the running transaction, against a capacity of \(bound.capacity)"
-                )
-            }
+            throw HoardError.overCapacity(
+                collection: collection,
+                reason:
+                    "it leaves \(recordCount) records\(tracksBytes ? " of \(bound.usedBytes) bytes" : ""), all written by the running transaction, against a capacity of \(bound.capacity)"
+            )
         }
         if bound != recorded { try bound.write(collection, in: store, txn: txn) }
         if evictions + removedExpired > 0 {

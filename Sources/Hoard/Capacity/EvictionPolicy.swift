@@ -102,7 +102,7 @@ final class EvictionPolicy: Sendable {
         /// in the window again. Probation's keys are not kept here (their memory was a third of
         /// the policy's at 1,000,000 records): a key the hand finds that is already in probation
         /// is queued twice, and its second entry finds its record gone or read.
-        var inWindow = HashTags()
+        var inWindow = KeyHashSet()
         /// The key the hand is at in the main part.
         var hand: [UInt8]?
         /// The key the expiry walk stopped at (`nil`: it starts again at the first).
@@ -178,7 +178,7 @@ final class EvictionPolicy: Sendable {
             accesses.drain(count)
             // What the write stored enters the window, newest last.
             state.window.append(contentsOf: written.keys)
-            for hash in written.hashes { state.inWindow.insert(hash, tag: 1) }
+            for hash in written.hashes { state.inWindow.insert(hash) }
             var settling = Settling(policy: self, state: state)
             // Settling now holds the only reference to the queues and the key set, so its changes
             // do not copy them (a copy of the whole state on every write, otherwise).
@@ -224,8 +224,7 @@ final class EvictionPolicy: Sendable {
             // window stays the newest records.
             while state.window.count > windowTarget, state.window.removeFirst(into: &candidate) {
                 let hash = candidate.withUnsafeBytes(keyHash)
-                guard state.inWindow.contains(hash) else { continue }
-                state.inWindow.remove(hash)
+                guard state.inWindow.remove(hash) else { continue }
                 if source.isOverCapacity {
                     try weigh(candidate, hash, &source, in: txn)
                 } else {
@@ -247,8 +246,7 @@ final class EvictionPolicy: Sendable {
             // than the main part); the window's own oldest go next.
             while source.isOverCapacity, state.window.removeFirst(into: &candidate) {
                 let hash = candidate.withUnsafeBytes(keyHash)
-                guard state.inWindow.contains(hash) else { continue }
-                state.inWindow.remove(hash)
+                guard state.inWindow.remove(hash) else { continue }
                 try evict(candidate, hash, &source, in: txn)
             }
             return evicted

@@ -13,8 +13,6 @@ struct KeyQueue {
     /// How many keys are queued.
     private(set) var count = 0
 
-    var isEmpty: Bool { count == 0 }
-
     /// The memory the queue holds, in bytes.
     var byteCount: Int { ring.capacity }
 

@@ -1,0 +1,85 @@
+/// A set of key hashes (``keyHash(_:)``) in one flat array of words: open addressing with linear
+/// probing, and removal by shifting the entries after a hole back (no tombstones to clean up).
+/// The eviction policy keeps the window's keys this way, and a write the keys it wrote. A `Set`
+/// of the hashes hashed every hash again (SipHash) and took about a tenth of an evicting bulk put
+/// (BENCHMARKS.md).
+///
+/// An entry is the hash with bit 0 set (bit 0 of a key hash is always 0), so that no entry is 0,
+/// the mark of an empty slot.
+struct KeyHashSet {
+    private var slots: [UInt64]
+    private(set) var count = 0
+
+    /// A set for about `capacity` hashes before it grows.
+    init(capacity: Int = 0) {
+        var size = 16
+        while size * 3 < capacity * 4 { size <<= 1 }
+        slots = Array(repeating: 0, count: size)
+    }
+
+    /// The memory the set takes, in bytes.
+    var byteCount: Int { slots.capacity * MemoryLayout<UInt64>.stride }
+
+    func contains(_ hash: UInt64) -> Bool { find(hash) != nil }
+
+    /// Adds `hash`, if it is not there.
+    mutating func insert(_ hash: UInt64) {
+        let entry = hash | 1
+        var index = home(entry)
+        while slots[index] != 0 {
+            if slots[index] == entry { return }
+            index = (index + 1) & (slots.count - 1)
+        }
+        slots[index] = entry
+        count += 1
+        if count * 4 > slots.count * 3 { resize(to: slots.count * 2) }
+    }
+
+    /// Removes `hash`; returns whether it was there.
+    @discardableResult
+    mutating func remove(_ hash: UInt64) -> Bool {
+        guard var hole = find(hash) else { return false }
+        slots[hole] = 0
+        count -= 1
+        // Entries after the hole whose probe started at or before it move back into it, so that
+        // every entry stays reachable from its home without passing an empty slot.
+        let mask = slots.count - 1
+        var index = hole
+        while true {
+            index = (index + 1) & mask
+            let entry = slots[index]
+            if entry == 0 { break }
+            let distance = (index - home(entry)) & mask
+            if distance >= (index - hole) & mask {
+                slots[hole] = entry
+                slots[index] = 0
+                hole = index
+            }
+        }
+        // A set that emptied (the window after a burst of writes) gives its memory back.
+        if slots.count > 1_024, count * 8 < slots.count { resize(to: slots.count / 4) }
+        return true
+    }
+
+    @inline(__always)
+    private func home(_ entry: UInt64) -> Int {
+        Int(truncatingIfNeeded: entry >> 1) & (slots.count - 1)
+    }
+
+    private func find(_ hash: UInt64) -> Int? {
+        let entry = hash | 1
+        var index = home(entry)
+        while slots[index] != 0 {
+            if slots[index] == entry { return index }
+            index = (index + 1) & (slots.count - 1)
+        }
+        return nil
+    }
+
+    private mutating func resize(to size: Int) {
+        let old = slots
+        slots = Array(repeating: 0, count: size)
+        count = 0
+        for entry in old where entry != 0 { insert(entry) }
+    }
+}
