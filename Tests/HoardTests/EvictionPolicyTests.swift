@@ -209,7 +209,9 @@ struct EvictionPolicyTests {
         #expect(all.sorted() == (1...(threads * each)).map { UInt64($0) << 1 }, "an access lost, doubled or made up")
     }
 
-    @Test("the key hash set agrees with a Set through inserts and removals, as the table grows and shrinks")
+    @Test(
+        "the key hash set agrees with a Set through inserts (one at a time and in batches) and removals, as the table grows and shrinks"
+    )
     func keyHashSet() {
         var table = KeyHashSet()
         var reference = Set<UInt64>()
@@ -219,8 +221,15 @@ struct EvictionPolicyTests {
         let pool = (0..<6_000).map { _ in hash() }
         for round in 0..<40_000 {
             let key = pool[Int(generator.next() % UInt64(pool.count))]
-            if generator.next() % 3 == 0 {
+            let choice = generator.next() % 6
+            if choice < 2 {
                 #expect(table.remove(key) == (reference.remove(key) != nil), "round \(round)")
+            } else if choice == 2 {
+                // A batch, with hashes that may repeat in it or be in the set already.
+                let batch = (0..<Int(generator.next() % 40)).map { _ in pool[Int(generator.next() % UInt64(pool.count))]
+                }
+                table.insert(contentsOf: batch + batch.prefix(3))
+                reference.formUnion(batch)
             } else {
                 table.insert(key)
                 reference.insert(key)

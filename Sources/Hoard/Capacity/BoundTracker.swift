@@ -7,7 +7,37 @@ internal import LMDB
 final class WrittenKeys {
     // Unchecked: one write transaction, on one thread, uses it (a run-time exclusivity check on
     // every key a write stores cost more than the set's own insert).
-    @exclusivity(unchecked) var hashes = KeyHashSet()
+    @exclusivity(unchecked) private var hashes: KeyHashSet
+    /// Hashes added since the set was last asked: they go into it together, at the next question.
+    @exclusivity(unchecked) private var added: [UInt64] = []
+
+    /// A set sized for `expected` keys: as many as the collection's last write wrote, so that a
+    /// bulk put like the last one does not grow its set key by key (growing from empty, with the
+    /// fresh memory each doubling touched, took a tenth of an evicting bulk put's bookkeeping).
+    init(expected: Int) {
+        hashes = KeyHashSet(capacity: expected)
+        added.reserveCapacity(min(expected, 4_096))
+    }
+
+    func insert(_ hash: UInt64) { added.append(hash) }
+
+    func contains(_ hash: UInt64) -> Bool {
+        absorb()
+        return hashes.contains(hash)
+    }
+
+    /// How many keys the transaction wrote.
+    var count: Int {
+        absorb()
+        return hashes.count
+    }
+
+    @inline(__always)
+    private func absorb() {
+        guard !added.isEmpty else { return }
+        hashes.insert(contentsOf: added)
+        added.removeAll(keepingCapacity: true)
+    }
 }
 
 /// One write's bookkeeping on a bounded collection: what the write stores and removes, and, at
@@ -68,7 +98,9 @@ final class BoundTracker: EvictionSource {
         recorded = bound
         self.recordCount = recordCount
         state = store.state(of: collection)
-        written = txn.local(ObjectIdentifier(state)) { WrittenKeys() }
+        written = txn.local(ObjectIdentifier(state)) { [state] in
+            WrittenKeys(expected: state.writtenKeys.load(ordering: .relaxed))
+        }
         now = store.options.now()
     }
 
@@ -97,7 +129,7 @@ final class BoundTracker: EvictionSource {
             bound.usedBytes += key.count + recordSize - (old.map { key.count + $0 } ?? 0)
         }
         let hash = keyHash(key)
-        written.hashes.insert(hash)
+        written.insert(hash)
         stored.append(key, hash: hash)
     }
 
@@ -114,7 +146,7 @@ final class BoundTracker: EvictionSource {
     }
 
     /// Keeps `key` from eviction for the rest of the transaction, as if the transaction had written it.
-    func keep(_ key: [UInt8]) { written.hashes.insert(key.withUnsafeBytes(keyHash)) }
+    func keep(_ key: [UInt8]) { written.insert(key.withUnsafeBytes(keyHash)) }
 
     /// Sets the bytes the records occupy, counted by a scan.
     func recount(_ bytes: Int) { bound.usedBytes = bytes }
@@ -150,6 +182,7 @@ final class BoundTracker: EvictionSource {
             )
         }
         if bound != recorded { try bound.write(collection, in: store, txn: txn) }
+        state.writtenKeys.store(written.count, ordering: .relaxed)
         if evictions + removedExpired > 0 {
             let (counters, evicted, bytes, expired) = (state.counters, evictions, evictedBytes, removedExpired)
             txn.onCommit {
@@ -181,7 +214,7 @@ final class BoundTracker: EvictionSource {
     }
 
     func evict(_ key: [UInt8], hash: UInt64, in txn: borrowing WriteTransaction) throws -> EvictionOutcome {
-        if written.hashes.contains(hash) { return .pinned }
+        if written.contains(hash) { return .pinned }
         if !tracksBytes {
             // Counted gone now, deleted with the others when the settle ends.
             if let last = evicting.last, !keyPrecedes(evictingBytes[last], key[...]) { evictingSorted = false }
@@ -216,14 +249,25 @@ final class BoundTracker: EvictionSource {
             evicting.sort { keyPrecedes(evictingBytes[$0], evictingBytes[$1]) }
         }
         try txn.withCursor(in: database) { cursor in
+            // The record after the one just deleted, where the cursor stands: when it is the next
+            // to go (records written together are evicted together), no search finds it.
+            var next: Cursor<ReadWriteAccess>.Entry?
             for range in evicting {
-                guard let entry = try evictingBytes[range].withUnsafeBytes({ try cursor.seek(exactly: $0) }) else {
+                let found = try evictingBytes.withUnsafeBytes { bytes -> Cursor<ReadWriteAccess>.Entry? in
+                    let key = UnsafeRawBufferPointer(rebasing: bytes[range])
+                    if let next, bytesEqual(next.key, key) { return next }
+                    return try cursor.seek(exactly: key)
+                }
+                // Valid only until the cursor moves, which a search may have done.
+                next = nil
+                guard let entry = found else {
                     recordCount += 1
                     continue
                 }
                 let size = entry.value.count
                 let expired = RecordHeader.peekExpiry(entry.value).map { $0 <= now } ?? false
                 try cursor.deleteCurrent()
+                next = try cursor.current()
                 if expired {
                     removedExpired += 1
                 } else {
@@ -250,7 +294,7 @@ final class BoundTracker: EvictionSource {
             var steps = 0
             while let current = entry {
                 if let expiry = RecordHeader.peekExpiry(current.value), expiry <= cutoff {
-                    if !written.hashes.contains(keyHash(current.key)) {
+                    if !written.contains(keyHash(current.key)) {
                         expired.append((Array(current.key), current.value.count))
                     }
                 }

@@ -107,6 +107,8 @@ final class EvictionPolicy: Sendable {
         var hand: [UInt8]?
         /// The key the expiry walk stopped at (`nil`: it starts again at the first).
         var expiryHand: [UInt8]?
+        /// How many keys the last settle took from probation's front.
+        var victimsTaken = 0
     }
 
     private let state = Mutex(State())
@@ -178,7 +180,7 @@ final class EvictionPolicy: Sendable {
             accesses.drain(count)
             // What the write stored enters the window, newest last.
             state.window.append(contentsOf: written.keys)
-            for hash in written.hashes { state.inWindow.insert(hash) }
+            state.inWindow.insert(contentsOf: written.hashes)
             var settling = Settling(policy: self, state: state)
             // Settling now holds the only reference to the queues and the key set, so its changes
             // do not copy them (a copy of the whole state on every write, otherwise).
@@ -193,6 +195,8 @@ final class EvictionPolicy: Sendable {
         let policy: EvictionPolicy
         var state: State
         var evicted = 0
+        /// How many keys left probation's front (evicted, or promoted).
+        var taken = 0
         var probationTarget = 1
         var records = 0
         /// Probation's first key while it stays first (in `victimKey`), with its estimate: every
@@ -217,6 +221,7 @@ final class EvictionPolicy: Sendable {
                 evicted += walk.removed
             }
             records = source.recordCount
+            defer { state.victimsTaken = taken }
             let windowTarget = max(1, Int(Double(records) * EvictionPolicy.windowShare))
             probationTarget = max(1, Int(Double(records) * EvictionPolicy.probationShare))
             if source.isOverCapacity { prefetch(state.window.count - windowTarget) }
@@ -276,9 +281,13 @@ final class EvictionPolicy: Sendable {
             admit(candidate)
         }
 
-        /// Asks for the cache lines of the counts of the next `count` candidates and as many
-        /// victims, which the settle will read: each is a random line in a table of megabytes,
-        /// and one look-up after another would wait for each in turn (a third of an evicting put).
+        /// Asks for the cache lines of the counts of the next `count` candidates, and of as many
+        /// victims as the last settle took from probation and a few more, which the settle will
+        /// read: each is a random line in a table of megabytes, and one look-up after another
+        /// would wait for each in turn (a third of an evicting put). Victims are asked for by the
+        /// last settle's number, not the candidates': when candidates lose (records written and
+        /// not read since) one victim serves them all, and asking for every line cost a tenth of
+        /// the policy's part of a bulk put.
         func prefetch(_ count: Int) {
             guard count > 0 else { return }
             let (sketch, recentUse) = (policy.sketch, policy.recentUse)
@@ -288,7 +297,7 @@ final class EvictionPolicy: Sendable {
                 recentUse.prefetch(hash)
             }
             state.window.forEach(first: count, ask)
-            state.probation.forEach(first: count, ask)
+            state.probation.forEach(first: min(count, state.victimsTaken + 8), ask)
         }
 
         /// Evicts `key`, which left its queue; a pinned record stays, in probation.
@@ -322,6 +331,7 @@ final class EvictionPolicy: Sendable {
         mutating func dropFirstInProbation(_ hash: UInt64) {
             victim = nil
             state.probation.removeFirst()
+            taken += 1
             policy.recentUse.clear(hash)
         }
 
@@ -339,6 +349,7 @@ final class EvictionPolicy: Sendable {
                     // Written again (its key is in the window), or read while in probation:
                     // promoted to the main part.
                     state.probation.removeFirst()
+                    taken += 1
                     continue
                 }
                 victim = (hash, policy.admitsByFrequency ? policy.sketch.estimate(hash) : 0)

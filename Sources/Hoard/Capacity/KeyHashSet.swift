@@ -35,6 +35,30 @@ struct KeyHashSet {
         if count * 4 > slots.count * 3 { resize(to: slots.count * 2) }
     }
 
+    /// Adds every hash of `hashes` that is not there: the table grows once, and its memory is
+    /// reached without a check of its uniqueness per hash (a set filled one call at a time spent
+    /// more on those checks and the call than on the probing).
+    mutating func insert(contentsOf hashes: [UInt64]) {
+        guard !hashes.isEmpty else { return }
+        var size = slots.count
+        while (count + hashes.count) * 4 > size * 3 { size <<= 1 }
+        if size != slots.count { resize(to: size) }
+        let mask = slots.count - 1
+        var added = 0
+        slots.withUnsafeMutableBufferPointer { slots in
+            for hash in hashes {
+                let entry = hash | 1
+                var index = Int(truncatingIfNeeded: entry >> 1) & mask
+                while slots[index] != 0 && slots[index] != entry { index = (index + 1) & mask }
+                if slots[index] == 0 {
+                    slots[index] = entry
+                    added += 1
+                }
+            }
+        }
+        count += added
+    }
+
     /// Removes `hash`; returns whether it was there.
     @discardableResult
     mutating func remove(_ hash: UInt64) -> Bool {

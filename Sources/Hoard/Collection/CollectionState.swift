@@ -48,6 +48,10 @@ final class CollectionState: Sendable {
         purgeGrace.max(window.storedMilliseconds, ordering: .relaxed)
     }
 
+    /// How many keys the last write to the collection (bounded) had written when it ended: the
+    /// size the next write's ``WrittenKeys`` starts at.
+    let writtenKeys = Atomic<Int>(0)
+
     /// Keys of records read in an older version, to rewrite (``MigrationPolicy/lazy``).
     let pendingMigrations = Mutex<Set<[UInt8]>>([])
 

@@ -30,6 +30,14 @@ func bytesEqual(_ a: ArraySlice<UInt8>, _ b: UnsafeRawBufferPointer) -> Bool {
     return a.withUnsafeBytes { left in left.baseAddress.map { memcmp($0, right, b.count) == 0 } ?? false }
 }
 
+/// Whether two keys in memory hold the same bytes.
+@inline(__always)
+func bytesEqual(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+    guard a.count == b.count else { return false }
+    guard let left = a.baseAddress, let right = b.baseAddress else { return true }
+    return memcmp(left, right, a.count) == 0
+}
+
 /// LMDB's key order (byte-wise, a prefix first) with `memcmp`: the generic
 /// `lexicographicallyPrecedes` costs several times more, and sorting calls this ~20 times per model.
 @inline(__always)

@@ -8,15 +8,24 @@
 //
 //   swift run -c release --package-path tools/bench capacity-bench [--records N] [--rounds R]
 //       [--skip-gets 1] (the puts alone, for a profile) [--state-records N]
+//       [--no-sync 1] (stores that never fsync: the processor's part alone, steadier from run to run)
 import BenchModels
 import BenchSupport
 import Hoard
 import LMDB
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 let count = option("records", default: 200_000)
 let rounds = option("rounds", default: 5)
 let stateRecords = option("state-records", default: 1_000_000)
 let skipGets = option("skip-gets", default: 0) != 0
+let storeOptions: Store.Options =
+    option("no-sync", default: 0) != 0 ? Store.Options(durability: .riskStoreOnOSCrash) : .cache
 var rng = SplitMix64(seed: 23)
 func member(_ id: Int64) -> Member {
     Member(
@@ -27,17 +36,28 @@ let members = (0..<Int64(count)).map { member($0 &* 7_919) }
 let order = members.indices.shuffled(using: &rng).map { members[$0].id }
 let slice = 2_000
 
-let directory = temporaryDirectory("capacity")
-let store = try Store(path: directory + "/store", options: .cache)
-let unbounded = try store.collection(Member.self, named: "unbounded")
-let bounded = try store.collection(Member.self, named: "bounded", capacity: .records(count))
+// Each collection has a store of its own. In one file, the pages the evicting puts free were
+// taken up by the next put of the unbounded collection, whose file then did not grow: a put
+// that frees pages made the others' puts cheaper, and its own cost was misread.
+let directories = ["unbounded", "bounded", "floor"].map { temporaryDirectory("capacity-\($0)") }
+let unboundedStore = try Store(path: directories[0] + "/store", options: storeOptions)
+let boundedStore = try Store(path: directories[1] + "/store", options: storeOptions)
+let floorStore = try Store(path: directories[2] + "/store", options: storeOptions)
+let unbounded = try unboundedStore.collection(Member.self)
+let bounded = try boundedStore.collection(Member.self, capacity: .records(count))
 // Unbounded too: the floor of an evicting put, a bulk put that deletes as many old records in
 // its transaction, with no policy choosing them.
-let floor = try store.collection(Member.self, named: "floor")
+let floor = try floorStore.collection(Member.self)
 for batch in stride(from: 0, to: count, by: 10_000) {
     try unbounded.put(members[batch..<min(batch + 10_000, count)])
     try bounded.put(members[batch..<min(batch + 10_000, count)])
     try floor.put(members[batch..<min(batch + 10_000, count)])
+}
+
+/// Whether two keys hold the same bytes, with memcmp (as Hoard compares them).
+func sameBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+    guard a.count == b.count, let left = a.baseAddress, let right = b.baseAddress else { return a.count == b.count }
+    return memcmp(left, right, a.count) == 0
 }
 
 // Gets: slice by slice in turn, each pass second every other slice (its pages warm).
@@ -81,7 +101,7 @@ var floorPuts: [UInt64] = []
 let batches = 20
 // The floor deletes the records it holds in the order they were written (as the bounded
 // collection's policy, with no reads, mostly does), with LMDB alone and nothing of Hoard's.
-guard let floorRecords = try store.recordDatabase(of: "floor") else { preconditionFailure("no floor database") }
+guard let floorRecords = try floorStore.recordDatabase(of: "Member") else { preconditionFailure("no floor database") }
 var oldest = 0
 for round in 0...rounds {
     var (plain, capped, floored) = (UInt64(0), UInt64(0), UInt64(0))
@@ -98,13 +118,13 @@ for round in 0...rounds {
             default:
                 // The cheapest way LMDB has to delete them: one cursor, one seek, then a delete at
                 // the cursor per record (the next record moves under it), with no search each.
-                let deleted = try store.write { txn in
+                let deleted = try floorStore.write { txn in
                     try floor.put(batch, in: txn)
                     return try txn.withCursor(in: floorRecords) { cursor in
                         var entry = try old[0].withKeyBytes { try cursor.seek(atLeast: $0) }
                         var deleted = 0
                         for id in old {
-                            guard let current = entry, id.withKeyBytes({ $0.elementsEqual(current.key) }) else { break }
+                            guard let current = entry, id.withKeyBytes({ sameBytes($0, current.key) }) else { break }
                             try cursor.deleteCurrent()
                             deleted += 1
                             entry = try cursor.current()
@@ -141,7 +161,7 @@ let floorComparison = Comparison(
     baseline: "the same bulk put, unbounded", operations: batches * 1_000, baselineNanos: median(plainPuts),
     candidateNanos: median(floorPuts), budget: nil)
 report("capacity: \(count) records, \(rounds) rounds (medians)", [gets, puts, floorComparison].compactMap { $0 })
-removeStore(in: directory)
+directories.forEach(removeStore(in:))
 
 // The access state for `stateRecords` records: a bounded collection filled past its capacity
 // twice over (so its queues have turned over), with a read of every record.
