@@ -217,9 +217,11 @@ final class BoundTracker: EvictionSource {
         if written.contains(hash) { return .pinned }
         if !tracksBytes {
             // Counted gone now, deleted with the others when the settle ends.
-            if let last = evicting.last, !keyPrecedes(evictingBytes[last], key[...]) { evictingSorted = false }
-            evicting.append(evictingBytes.count..<(evictingBytes.count + key.count))
-            evictingBytes.append(contentsOf: key)
+            key.withUnsafeBytes { key in
+                if let last = evicting.last, !keyPrecedes(evictingBytes[last], key) { evictingSorted = false }
+                evicting.append(evictingBytes.count..<(evictingBytes.count + key.count))
+                evictingBytes.append(contentsOf: key)
+            }
             recordCount -= 1
             return .evicted
         }

@@ -198,13 +198,18 @@ final class EvictionPolicy: Sendable {
         /// How many keys left probation's front (evicted, or promoted).
         var taken = 0
         var probationTarget = 1
+        /// Probation is refilled (to its target) once it is this short: one walk of the main
+        /// part for many victims, not one a victim (each walk opens a cursor, searches for the
+        /// hand and deletes what the settle chose so far).
+        var refillBelow = 1
         var records = 0
-        /// Probation's first key while it stays first (in `victimKey`), with its estimate: every
-        /// candidate of a settle is weighed against it until it goes, so it is looked up once.
-        var victim: (hash: UInt64, estimate: Int)?
+        /// Probation's first key while it stays first (in `victimKey`), with its estimate once a
+        /// candidate is weighed against it: every candidate of a settle is weighed against it
+        /// until it goes, so it is looked up once. (A victim taken with no candidate to weigh,
+        /// after the candidates or for a write larger than the window, needs no estimate: its
+        /// line of the sketch was a miss of its own.)
+        var victim: (hash: UInt64, estimate: Int?)?
         var victimKey: [UInt8] = []
-        /// The key just out of the window (its memory reused from one key to the next).
-        var candidate: [UInt8] = []
 
         init(policy: EvictionPolicy, state: State) {
             self.policy = policy
@@ -224,7 +229,12 @@ final class EvictionPolicy: Sendable {
             defer { state.victimsTaken = taken }
             let windowTarget = max(1, Int(Double(records) * EvictionPolicy.windowShare))
             probationTarget = max(1, Int(Double(records) * EvictionPolicy.probationShare))
+            refillBelow = max(1, probationTarget - probationTarget / 16)
             if source.isOverCapacity { prefetch(state.window.count - windowTarget) }
+            // The key just out of the window, its memory reused from one key to the next. A local,
+            // not a property: handing a property to a mutating method copies it (a retain and a
+            // release a key).
+            var candidate: [UInt8] = []
             // Candidates leave the window whether or not the collection is full, so that the
             // window stays the newest records.
             while state.window.count > windowTarget, state.window.removeFirst(into: &candidate) {
@@ -240,8 +250,8 @@ final class EvictionPolicy: Sendable {
             // once as many have been passed over as there are records, none is left that may go.
             var passedOver = 0
             while source.isOverCapacity, passedOver <= records, let victim = try probationVictim(&source, in: txn) {
-                dropFirstInProbation(victim.hash)
-                if try source.evict(victimKey, hash: victim.hash, in: txn).removed {
+                dropFirstInProbation(victim)
+                if try source.evict(victimKey, hash: victim, in: txn).removed {
                     evicted += 1
                 } else {
                     passedOver += 1
@@ -257,6 +267,14 @@ final class EvictionPolicy: Sendable {
             return evicted
         }
 
+        /// The estimate of the victim, whose hash is `hash`, looked up at the first call.
+        mutating func victimEstimate(_ hash: UInt64) -> Int {
+            if let estimate = victim?.estimate { return estimate }
+            let estimate = policy.sketch.estimate(hash)
+            victim?.estimate = estimate
+            return estimate
+        }
+
         /// Decides between `candidate`, just out of the window, and probation's victim: the one
         /// asked for less often goes (the victim stays on a tie).
         mutating func weigh(
@@ -267,13 +285,12 @@ final class EvictionPolicy: Sendable {
             // as many as there are records have, none is left that may go.
             for _ in 0...records {
                 guard let victim = try probationVictim(&source, in: txn) else { break }
-                guard !policy.admitsByFrequency || policy.sketch.estimate(hash) > victim.estimate
-                else {
+                guard !policy.admitsByFrequency || policy.sketch.estimate(hash) > victimEstimate(victim) else {
                     try evict(candidate, hash, &source, in: txn)
                     return
                 }
-                dropFirstInProbation(victim.hash)
-                if try source.evict(victimKey, hash: victim.hash, in: txn).removed {
+                dropFirstInProbation(victim)
+                if try source.evict(victimKey, hash: victim, in: txn).removed {
                     evicted += 1
                     break
                 }
@@ -339,10 +356,10 @@ final class EvictionPolicy: Sendable {
         /// and refilling probation from the main part when it is short; `nil` when there is none.
         mutating func probationVictim(
             _ source: inout some EvictionSource, in txn: borrowing WriteTransaction
-        ) throws -> (hash: UInt64, estimate: Int)? {
-            if let victim { return victim }
+        ) throws -> UInt64? {
+            if let victim { return victim.hash }
             while true {
-                if state.probation.count < probationTarget { try refill(&source, in: txn) }
+                if state.probation.count < refillBelow { try refill(&source, in: txn) }
                 guard state.probation.first(into: &victimKey) else { return nil }
                 let hash = victimKey.withUnsafeBytes(keyHash)
                 guard !state.inWindow.contains(hash), policy.recentUse.count(hash) == 0 else {
@@ -352,8 +369,8 @@ final class EvictionPolicy: Sendable {
                     taken += 1
                     continue
                 }
-                victim = (hash, policy.admitsByFrequency ? policy.sketch.estimate(hash) : 0)
-                return victim
+                victim = (hash, nil)
+                return hash
             }
         }
 

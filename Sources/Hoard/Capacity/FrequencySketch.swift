@@ -80,6 +80,7 @@ final class FrequencySketch: @unchecked Sendable {
     }
 
     /// The estimated accesses to the key with `hash` since the last halving, 0 to 15.
+    @inline(__always)
     func estimate(_ hash: UInt64) -> Int {
         var least: UInt64 = 0xF
         let mixed = mix64(hash ^ 0x517C_C1B7_2722_0A95)

@@ -87,6 +87,7 @@ final class RecentUse: @unchecked Sendable {
     }
 
     /// The count for the key with `hash`.
+    @inline(__always)
     func count(_ hash: UInt64) -> UInt64 {
         let (word, fingerprint) = locate(hash)
         let bucket = words[word].load(ordering: .relaxed)
@@ -100,6 +101,7 @@ final class RecentUse: @unchecked Sendable {
     }
 
     /// Sets the count for the key with `hash` to zero (its record is gone), freeing its entry.
+    @inline(__always)
     func clear(_ hash: UInt64) {
         _ = change(hash) { _ in 0 }
     }

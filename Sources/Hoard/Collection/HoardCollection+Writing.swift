@@ -109,8 +109,11 @@ extension HoardCollection {
         try batch.tracker?.finish(in: txn)
     }
 
-    /// How many records a bulk put into a bounded collection writes between evictions.
-    static var evictionBatch: Int { 256 }
+    /// How many records a bulk put into a bounded collection writes between evictions. With
+    /// fsync on, 256 cost a tenth more than 1,024 on a bulk put of 1,000 or 10,000 records
+    /// (capacity-bench, BENCHMARKS.md); the deletes of an eviction in the middle of a write cost
+    /// LMDB more than the same deletes at its end.
+    static var evictionBatch: Int { 1_024 }
 
     /// What the records of one put call share.
     private struct PutBatch {

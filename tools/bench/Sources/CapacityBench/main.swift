@@ -9,6 +9,7 @@
 //   swift run -c release --package-path tools/bench capacity-bench [--records N] [--rounds R]
 //       [--skip-gets 1] (the puts alone, for a profile) [--state-records N]
 //       [--no-sync 1] (stores that never fsync: the processor's part alone, steadier from run to run)
+//       [--put-size 1000|10000] (one of the two bulk puts alone)
 import BenchModels
 import BenchSupport
 import Hoard
@@ -92,75 +93,93 @@ let gets =
         name: "get, bounded collection (within its bound)", baseline: "get, unbounded collection", operations: count,
         baselineNanos: median(plainGets), candidateNanos: median(boundedGets), budget: 1.1)
 
-// Bulk puts of new records, 1,000 a transaction: into the full bounded collection (each batch
-// evicts 1,000) and into the unbounded one (which grows by as much), batch by batch in turn.
+// Bulk puts of new records, `size` a transaction, `batches` of them a round: into the full
+// bounded collection (each put evicts as many) and into the unbounded one (which grows by as
+// much), put by put in turn; beside them, the floor.
 var next = Int64(count) &* 7_919 &+ 1
-var plainPuts: [UInt64] = []
-var boundedPuts: [UInt64] = []
-var floorPuts: [UInt64] = []
-let batches = 20
 // The floor deletes the records it holds in the order they were written (as the bounded
 // collection's policy, with no reads, mostly does), with LMDB alone and nothing of Hoard's.
 guard let floorRecords = try floorStore.recordDatabase(of: "Member") else { preconditionFailure("no floor database") }
+// The floor's IDs in the order written (which is their key order).
+var floorIDs = members.map(\.id)
 var oldest = 0
-for round in 0...rounds {
-    var (plain, capped, floored) = (UInt64(0), UInt64(0), UInt64(0))
-    for number in 0..<batches {
-        let batch = (0..<1_000).map { member(next &+ Int64($0)) }
-        let old = (0..<1_000).map { Int64(oldest + $0) &* 7_919 }
-        next &+= 1_000
-        oldest += 1_000
-        for pass in number % 2 == 0 ? [0, 1, 2] : [2, 1, 0] {
-            let t0 = now()
-            switch pass {
-            case 0: try unbounded.put(batch)
-            case 1: try bounded.put(batch)
-            default:
-                // The cheapest way LMDB has to delete them: one cursor, one seek, then a delete at
-                // the cursor per record (the next record moves under it), with no search each.
-                let deleted = try floorStore.write { txn in
-                    try floor.put(batch, in: txn)
-                    return try txn.withCursor(in: floorRecords) { cursor in
-                        var entry = try old[0].withKeyBytes { try cursor.seek(atLeast: $0) }
-                        var deleted = 0
-                        for id in old {
-                            guard let current = entry, id.withKeyBytes({ sameBytes($0, current.key) }) else { break }
-                            try cursor.deleteCurrent()
-                            deleted += 1
-                            entry = try cursor.current()
+var evictionsExpected = 0
+@MainActor func measurePuts(size: Int, batches: Int) throws -> [Comparison] {
+    var plainPuts: [UInt64] = []
+    var boundedPuts: [UInt64] = []
+    var floorPuts: [UInt64] = []
+    for round in 0...rounds {
+        var (plain, capped, floored) = (UInt64(0), UInt64(0), UInt64(0))
+        for number in 0..<batches {
+            let batch = (0..<size).map { member(next &+ Int64($0)) }
+            let old = floorIDs[oldest..<(oldest + size)]
+            floorIDs += batch.map(\.id)
+            next &+= Int64(size)
+            oldest += size
+            for pass in number % 2 == 0 ? [0, 1, 2] : [2, 1, 0] {
+                let t0 = now()
+                switch pass {
+                case 0: try unbounded.put(batch)
+                case 1: try bounded.put(batch)
+                default:
+                    // The cheapest way LMDB has to delete them: one cursor, one seek, then a delete
+                    // at the cursor per record (the next record moves under it), with no search each.
+                    let deleted = try floorStore.write { txn in
+                        try floor.put(batch, in: txn)
+                        return try txn.withCursor(in: floorRecords) { cursor in
+                            var entry = try old[old.startIndex].withKeyBytes { try cursor.seek(atLeast: $0) }
+                            var deleted = 0
+                            for id in old {
+                                guard let current = entry, id.withKeyBytes({ sameBytes($0, current.key) }) else {
+                                    break
+                                }
+                                try cursor.deleteCurrent()
+                                deleted += 1
+                                entry = try cursor.current()
+                            }
+                            return deleted
                         }
-                        return deleted
                     }
+                    precondition(deleted == old.count, "the floor deleted \(deleted) of \(old.count)")
                 }
-                precondition(deleted == old.count, "the floor deleted \(deleted) of \(old.count)")
-            }
-            let elapsed = now() - t0
-            switch pass {
-            case 0: plain += elapsed
-            case 1: capped += elapsed
-            default: floored += elapsed
+                let elapsed = now() - t0
+                switch pass {
+                case 0: plain += elapsed
+                case 1: capped += elapsed
+                default: floored += elapsed
+                }
             }
         }
+        if round > 0 {  // the first round warms up
+            plainPuts.append(plain)
+            boundedPuts.append(capped)
+            floorPuts.append(floored)
+        }
     }
-    if round > 0 {  // the first round warms up
-        plainPuts.append(plain)
-        boundedPuts.append(capped)
-        floorPuts.append(floored)
-    }
+    evictionsExpected += (rounds + 1) * batches * size
+    let stored = try bounded.count()
+    precondition(stored == count, "the bounded collection holds \(stored) records, not \(count)")
+    let evicted = bounded.statistics().evictions
+    precondition(evicted == evictionsExpected, "\(evicted) evictions, not \(evictionsExpected)")
+    let records = size >= 1_000 ? "\(size / 1_000),\(String(size % 1_000 + 1_000).dropFirst())" : "\(size)"
+    return [
+        Comparison(
+            name: "bulk put of \(records) new records, bounded and full (evicts \(records))",
+            baseline: "the same bulk put, unbounded", operations: batches * size, baselineNanos: median(plainPuts),
+            candidateNanos: median(boundedPuts), budget: 1.3),
+        Comparison(
+            name:
+                "the floor: the same bulk put deleting \(records) old records in its transaction (one LMDB cursor, no policy)",
+            baseline: "the same bulk put, unbounded", operations: batches * size, baselineNanos: median(plainPuts),
+            candidateNanos: median(floorPuts), budget: nil),
+    ]
 }
-let stored = try bounded.count()
-precondition(stored == count, "the bounded collection holds \(stored) records, not \(count)")
-let evicted = bounded.statistics().evictions
-precondition(evicted == (rounds + 1) * batches * 1_000, "\(evicted) evictions")
-let puts = Comparison(
-    name: "bulk put of 1,000 new records, bounded and full (evicts 1,000)",
-    baseline: "the same bulk put, unbounded", operations: batches * 1_000, baselineNanos: median(plainPuts),
-    candidateNanos: median(boundedPuts), budget: 1.3)
-let floorComparison = Comparison(
-    name: "the floor: the same bulk put deleting 1,000 old records in its transaction (one LMDB cursor, no policy)",
-    baseline: "the same bulk put, unbounded", operations: batches * 1_000, baselineNanos: median(plainPuts),
-    candidateNanos: median(floorPuts), budget: nil)
-report("capacity: \(count) records, \(rounds) rounds (medians)", [gets, puts, floorComparison].compactMap { $0 })
+// 1,000 records a put, as the budget's comparison; 10,000, which evict along the way too.
+let onlySize = option("put-size", default: 0)
+let puts =
+    try (onlySize == 0 || onlySize == 1_000 ? measurePuts(size: 1_000, batches: 20) : [])
+    + (onlySize == 0 || onlySize == 10_000 ? measurePuts(size: 10_000, batches: 4) : [])
+report("capacity: \(count) records, \(rounds) rounds (medians)", [gets].compactMap { $0 } + puts)
 directories.forEach(removeStore(in:))
 
 // The access state for `stateRecords` records: a bounded collection filled past its capacity
