@@ -347,7 +347,7 @@ final class EvictionPolicy: Sendable {
 
         mutating func dropFirstInProbation(_ hash: UInt64) {
             victim = nil
-            state.probation.removeFirst()
+            state.probation.dropFirst()
             taken += 1
             policy.recentUse.clear(hash)
         }
@@ -365,7 +365,7 @@ final class EvictionPolicy: Sendable {
                 guard !state.inWindow.contains(hash), policy.recentUse.count(hash) == 0 else {
                     // Written again (its key is in the window), or read while in probation:
                     // promoted to the main part.
-                    state.probation.removeFirst()
+                    state.probation.dropFirst()
                     taken += 1
                     continue
                 }

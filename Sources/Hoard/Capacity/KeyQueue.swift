@@ -66,7 +66,6 @@ struct KeyQueue {
     }
 
     /// Removes and returns the first key.
-    @discardableResult
     mutating func removeFirst() -> [UInt8]? {
         var key: [UInt8] = []
         return removeFirst(into: &key) ? key : nil
@@ -76,13 +75,20 @@ struct KeyQueue {
     /// loop over the queue allocates nothing); `false` when the queue is empty.
     mutating func removeFirst(into key: inout [UInt8]) -> Bool {
         guard first(into: &key) else { return false }
-        head = wrapped(head + 2 + key.count)
-        used -= 2 + key.count
+        dropFirst()
+        return true
+    }
+
+    /// Removes the first key without copying it out (a victim, whose key the caller holds).
+    mutating func dropFirst() {
+        guard count > 0 else { return }
+        let length = Int(ring[head]) << 8 | Int(ring[wrapped(head + 1)])
+        head = wrapped(wrapped(head + 2) + length)
+        used -= 2 + length
         count -= 1
         if count == 0 { head = 0 }
         // A queue that drained (probation after a collection filled) gives memory back.
         if ring.count > 4_096, used * 4 < ring.count { resize(to: max(used + used / 4, 256)) }
-        return true
     }
 
     /// Calls `body` with each of the first `limit` keys, first to last, without removing them.
