@@ -88,6 +88,11 @@ final class EvictionPolicy: Sendable {
     /// The most records the hand passes to find one to move to probation; past it, the record
     /// under the hand moves even if it was read. Bounds the time one write can spend sweeping.
     static let sweepLimit = 128
+    /// How many keys short probation may fall before the hand refills it: few, since the walk
+    /// that refills it may pass `sweepLimit` read records for each key it moves, and one write
+    /// should not sweep a large part of the collection (a sixteenth of probation, first tried,
+    /// let one write walk the whole collection twice when every record had been read).
+    static let refillBatch = 16
     /// The records the expiry walk looks at in each write that must evict (about 16 cursor
     /// steps with a look at each header: a fraction of a put), so that it passes the whole
     /// collection every records / 16 evicting writes.
@@ -198,9 +203,9 @@ final class EvictionPolicy: Sendable {
         /// How many keys left probation's front (evicted, or promoted).
         var taken = 0
         var probationTarget = 1
-        /// Probation is refilled (to its target) once it is this short: one walk of the main
-        /// part for many victims, not one a victim (each walk opens a cursor, searches for the
-        /// hand and deletes what the settle chose so far).
+        /// Probation is refilled (to its target) once it is this far below it: one walk of the
+        /// main part for a few victims, not one a victim (each walk opens a cursor, searches for
+        /// the hand and deletes what the settle chose so far). See ``refillBatch``.
         var refillBelow = 1
         var records = 0
         /// Probation's first key while it stays first (in `victimKey`), with its estimate once a
@@ -229,7 +234,7 @@ final class EvictionPolicy: Sendable {
             defer { state.victimsTaken = taken }
             let windowTarget = max(1, Int(Double(records) * EvictionPolicy.windowShare))
             probationTarget = max(1, Int(Double(records) * EvictionPolicy.probationShare))
-            refillBelow = max(1, probationTarget - probationTarget / 16)
+            refillBelow = max(1, probationTarget - min(probationTarget / 16, EvictionPolicy.refillBatch))
             if source.isOverCapacity { prefetch(state.window.count - windowTarget) }
             // The key just out of the window, its memory reused from one key to the next. A local,
             // not a property: handing a property to a mutating method copies it (a retain and a
