@@ -242,9 +242,9 @@ final class BoundTracker: EvictionSource {
         }
     }
 
-    /// Deletes the records ``evict(_:hash:in:)`` chose, in key order with one cursor (a cursor
-    /// that is on the page of the next key finds it without a search from the root); a record
-    /// already gone counts back in.
+    /// Deletes the records ``evict(_:hash:in:)`` chose, in key order with one cursor (a delete
+    /// leaves the cursor on the next record, often the next to go; else a cursor on the page of
+    /// the next key finds it without a search from the root); a record already gone counts back in.
     func flushEvictions(in txn: borrowing WriteTransaction) throws {
         guard !evicting.isEmpty else { return }
         if !evictingSorted {
