@@ -13,7 +13,8 @@ final class WrittenKeys {
 
     /// A set sized for `expected` keys: as many as the collection's last write wrote, so that a
     /// bulk put like the last one does not grow its set key by key (growing from empty, with the
-    /// fresh memory each doubling touched, took a tenth of an evicting bulk put's bookkeeping).
+    /// fresh memory each doubling touched, took a sixth of the policy's part of an evicting bulk
+    /// put of 1,000 records).
     init(expected: Int) {
         hashes = KeyHashSet(capacity: expected)
         added.reserveCapacity(min(expected, 4_096))

@@ -37,9 +37,8 @@ struct KeyHashSet {
         if count * 2 > slots.count { resize(to: slots.count * 2) }
     }
 
-    /// Adds every hash of `hashes` that is not there: the table grows once, and its memory is
-    /// reached without a check of its uniqueness per hash (a set filled one call at a time spent
-    /// more on those checks and the call than on the probing).
+    /// Adds every hash of `hashes` that is not there: the table grows at most once, and its
+    /// memory is reached with one check of its uniqueness, not one a hash.
     mutating func insert(contentsOf hashes: [UInt64]) {
         guard !hashes.isEmpty else { return }
         var size = slots.count
