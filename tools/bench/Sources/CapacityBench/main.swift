@@ -1,9 +1,10 @@
 // capacity-bench: what a capacity costs (issue 23), as ratios in one run.
 // - a get of a bounded collection (within its bound, so nothing is evicted) against the same get
 //   of an unbounded one: budget ≤ 1.1×; slices of 2,000 gets alternate, as in readthrough-bench;
-// - a bulk put of new records into a full bounded collection, evicting as many as it writes,
-//   against the same bulk put into an unbounded one: budget ≤ 1.3×; beside it, the floor of such a
-//   put (the same put deleting as many old records in its transaction with one LMDB cursor, no policy);
+// - a bulk put of new records (1,000, then 10,000 a put) into a full bounded collection, evicting as
+//   many as it writes, against the same bulk put into an unbounded one: budget ≤ 1.3×; beside it,
+//   the floor of such a put (the same put deleting as many old records in its transaction with one
+//   LMDB cursor, no policy); each collection in a store of its own;
 // - the memory of the eviction policy's access state for 1,000,000 records: budget ≤ 16 bytes a record.
 //
 //   swift run -c release --package-path tools/bench capacity-bench [--records N] [--rounds R]
