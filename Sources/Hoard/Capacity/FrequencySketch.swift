@@ -45,6 +45,11 @@ final class FrequencySketch: @unchecked Sendable {
     /// that counting a get touches one line, not four (Caffeine lays its sketch out this way).
     static let blockWords = 8
 
+    /// The bits that place a key's counters: its hash mixed again with the sketch's own seed, so
+    /// that the sketch's choices do not follow the recent-use table's, which uses the hash as is.
+    @inline(__always)
+    private static func mixed(_ hash: UInt64) -> UInt64 { mix64(hash ^ 0x517C_C1B7_2722_0A95) }
+
     /// The word and bit offset of `hash`'s counter in `row`: the key's block, in it one of two
     /// words for the row, in it one of sixteen counters, each chosen by other bits of one mix.
     @inline(__always)
@@ -58,14 +63,14 @@ final class FrequencySketch: @unchecked Sendable {
     /// a count or an estimate soon after finds it in cache.
     @inline(__always)
     func prefetch(_ hash: UInt64) {
-        hoard_prefetch(UnsafeRawPointer(words + slot(mix64(hash ^ 0x517C_C1B7_2722_0A95), row: 0).word))
+        hoard_prefetch(UnsafeRawPointer(words + slot(Self.mixed(hash), row: 0).word))
     }
 
     /// Counts one access to the key with `hash`. One thread at a time (the policy counts under
     /// its lock): each counter word is loaded and stored whole, with no compare-and-swap.
     func increment(_ hash: UInt64) {
         var counted = false
-        let mixed = mix64(hash ^ 0x517C_C1B7_2722_0A95)
+        let mixed = Self.mixed(hash)
         for row in 0..<Self.depth {
             let (word, shift) = slot(mixed, row: row)
             let current = words[word].load(ordering: .relaxed)
@@ -83,7 +88,7 @@ final class FrequencySketch: @unchecked Sendable {
     @inline(__always)
     func estimate(_ hash: UInt64) -> Int {
         var least: UInt64 = 0xF
-        let mixed = mix64(hash ^ 0x517C_C1B7_2722_0A95)
+        let mixed = Self.mixed(hash)
         for row in 0..<Self.depth {
             let (word, shift) = slot(mixed, row: row)
             least = min(least, (words[word].load(ordering: .relaxed) >> shift) & 0xF)

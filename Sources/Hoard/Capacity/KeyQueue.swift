@@ -51,12 +51,6 @@ struct KeyQueue {
         count += 1
     }
 
-    /// The first key, without removing it.
-    var first: [UInt8]? {
-        var key: [UInt8] = []
-        return first(into: &key) ? key : nil
-    }
-
     /// Puts the first key in `key` (its old bytes replaced, its memory kept), without removing
     /// it; `false` when the queue is empty.
     func first(into key: inout [UInt8]) -> Bool {
