@@ -130,6 +130,9 @@ final class BoundTracker: EvictionSource {
             bound.usedBytes += key.count + recordSize - (old.map { key.count + $0 } ?? 0)
         }
         let hash = keyHash(key)
+        // Both: the pin lasts the whole transaction (across trackers, and should a caller go on
+        // after a put that threw before its `finish`), the batch only until this tracker's next
+        // settle.
         written.insert(hash)
         stored.append(key, hash: hash)
     }

@@ -174,9 +174,9 @@ final class EvictionPolicy: Sendable {
     /// Takes the keys a write stored (`written`) into the window, then evicts until `source` is
     /// within its bound, moving keys between the window, probation and the main part as it goes;
     /// returns how many records went (or, for a source that deletes them later, were chosen to
-    /// go). When the records that could go
-    /// are gone and `source` is still over (every record left was written in the running
-    /// transaction), it stops: the caller reports that the write alone exceeds the bound.
+    /// go). When the records that could go are gone and `source` is still over (every record left
+    /// was written in the running transaction), it stops: the caller reports that the write alone
+    /// exceeds the bound.
     func settle(
         _ source: inout some EvictionSource, written: WrittenBatch = WrittenBatch(), in txn: borrowing WriteTransaction
     ) throws -> Int {
