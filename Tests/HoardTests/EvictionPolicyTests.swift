@@ -67,17 +67,26 @@ struct EvictionPolicyTests {
         var records = InMemoryRecords(capacity: 100)
         var generator = SplitMix(seed: 3)
         for round in 0..<2_000 {
-            // A write of 1 to 20 keys, some new, some rewritten.
-            let count = Int(generator.next() % 20) + 1
+            // A write of 1 to 20 keys, some new, some rewritten; a long one (1 in 8: up to 40
+            // keys, more than the window's 1) settles part way through too, as a bulk put does.
+            let long = generator.next() % 8 == 0
+            let count = Int(generator.next() % (long ? 40 : 20)) + 1
             records.pinned = []
             var written = WrittenBatch()
-            for _ in 0..<count {
+            for number in 1...count {
                 let key = bytes(UInt32(generator.next() % 1_000))
                 records.insert(key)
                 records.pinned.insert(key)
                 written.append(key, hash: key.withUnsafeBytes(keyHash))
+                if long, number < count, generator.next() % 4 == 0 {
+                    _ = try policy.settle(&records, written: &written, partial: true, in: txn)
+                    #expect(records.count <= 100, "round \(round), part way: \(records.count) records")
+                    // The window's 1 key is held back for the next settle.
+                    #expect(written.count == 1, "round \(round): \(written.count) keys held back")
+                }
             }
-            _ = try policy.settle(&records, written: written, in: txn)
+            _ = try policy.settle(&records, written: &written, in: txn)
+            #expect(written.count == 0)
             #expect(records.count <= 100, "round \(round): \(records.count) records")
             #expect(records.pinned.allSatisfy(records.contains), "round \(round): a key written by the write went")
             // Reads between writes.
@@ -101,14 +110,14 @@ struct EvictionPolicyTests {
             records.insert(bytes(UInt32(value)))
             first.append(bytes(UInt32(value)), hash: bytes(UInt32(value)).withUnsafeBytes(keyHash))
         }
-        _ = try policy.settle(&records, written: first, in: txn)
+        _ = try policy.settle(&records, written: &first, in: txn)
         records.pinned = Set((100..<115).map { bytes(UInt32($0)) })
         var second = WrittenBatch()
         for key in records.pinned.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
             records.insert(key)
             second.append(key, hash: key.withUnsafeBytes(keyHash))
         }
-        let evicted = try policy.settle(&records, written: second, in: txn)
+        let evicted = try policy.settle(&records, written: &second, in: txn)
         #expect(evicted == 5)  // every record not written by the write
         #expect(records.count == 15)
         #expect(records.isOverCapacity)
@@ -265,6 +274,12 @@ struct EvictionPolicyTests {
                 #expect(queue.removeFirst() == expected.removeFirst(), "round \(round)")
             }
             #expect(queue.count == expected.count)
+            if round % 97 == 0 {
+                // A stretch read in place, as the policy asks for victims' lines ahead.
+                var stretch: [[UInt8]] = []
+                queue.forEach(from: 3, to: 9) { stretch.append(Array($0)) }
+                #expect(stretch == Array(expected.dropFirst(3).prefix(6)), "round \(round)")
+            }
         }
         while let key = queue.removeFirst() { #expect(key == expected.removeFirst()) }
         #expect(expected.isEmpty)
@@ -304,7 +319,7 @@ func replay(
         records.pinned = [key]
         var written = WrittenBatch()
         written.append(key, hash: hash)
-        _ = try policy.settle(&records, written: written, in: txn)
+        _ = try policy.settle(&records, written: &written, in: txn)
     }
     return Double(hits) / Double(trace.count)
 }
@@ -389,13 +404,19 @@ struct SplitMix {
 struct InMemoryRecords: EvictionSource {
     let capacity: Int
     private var keys: [[UInt8]] = []
-    var pinned: Set<[UInt8]> = []
+    var pinned: Set<[UInt8]> = [] {
+        didSet { pinnedHashes = Set(pinned.map { $0.withUnsafeBytes(keyHash) }) }
+    }
+    private var pinnedHashes: Set<UInt64> = []
 
     init(capacity: Int) { self.capacity = capacity }
+
+    func isPinned(_ hash: UInt64) -> Bool { pinnedHashes.contains(hash) }
 
     var count: Int { keys.count }
     var recordCount: Int { keys.count }
     var isOverCapacity: Bool { keys.count > capacity }
+    var recordsOver: Int { max(0, keys.count - capacity) }
 
     private func index(after key: [UInt8]) -> Int {
         var low = 0

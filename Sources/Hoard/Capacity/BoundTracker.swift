@@ -113,6 +113,10 @@ final class BoundTracker: EvictionSource {
         return false
     }
 
+    func isPinned(_ hash: UInt64) -> Bool { written.contains(hash) }
+
+    var recordsOver: Int { bound.capacity.records.map { max(0, recordCount - $0) } ?? 0 }
+
     var policy: EvictionPolicy { state.policy(sizedFor: bound.capacity.trackedRecords(stored: recordCount)) }
 
     /// Call before storing a record of `recordSize` bytes under `key`. (The number of records is
@@ -159,14 +163,15 @@ final class BoundTracker: EvictionSource {
     func emptied() { bound.usedBytes = 0 }
 
     /// Evicts back within the bound and records the usage; throws ``HoardError/overCapacity(collection:reason:)``
-    /// when what the running transaction wrote alone exceeds the bound.
-    func finish(in txn: borrowing WriteTransaction) throws {
+    /// when what the running transaction wrote alone exceeds the bound. `partial` when the same
+    /// call stores more records after this (a bulk put part way through): the policy keeps the
+    /// newest of those stored so far for the next call (``EvictionPolicy/settle(_:written:partial:in:)``).
+    func finish(in txn: borrowing WriteTransaction, partial: Bool = false) throws {
         recordCount = try txn.count(in: database)
         // Settled even within the bound: the policy moves the keys past its window to probation
         // then, which costs no look-up.
         var source = self
-        _ = try policy.settle(&source, written: stored, in: txn)
-        stored.removeAll()
+        _ = try policy.settle(&source, written: &stored, partial: partial, in: txn)
         try flushEvictions(in: txn)
         // A record chosen for eviction that was gone already (deleted while its key was queued)
         // left the count over: settle again while the settle finds any to choose. Each round

@@ -39,7 +39,7 @@ struct KeyHashSet {
 
     /// Adds every hash of `hashes` that is not there: the table grows at most once, and its
     /// memory is reached with one check of its uniqueness, not one a hash.
-    mutating func insert(contentsOf hashes: [UInt64]) {
+    mutating func insert(contentsOf hashes: some Collection<UInt64>) {
         guard !hashes.isEmpty else { return }
         var size = slots.count
         while (count + hashes.count) * 2 > size { size <<= 1 }

@@ -87,24 +87,27 @@ struct KeyQueue {
 
     /// Calls `body` with each of the first `limit` keys, first to last, without removing them.
     func forEach(first limit: Int, _ body: (UnsafeRawBufferPointer) -> Void) {
-        var index = head
-        var wrappedKey: [UInt8] = []
-        for _ in 0..<min(limit, count) {
-            let length = Int(ring[index]) << 8 | Int(ring[wrapped(index + 1)])
-            let start = wrapped(index + 2)
-            if start + length <= ring.count {
-                ring.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[start..<(start + length)])) }
-            } else {
-                copyKey(at: index, into: &wrappedKey)
-                wrappedKey.withUnsafeBytes(body)
-            }
-            index = wrapped(start + length)
-        }
+        forEach(from: 0, to: limit, body)
     }
 
-    /// Queues every key of `other` last, in its order.
-    mutating func append(contentsOf other: KeyQueue) {
-        other.forEach(first: other.count) { append($0) }
+    /// Calls `body` with the keys from the `start`th to before the `end`th (counted from the
+    /// first, from 0), without removing them.
+    func forEach(from start: Int, to end: Int, _ body: (UnsafeRawBufferPointer) -> Void) {
+        var index = head
+        var wrappedKey: [UInt8] = []
+        for number in 0..<min(end, count) {
+            let length = Int(ring[index]) << 8 | Int(ring[wrapped(index + 1)])
+            let keyStart = wrapped(index + 2)
+            if number >= start {
+                if keyStart + length <= ring.count {
+                    ring.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[keyStart..<(keyStart + length)])) }
+                } else {
+                    copyKey(at: index, into: &wrappedKey)
+                    wrappedKey.withUnsafeBytes(body)
+                }
+            }
+            index = wrapped(keyStart + length)
+        }
     }
 
     @inline(__always)
@@ -156,10 +159,18 @@ struct WrittenBatch {
     private(set) var keys = KeyQueue()
     private(set) var hashes: [UInt64] = []
 
+    var count: Int { hashes.count }
+
     /// Notes `key`, whose ``keyHash(_:)`` is `hash`.
     mutating func append(_ key: some Collection<UInt8>, hash: UInt64) {
         keys.append(key)
         hashes.append(hash)
+    }
+
+    /// Removes the first `count` keys.
+    mutating func removeFirst(_ count: Int) {
+        for _ in 0..<count { keys.dropFirst() }
+        hashes.removeFirst(count)
     }
 
     mutating func removeAll() {

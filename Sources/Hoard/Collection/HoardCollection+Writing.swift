@@ -81,7 +81,9 @@ extension HoardCollection {
         // so that a large put never holds more than that many records over it.
         func count(_ records: Int) throws {
             stored += records
-            if let tracker = batch.tracker, stored % Self.evictionBatch == 0 { try tracker.finish(in: txn) }
+            if let tracker = batch.tracker, stored % Self.evictionBatch == 0 {
+                try tracker.finish(in: txn, partial: true)
+            }
         }
         if let table = currentEmitted {
             try encoder.withFieldEmitting(table: table) { session in
