@@ -404,14 +404,9 @@ struct SplitMix {
 struct InMemoryRecords: EvictionSource {
     let capacity: Int
     private var keys: [[UInt8]] = []
-    var pinned: Set<[UInt8]> = [] {
-        didSet { pinnedHashes = Set(pinned.map { $0.withUnsafeBytes(keyHash) }) }
-    }
-    private var pinnedHashes: Set<UInt64> = []
+    var pinned: Set<[UInt8]> = []
 
     init(capacity: Int) { self.capacity = capacity }
-
-    func isPinned(_ hash: UInt64) -> Bool { pinnedHashes.contains(hash) }
 
     var count: Int { keys.count }
     var recordCount: Int { keys.count }

@@ -25,8 +25,6 @@ protocol EvictionSource {
     /// How many records the collection holds past its bound in records (0 when it is within it,
     /// or has none).
     var recordsOver: Int { get }
-    /// Whether the running transaction wrote the key with `hash` (its record may not go).
-    func isPinned(_ hash: UInt64) -> Bool
     /// Calls `visit` with the keys in key order after `position` (from the first when `nil`)
     /// until it returns `false` or the keys run out; returns the last key visited, `nil` when
     /// the walk ran past the last key. One cursor for the whole walk.
@@ -273,14 +271,10 @@ final class EvictionPolicy: Sendable {
                 guard state.window.removeFirst(into: &candidate) else { break }
                 let hash = candidate.withUnsafeBytes(keyHash)
                 guard state.inWindow.remove(hash) else { continue }
-                if !source.isOverCapacity {
-                    keep(candidate)
-                } else if source.isPinned(hash) {
-                    // Written by the running transaction (in an earlier part of a bulk put): it
-                    // cannot go, so it waits in probation, and a victim goes in its place.
-                    admit(candidate)
-                } else {
+                if source.isOverCapacity {
                     try weigh(candidate, hash, &source, in: txn)
+                } else {
+                    keep(candidate)
                 }
             }
             // The write's first keys would leave the window in this same settle, pinned: they go

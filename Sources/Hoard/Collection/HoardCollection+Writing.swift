@@ -77,11 +77,12 @@ extension HoardCollection {
             state.counters.add(.puts, stored)
             state.metrics.puts.increment(by: stored)
         }
-        // A bounded collection is brought back within its bound every `evictionBatch` records,
-        // so that a large put never holds more than that many records over it.
+        // A bounded collection is brought back within its bound every so many records (see
+        // `BoundTracker.settleInterval`), so that a large put never holds more than that many
+        // records over it.
         func count(_ records: Int) throws {
             stored += records
-            if let tracker = batch.tracker, stored % Self.evictionBatch == 0 {
+            if let tracker = batch.tracker, stored % tracker.settleInterval == 0 {
                 try tracker.finish(in: txn, partial: true)
             }
         }
@@ -110,12 +111,6 @@ extension HoardCollection {
         }
         try batch.tracker?.finish(in: txn)
     }
-
-    /// How many records a bulk put into a bounded collection writes between evictions. With
-    /// fsync on, 256 made bulk puts of 1,000 and 10,000 records 6 to 8% slower than 1,024
-    /// (capacity-bench, BENCHMARKS.md): the deletes of an eviction in the middle of a write cost
-    /// LMDB more than the same deletes at its end.
-    static var evictionBatch: Int { 1_024 }
 
     /// What the records of one put call share.
     private struct PutBatch {
