@@ -301,7 +301,7 @@ final class EvictionPolicy: Sendable {
             // once as many have been passed over as there are records, none is left that may go.
             var passedOver = 0
             while source.isOverCapacity, passedOver <= records, let victim = try probationVictim(&source, in: txn) {
-                dropFirstInProbation(victim)
+                dropVictim()
                 if try source.evict(victimKey, hash: victim, in: txn).removed {
                     evicted += 1
                 } else {
@@ -332,15 +332,19 @@ final class EvictionPolicy: Sendable {
             _ candidate: [UInt8], _ hash: UInt64, _ source: inout some EvictionSource,
             in txn: borrowing WriteTransaction
         ) throws {
+            let estimate = policy.admitsByFrequency ? policy.sketch.estimate(hash) : 0
             // Victims that turn out pinned or gone leave probation and the next is tried; once
             // as many as there are records have, none is left that may go.
             for _ in 0...records {
                 guard let victim = try probationVictim(&source, in: txn) else { break }
-                guard !policy.admitsByFrequency || policy.sketch.estimate(hash) > victimEstimate(victim) else {
-                    try evict(candidate, hash, &source, in: txn)
+                guard !policy.admitsByFrequency || estimate > victimEstimate(victim) else {
+                    // A candidate the sketch never saw asked for was not read since it was
+                    // written (unless before the sketch's last halving): it has no recent-use
+                    // count to clear, and the look-up is spared.
+                    try evict(candidate, hash, &source, clearingCount: estimate > 0, in: txn)
                     return
                 }
-                dropFirstInProbation(victim)
+                dropVictim()
                 if try source.evict(victimKey, hash: victim, in: txn).removed {
                     evicted += 1
                     break
@@ -349,30 +353,29 @@ final class EvictionPolicy: Sendable {
             admit(candidate)
         }
 
-        /// Asks for the cache lines of the counts of the next `count` candidates, which the
-        /// settle will read, and of the sketch's counts of probation's first keys, which
-        /// candidates are weighed against: each is a random line in a table of megabytes, and
-        /// one look-up after another would wait for each in turn (a third of an evicting put).
-        /// The candidates' lines are asked for all at once (asking a stretch ahead of each, as
-        /// for victims, made their part of a bulk put a quarter slower); victims' lines are asked
-        /// for as they come (``prefetchVictims()``).
+        /// Asks for the sketch's lines of the next `count` candidates and of probation's first
+        /// keys, which the settle will weigh against each other: each is a random line in a table
+        /// of megabytes, and one look-up after another would wait for each in turn (a third of an
+        /// evicting put). The candidates' lines are asked for all at once (asking a stretch ahead
+        /// of each, as for victims, made their part of a bulk put a quarter slower); victims'
+        /// recent-use lines are asked for as they come (``prefetchVictims()``). A candidate's own
+        /// recent-use line is read only if it was asked for (``weigh(_:_:_:in:)``), and recency
+        /// weighs nothing.
         func prefetch(_ count: Int) {
-            let (sketch, recentUse) = (policy.sketch, policy.recentUse)
-            state.window.forEach(first: count) { key in
-                let hash = keyHash(key)
-                sketch.prefetch(hash)
-                recentUse.prefetch(hash)
-            }
+            guard policy.admitsByFrequency else { return }
+            let sketch = policy.sketch
+            state.window.forEach(first: count) { sketch.prefetch(keyHash($0)) }
             state.probation.forEach(first: 8) { sketch.prefetch(keyHash($0)) }
         }
 
         /// Evicts `key`, which left its queue; a pinned record stays, in probation.
         mutating func evict(
-            _ key: [UInt8], _ hash: UInt64, _ source: inout some EvictionSource, in txn: borrowing WriteTransaction
+            _ key: [UInt8], _ hash: UInt64, _ source: inout some EvictionSource, clearingCount: Bool = true,
+            in txn: borrowing WriteTransaction
         ) throws {
             switch try source.evict(key, hash: hash, in: txn) {
             case .evicted, .expired:
-                policy.recentUse.clear(hash)
+                if clearingCount { policy.recentUse.clear(hash) }
                 evicted += 1
             case .pinned: admit(key)
             case .absent: break
@@ -394,10 +397,12 @@ final class EvictionPolicy: Sendable {
             state.probation.append(key)
         }
 
-        mutating func dropFirstInProbation(_ hash: UInt64) {
+        /// Removes the victim from probation's front. Its recent-use count was read as 0 when it
+        /// was chosen, so it has no entry to free (a get that counted it since leaves an entry the
+        /// table reuses in time).
+        mutating func dropVictim() {
             victim = nil
             dropProbationFront()
-            policy.recentUse.clear(hash)
         }
 
         /// Removes probation's first key (a victim's, or one promoted).
