@@ -115,7 +115,8 @@ final class BoundTracker: EvictionSource {
     /// it evicts. The deletes of an eviction in the middle of a write cost LMDB more than the
     /// same deletes at its end: with fsync on, a bulk put of 10,000 records into a collection of
     /// 200,000 took 1.57× an unbounded put settling every 1,024 records, 1.48× settling once
-    /// (capacity-bench; 256 records had been 6 to 8% slower than 1,024).
+    /// (1.85× and 1.69× after every record was read; capacity-bench. Every 256 records had been
+    /// 6 to 8% slower than every 1,024).
     let settleInterval: Int
 
     var isOverCapacity: Bool {

@@ -94,7 +94,9 @@ final class EvictionPolicy: Sendable {
     /// How many keys short probation may fall before the hand refills it: few, since the walk
     /// that refills it may pass `sweepLimit` read records for each key it moves, and one write
     /// should not sweep a large part of the collection (a sixteenth of probation, first tried,
-    /// could let one write walk the whole collection twice when every record had been read).
+    /// could let one write walk the whole collection twice when every record had been read). A
+    /// settle that must evict more waits for as many as it must (`Settling.refillBelow`): those
+    /// it would walk for anyway.
     static let refillBatch = 16
     /// The records the expiry walk looks at in each write that must evict (about 16 cursor
     /// steps with a look at each header: a fraction of a put), so that it passes the whole
