@@ -123,6 +123,50 @@ struct EvictionPolicyTests {
         #expect(records.isOverCapacity)
     }
 
+    @Test("a write as large as the bound evicts every older record, however often its own keys come first")
+    func writeAsLargeAsBound() throws {
+        try inTransaction { txn in try writeAsLargeAsBound(txn) }
+    }
+
+    private func writeAsLargeAsBound(_ txn: borrowing WriteTransaction) throws {
+        for seed in 0..<20 {
+            let policy = EvictionPolicy(records: 100)
+            var records = InMemoryRecords(capacity: 100)
+            var generator = SplitMix(seed: UInt64(seed))
+            // A full collection, some of it read, in writes of 1 to 10 records.
+            var next: UInt32 = 0
+            while next < 100 + UInt32(seed * 7) {
+                var written = WrittenBatch()
+                for _ in 0..<(generator.next() % 10 + 1) {
+                    records.insert(bytes(next))
+                    written.append(bytes(next), hash: bytes(next).withUnsafeBytes(keyHash))
+                    next += 1
+                }
+                records.pinned = []
+                _ = try policy.settle(&records, written: &written, in: txn)
+                for _ in 0..<20 {
+                    let key = bytes(UInt32(generator.next() % UInt64(next)))
+                    policy.accessed(key.withUnsafeBytes(keyHash), hit: records.contains(key))
+                }
+            }
+            // One write of 100 new records, settled every 10 as a bulk put is: every older
+            // record must go, with the write's own keys (which may not) all over the key order.
+            records.pinned = []
+            var written = WrittenBatch()
+            for number in 1...100 {
+                let key = bytes(UInt32(generator.next() % 1_000_000) + 1_000_000)
+                records.insert(key)
+                records.pinned.insert(key)
+                written.append(key, hash: key.withUnsafeBytes(keyHash))
+                if number % 10 == 0, number < 100 {
+                    _ = try policy.settle(&records, written: &written, partial: true, in: txn)
+                }
+            }
+            _ = try policy.settle(&records, written: &written, in: txn)
+            #expect(records.count == 100, "seed \(seed): \(records.count) records left, capacity 100")
+        }
+    }
+
     @Test("the sketch never estimates below a key's count, up to 15, and halves after its sample")
     func sketchCounts() {
         let sketch = FrequencySketch(records: 1_000, sampleMultiple: 10)
@@ -434,11 +478,13 @@ struct InMemoryRecords: EvictionSource {
     }
 
     func walk(
-        after position: [UInt8]?, in txn: borrowing WriteTransaction, _ visit: (UnsafeRawBufferPointer) throws -> Bool
+        after position: [UInt8]?, in txn: borrowing WriteTransaction,
+        _ visit: (UnsafeRawBufferPointer, UInt64) throws -> Bool
     ) rethrows -> [UInt8]? {
         var index = position.map(index(after:)) ?? 0
         while index < keys.count {
-            if try !keys[index].withUnsafeBytes(visit) { return keys[index] }
+            let key = keys[index]
+            if !pinned.contains(key), try !key.withUnsafeBytes({ try visit($0, keyHash($0)) }) { return key }
             index += 1
         }
         return nil

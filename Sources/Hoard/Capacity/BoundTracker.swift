@@ -217,7 +217,7 @@ final class BoundTracker: EvictionSource {
 
     func walk(
         after position: [UInt8]?, in txn: borrowing WriteTransaction,
-        _ visit: (UnsafeRawBufferPointer) throws -> Bool
+        _ visit: (UnsafeRawBufferPointer, UInt64) throws -> Bool
     ) throws -> [UInt8]? {
         // The walk must not meet records already chosen to go.
         try flushEvictions(in: txn)
@@ -225,7 +225,8 @@ final class BoundTracker: EvictionSource {
             var entry = try position.map { try cursor.seek(atLeast: $0) } ?? cursor.first()
             if let current = entry, let position, current.key.elementsEqual(position) { entry = try cursor.next() }
             while let current = entry {
-                if try !visit(current.key) { return Array(current.key) }
+                let hash = keyHash(current.key)
+                if !written.contains(hash), try !visit(current.key, hash) { return Array(current.key) }
                 entry = try cursor.next()
             }
             return nil

@@ -25,12 +25,13 @@ protocol EvictionSource {
     /// How many records the collection holds past its bound in records (0 when it is within it,
     /// or has none).
     var recordsOver: Int { get }
-    /// Calls `visit` with the keys in key order after `position` (from the first when `nil`)
-    /// until it returns `false` or the keys run out; returns the last key visited, `nil` when
+    /// Calls `visit` with the keys in key order after `position` (from the first when `nil`),
+    /// and their ``keyHash(_:)``, passing over those the running transaction wrote (they may not
+    /// go), until it returns `false` or the keys run out; returns the last key visited, `nil` when
     /// the walk ran past the last key. One cursor for the whole walk.
     mutating func walk(
         after position: [UInt8]?, in txn: borrowing WriteTransaction,
-        _ visit: (UnsafeRawBufferPointer) throws -> Bool
+        _ visit: (UnsafeRawBufferPointer, UInt64) throws -> Bool
     ) throws -> [UInt8]?
     /// Deletes the record under `key` unless it is absent or was written by the running
     /// transaction. `hash` is the key's ``keyHash(_:)``. A source may count the record gone at
@@ -451,7 +452,12 @@ final class EvictionPolicy: Sendable {
         /// Moves the hand over the main part in one walk, moving records not read since it
         /// last passed them to probation until probation is full; a record read since has its
         /// count lowered and stays. Past `sweepLimit` records without one to move, the record
-        /// under the hand moves even if read, so that one write never sweeps for long.
+        /// under the hand moves even if read, so that one write never sweeps for long. The
+        /// running transaction's own records are not visited: queued, they came back as victims
+        /// that could not go, and a write about as large as the bound could pass over as many as
+        /// there are records and stop, over its bound, before the hand reached the older ones
+        /// (`writeAsLargeAsBound`); after every record was read, they were also most of what the
+        /// hand moved (a 10,000-record put: 2.09× → 1.66× without fsync).
         mutating func refill(_ source: inout some EvictionSource, in txn: borrowing WriteTransaction) throws {
             var steps = 0
             var sinceMoved = 0
@@ -461,10 +467,9 @@ final class EvictionPolicy: Sendable {
             var position = state.hand
             while state.probation.count < probationTarget, steps < limit {
                 var visited = false
-                position = try source.walk(after: position, in: txn) { key in
+                position = try source.walk(after: position, in: txn) { key, hash in
                     visited = true
                     steps += 1
-                    let hash = keyHash(key)
                     guard !state.inWindow.contains(hash) else { return steps < limit }
                     sinceMoved += 1
                     if sinceMoved < EvictionPolicy.sweepLimit, policy.recentUse.lower(hash) { return steps < limit }
