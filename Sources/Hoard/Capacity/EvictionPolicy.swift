@@ -417,7 +417,7 @@ final class EvictionPolicy: Sendable {
         /// Asks for the recent-use lines of the probation keys that will be victims next, a
         /// stretch ahead of the one looked at: each is a random line of a table larger than the
         /// cache, and asked for all at the settle's start, the first were pushed out again by the
-        /// last before they were read (half of a victim's time went waiting for its line).
+        /// last before they were read (half of finding a victim went waiting for its line).
         mutating func prefetchVictims() {
             guard prefetchedVictims < EvictionPolicy.victimLookahead / 2 else { return }
             let recentUse = policy.recentUse
