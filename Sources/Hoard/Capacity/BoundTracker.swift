@@ -222,8 +222,7 @@ final class BoundTracker: EvictionSource {
         // The walk must not meet records already chosen to go.
         try flushEvictions(in: txn)
         return try txn.withCursor(in: database) { cursor in
-            var entry = try position.map { try cursor.seek(atLeast: $0) } ?? cursor.first()
-            if let current = entry, let position, current.key.elementsEqual(position) { entry = try cursor.next() }
+            var entry = try firstEntry(after: position, in: cursor)
             while let current = entry {
                 let hash = keyHash(current.key)
                 if !written.contains(hash), try !visit(current.key, hash) { return Array(current.key) }
@@ -231,6 +230,17 @@ final class BoundTracker: EvictionSource {
             }
             return nil
         }
+    }
+
+    /// The first record after `position` in key order (the first of all when `nil`): where the hand
+    /// and the expiry walk resume.
+    private func firstEntry(
+        after position: [UInt8]?, in cursor: borrowing Cursor<ReadWriteAccess>
+    ) throws -> Cursor<ReadWriteAccess>.Entry? {
+        guard let position else { return try cursor.first() }
+        let entry = try cursor.seek(atLeast: position)
+        guard let entry, bytesEqual(position[...], entry.key) else { return entry }
+        return try cursor.next()
     }
 
     func evict(_ key: [UInt8], hash: UInt64, in txn: borrowing WriteTransaction) throws -> EvictionOutcome {
@@ -311,8 +321,7 @@ final class BoundTracker: EvictionSource {
         let cutoff = now.addingSaturating(-state.purgeGrace.load(ordering: .relaxed))
         var expired: [(key: [UInt8], bytes: Int)] = []
         let stopped: [UInt8]? = try txn.withCursor(in: database) { cursor in
-            var entry = try position.map { try cursor.seek(atLeast: $0) } ?? cursor.first()
-            if let current = entry, let position, current.key.elementsEqual(position) { entry = try cursor.next() }
+            var entry = try firstEntry(after: position, in: cursor)
             var steps = 0
             while let current = entry {
                 if let expiry = RecordHeader.peekExpiry(current.value), expiry <= cutoff {

@@ -1,0 +1,274 @@
+internal import LMDB
+
+extension EvictionPolicy {
+    /// One settle's work on the state (a value, so that the code reads as plain mutation).
+    struct Settling {
+        let policy: EvictionPolicy
+        var state: State
+        var evicted = 0
+        var probationTarget = 1
+        /// Probation is refilled (to its target) once it is below this: one walk of the main
+        /// part for several victims, not one a victim (each walk opens a cursor, searches for the
+        /// hand and deletes what the settle chose so far). It may fall ``refillBatch`` keys short,
+        /// or as many as the collection is over its bound (up to half of probation): a settle
+        /// that must evict a thousand records walks once for them, not sixty times (the walks
+        /// of a bulk put of 10,000 records after every record was read took 60% less time).
+        var refillBelow = 1
+        var records = 0
+        /// Probation's first key while it stays first (in `victimKey`), with its estimate once a
+        /// candidate is weighed against it: every candidate of a settle is weighed against it
+        /// until it goes, so it is looked up once. (A victim taken with no candidate to weigh,
+        /// after the candidates or for a write larger than the window, needs no estimate: its
+        /// line of the sketch was a miss of its own.)
+        var victim: (hash: UInt64, estimate: Int?)?
+        var victimKey: [UInt8] = []
+        /// How many of probation's first keys had their recent-use lines asked for.
+        var prefetchedVictims = 0
+
+        init(policy: EvictionPolicy, state: State) {
+            self.policy = policy
+            self.state = state
+        }
+
+        mutating func run(
+            _ source: inout some EvictionSource, written: inout WrittenBatch, partial: Bool,
+            in txn: borrowing WriteTransaction
+        ) throws -> Int {
+            // Expired records go first: before any live record is weighed, the expiry walk
+            // removes those it finds in the next stretch of the key order.
+            if source.isOverCapacity {
+                let walk = try source.removeExpired(
+                    after: state.expiryHand, limit: EvictionPolicy.expiryWalk, in: txn)
+                state.expiryHand = walk.position
+                evicted += walk.removed
+            }
+            records = source.recordCount
+            let windowTarget = max(1, Int(Double(records) * EvictionPolicy.windowShare))
+            probationTarget = max(1, Int(Double(records) * EvictionPolicy.probationShare))
+            let shortfall = max(
+                min(probationTarget / 16, EvictionPolicy.refillBatch), min(source.recordsOver, probationTarget / 2))
+            refillBelow = max(1, probationTarget - shortfall)
+            // The write's keys enter the window, newest last, and as many of the window's oldest
+            // leave it: first the keys that were there, then the write's own first keys.
+            let leaving = max(0, state.window.count + written.count - windowTarget)
+            let fromWindow = min(leaving, state.window.count)
+            if source.isOverCapacity { prefetch(fromWindow) }
+            // The key just out of the window, its memory reused from one key to the next. A local,
+            // not a property: handing a property to a mutating method copies it (a retain and a
+            // release a key).
+            var candidate: [UInt8] = []
+            // Candidates leave the window whether or not the collection is full, so that the
+            // window stays the newest records.
+            for _ in 0..<fromWindow {
+                guard state.window.removeFirst(into: &candidate) else { break }
+                let hash = candidate.withUnsafeBytes(keyHash)
+                guard state.inWindow.remove(hash) else { continue }
+                if source.isOverCapacity {
+                    try weigh(candidate, hash, &source, in: txn)
+                } else {
+                    keep(candidate)
+                }
+            }
+            // The write's first keys would leave the window in this same settle, pinned: they go
+            // to probation at once, without entering the window's set only to leave it. The rest
+            // enter the window, or, in a partial settle, wait in `written` for the next.
+            let direct = leaving - fromWindow
+            let over = source.isOverCapacity
+            var index = 0
+            written.keys.forEach(first: partial ? direct : written.count) { key in
+                if index < direct {
+                    if over { admit(key) } else { keep(key) }
+                } else {
+                    state.window.append(key)
+                }
+                index += 1
+            }
+            if partial {
+                written.removeFirst(direct)
+            } else {
+                state.inWindow.insert(contentsOf: written.hashes[direct...])
+                written.removeAll()
+            }
+            // Victims that turn out pinned leave probation and may come back with the hand;
+            // once as many have been passed over as there are records, none is left that may go.
+            var passedOver = 0
+            while source.isOverCapacity, passedOver <= records, let victim = try probationVictim(&source, in: txn) {
+                dropVictim()
+                if try source.evict(victimKey, hash: victim, in: txn).removed {
+                    evicted += 1
+                } else {
+                    passedOver += 1
+                }
+            }
+            // Still over: every record outside the window is gone or pinned (a write larger
+            // than the main part); the window's own oldest go next.
+            while source.isOverCapacity, state.window.removeFirst(into: &candidate) {
+                let hash = candidate.withUnsafeBytes(keyHash)
+                guard state.inWindow.remove(hash) else { continue }
+                try evict(candidate, hash, &source, in: txn)
+            }
+            return evicted
+        }
+
+        /// The estimate of the victim, whose hash is `hash`, looked up at the first call.
+        mutating func victimEstimate(_ hash: UInt64) -> Int {
+            if let estimate = victim?.estimate { return estimate }
+            let estimate = policy.sketch.estimate(hash)
+            victim?.estimate = estimate
+            return estimate
+        }
+
+        /// Decides between `candidate`, just out of the window, and probation's victim: the one
+        /// asked for less often goes (the victim stays on a tie).
+        mutating func weigh(
+            _ candidate: [UInt8], _ hash: UInt64, _ source: inout some EvictionSource,
+            in txn: borrowing WriteTransaction
+        ) throws {
+            let estimate = policy.admitsByFrequency ? policy.sketch.estimate(hash) : 0
+            // Victims that turn out pinned or gone leave probation and the next is tried; once
+            // as many as there are records have, none is left that may go.
+            for _ in 0...records {
+                guard let victim = try probationVictim(&source, in: txn) else { break }
+                guard !policy.admitsByFrequency || estimate > victimEstimate(victim) else {
+                    // A candidate the sketch never saw asked for was not read since it was
+                    // written (unless before the sketch's last halving): it has no recent-use
+                    // count to clear, and the look-up is spared.
+                    try evict(candidate, hash, &source, clearingCount: estimate > 0, in: txn)
+                    return
+                }
+                dropVictim()
+                if try source.evict(victimKey, hash: victim, in: txn).removed {
+                    evicted += 1
+                    break
+                }
+            }
+            admit(candidate)
+        }
+
+        /// Asks for the sketch's lines of the next `count` candidates and of probation's first
+        /// keys, which the settle will weigh against each other: each is a random line in a table
+        /// of megabytes, and one look-up after another would wait for each in turn (a third of an
+        /// evicting put). The candidates' lines are asked for all at once (asking a stretch ahead
+        /// of each, as for victims, made their part of a bulk put a quarter slower); victims'
+        /// recent-use lines are asked for as they come (``prefetchVictims()``). A candidate's own
+        /// recent-use line is read only if it was asked for (``weigh(_:_:_:in:)``), and recency
+        /// weighs nothing.
+        func prefetch(_ count: Int) {
+            guard policy.admitsByFrequency else { return }
+            let sketch = policy.sketch
+            state.window.forEach(first: count) { sketch.prefetch(keyHash($0)) }
+            state.probation.forEach(first: 8) { sketch.prefetch(keyHash($0)) }
+        }
+
+        /// Evicts `key`, which left its queue; a pinned record stays, in probation.
+        mutating func evict(
+            _ key: [UInt8], _ hash: UInt64, _ source: inout some EvictionSource, clearingCount: Bool = true,
+            in txn: borrowing WriteTransaction
+        ) throws {
+            switch try source.evict(key, hash: hash, in: txn) {
+            case .evicted, .expired:
+                if clearingCount { policy.recentUse.clear(hash) }
+                evicted += 1
+            case .pinned: admit(key)
+            case .absent: break
+            }
+        }
+
+        /// A key out of the window while the collection is within its bound: into probation
+        /// while it is short of its share, else into the main part (no queue: the hand will find
+        /// it). Letting probation take every record while a collection fills kept up to 0.9
+        /// points more hits at 10% capacity (the first evictions then follow the order records
+        /// came in), but its memory grew to a key for every record: 44 bytes a record in all,
+        /// against the 16 aimed at (measured with probation's share at 10%).
+        mutating func keep(_ key: some Collection<UInt8>) {
+            if state.probation.count < probationTarget { admit(key) }
+        }
+
+        /// Puts `key` last in probation.
+        mutating func admit(_ key: some Collection<UInt8>) {
+            state.probation.append(key)
+        }
+
+        /// Removes the victim from probation's front. Its recent-use count was read as 0 when it
+        /// was chosen, so it has no entry to free (a get that counted it since leaves an entry the
+        /// table reuses in time).
+        mutating func dropVictim() {
+            victim = nil
+            dropProbationFront()
+        }
+
+        /// Removes probation's first key (a victim's, or one promoted).
+        mutating func dropProbationFront() {
+            state.probation.dropFirst()
+            prefetchedVictims = max(0, prefetchedVictims - 1)
+        }
+
+        /// Asks for the recent-use lines of the probation keys that will be victims next, a
+        /// stretch ahead of the one looked at: each is a random line of a table larger than the
+        /// cache, and asked for all at the settle's start, the first were pushed out again by the
+        /// last before they were read (half of finding a victim went waiting for its line).
+        mutating func prefetchVictims() {
+            guard prefetchedVictims < EvictionPolicy.victimLookahead / 2 else { return }
+            let recentUse = policy.recentUse
+            state.probation.forEach(from: prefetchedVictims, to: EvictionPolicy.victimLookahead) { key in
+                recentUse.prefetch(keyHash(key))
+            }
+            prefetchedVictims = min(EvictionPolicy.victimLookahead, state.probation.count)
+        }
+
+        /// The first key in probation not read while there, after promoting those that were
+        /// and refilling probation from the main part when it is short; `nil` when there is none.
+        mutating func probationVictim(
+            _ source: inout some EvictionSource, in txn: borrowing WriteTransaction
+        ) throws -> UInt64? {
+            if let victim { return victim.hash }
+            while true {
+                if state.probation.count < refillBelow { try refill(&source, in: txn) }
+                prefetchVictims()
+                guard state.probation.first(into: &victimKey) else { return nil }
+                let hash = victimKey.withUnsafeBytes(keyHash)
+                guard !state.inWindow.contains(hash), policy.recentUse.count(hash) == 0 else {
+                    // Written again (its key is in the window), or read while in probation:
+                    // promoted to the main part.
+                    dropProbationFront()
+                    continue
+                }
+                victim = (hash, nil)
+                return hash
+            }
+        }
+
+        /// Moves the hand over the main part in one walk, moving records not read since it
+        /// last passed them to probation until probation is full; a record read since has its
+        /// count lowered and stays. Past `sweepLimit` records without one to move, the record
+        /// under the hand moves even if read, so that one write never sweeps for long. The
+        /// running transaction's own records are not visited: queued, they came back as victims
+        /// that could not go, and a write about as large as the bound could pass over as many as
+        /// there are records and stop, over its bound, before the hand reached the older ones
+        /// (`writeAsLargeAsBound`); after every record was read, they were also most of what the
+        /// hand moved (a 10,000-record put: 2.09× → 1.66× without fsync).
+        mutating func refill(_ source: inout some EvictionSource, in txn: borrowing WriteTransaction) throws {
+            var steps = 0
+            var sinceMoved = 0
+            // Twice round the collection at most: every count falls by one a round, and records
+            // already queued are passed over.
+            let limit = 2 * records + EvictionPolicy.sweepLimit
+            var position = state.hand
+            while state.probation.count < probationTarget, steps < limit {
+                var visited = false
+                position = try source.walk(after: position, in: txn) { key, hash in
+                    visited = true
+                    steps += 1
+                    guard !state.inWindow.contains(hash) else { return steps < limit }
+                    sinceMoved += 1
+                    if sinceMoved < EvictionPolicy.sweepLimit, policy.recentUse.lower(hash) { return steps < limit }
+                    sinceMoved = 0
+                    admit(key)
+                    return state.probation.count < probationTarget && steps < limit
+                }
+                if !visited { break }  // no records at all
+            }
+            state.hand = position
+        }
+    }
+}
