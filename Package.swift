@@ -22,7 +22,7 @@ let package = Package(
         .library(name: "Hoard", targets: ["Hoard"]),
         .library(name: "HoardTesting", targets: ["HoardTesting"]),
         .library(name: "HoardServiceLifecycle", targets: ["HoardServiceLifecycle"]),
-        .executable(name: "hoard", targets: ["HoardCLI"]),
+        .executable(name: "hoard", targets: ["HoardCLIMain"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -104,14 +104,22 @@ let package = Package(
             dependencies: ["Hoard", "HoardTesting", "LMDB", "CBOR", "VariableCoding", "TestSupport"],
             swiftSettings: strict),
 
-        // The `hoard` command-line tool; `hoard demo` is the README's main job.
-        .executableTarget(
+        // The `hoard` command-line tool; `hoard demo` is the README's main job. Its code is a
+        // library, so that the tests import it (a test importing an executable's main module failed
+        // to build on CI: the module was not there yet), and the executable only starts it.
+        .target(
             name: "HoardCLI",
             dependencies: [
                 "Hoard", "LMDB", "CBOR", "VariableCoding",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            path: "tools/hoard",
+            path: "tools/hoard/HoardCLI",
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "HoardCLIMain",
+            dependencies: ["HoardCLI"],
+            path: "tools/hoard/Main",
             swiftSettings: strict
         ),
         // A child process the tests drive over a pipe (second reader/writer, fd leaks, privilege drop).
@@ -157,7 +165,7 @@ let package = Package(
             name: "HoardTests",
             dependencies: [
                 "Hoard", "LMDB", "CBOR", "VariableCoding", "VariableCodingMacros", "TestSupport", "HoardTestSupport",
-                "HoardTesting", "LMDBProbe", "HoardCLI",
+                "HoardTesting", "LMDBProbe", "HoardCLI", "HoardCLIMain",
                 "CrashHarness", "CrashWorkload",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

@@ -9,7 +9,15 @@ import Glibc
 import Darwin
 #endif
 
-@main
+/// Runs the `hoard` command line and exits: the whole of the executable (tools/hoard/Main), which
+/// is apart from this library so that the tests can import the tool's parts.
+public func runHoardCommandLine() -> Never {
+    HoardCommand.main()
+    // main() ends the process on every path; this says so to the compiler.
+    terminate(0)
+}
+
+/// The `hoard` command: its subcommands, and the one place where errors become exit statuses.
 struct HoardCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hoard",
