@@ -59,12 +59,6 @@ struct KeyQueue {
         return true
     }
 
-    /// Removes and returns the first key.
-    mutating func removeFirst() -> [UInt8]? {
-        var key: [UInt8] = []
-        return removeFirst(into: &key) ? key : nil
-    }
-
     /// Removes the first key, into `key` (its old bytes replaced, its memory kept, so that a
     /// loop over the queue allocates nothing); `false` when the queue is empty.
     mutating func removeFirst(into key: inout [UInt8]) -> Bool {
