@@ -300,6 +300,33 @@ struct EvictionPolicyTests {
         #expect(table.count == 0 && table.byteCount <= 8 * 2_048, "an empty table kept \(table.byteCount) bytes")
     }
 
+    @Test(
+        "a transaction's written keys are all found, through batches that outgrow the size it expected, and its filter turns most others away"
+    )
+    func writtenKeys() {
+        var generator = SplitMix(seed: 33)
+        func hash() -> UInt64 { generator.next() & ~1 }
+        // Sized for 10 keys; batches of up to 2,000 outgrow its filter (256 keys) several times.
+        let written = WrittenKeys(expected: 10)
+        var inserted: [UInt64] = []
+        for batch in [3, 500, 1, 2_000, 40, 2_000] {
+            for _ in 0..<batch {
+                let next = hash()
+                written.insert(next)
+                inserted.append(next)
+            }
+            // Asked between batches: the keys added since go in before the answer.
+            let missing = inserted.filter { !written.contains($0) }
+            #expect(missing.isEmpty, "after \(inserted.count) keys, \(missing.count) not found")
+            #expect(written.count == inserted.count)
+        }
+        // Keys never written: the set says no to all, and the filter sent few of them on to it
+        // (about 1% expected at 16 to 32 bits a key).
+        let others = (0..<10_000).map { _ in hash() }
+        #expect(others.allSatisfy { !written.contains($0) })
+        #expect(written.filterPassRate(others) < 0.05, "the filter let \(written.filterPassRate(others)) through")
+    }
+
     @Test("the key queue gives keys of any length back first in, first out, across its compaction")
     func keyQueue() {
         var queue = KeyQueue()

@@ -10,6 +10,13 @@ final class WrittenKeys {
     @exclusivity(unchecked) private var hashes: KeyHashSet
     /// Hashes added since the set was last asked: they go into it together, at the next question.
     @exclusivity(unchecked) private var added: [UInt64] = []
+    /// A filter in front of the set: two bits of one word a key (16 to 32 bits a key in all).
+    /// Eviction asks about every key it weighs, and almost none was written by the transaction:
+    /// the filter answers those from a table an eighth the set's size, which stays in the
+    /// first-level caches where the set does not (a 10,000-record evicting put into 200,000
+    /// records without fsync: 1.603× → 1.578× unbounded). It has no false negatives, so it only
+    /// saves look-ups.
+    @exclusivity(unchecked) private var filter: [UInt64]
 
     /// A set sized for `expected` keys: as many as the collection's last write wrote, so that a
     /// bulk put like the last one does not grow its set key by key (growing from empty, with the
@@ -18,13 +25,40 @@ final class WrittenKeys {
     init(expected: Int) {
         hashes = KeyHashSet(capacity: expected)
         added.reserveCapacity(min(expected, 4_096))
+        filter = Array(repeating: 0, count: Self.filterWords(for: expected))
+    }
+
+    /// The filter's size for `count` keys: a power of two, at least 64 words.
+    private static func filterWords(for count: Int) -> Int {
+        var words = 64
+        while words * 4 < count { words <<= 1 }
+        return words
+    }
+
+    /// The filter's word for `hash`, and its two bits there.
+    @inline(__always)
+    private static func filterSlot(_ hash: UInt64, words: Int) -> (index: Int, bits: UInt64) {
+        let index = Int(truncatingIfNeeded: hash >> 32) & (words - 1)
+        return (index, 1 << ((hash >> 1) & 63) | 1 << ((hash >> 7) & 63))
     }
 
     func insert(_ hash: UInt64) { added.append(hash) }
 
     func contains(_ hash: UInt64) -> Bool {
         absorb()
+        let (index, bits) = Self.filterSlot(hash, words: filter.count)
+        guard filter[index] & bits == bits else { return false }
         return hashes.contains(hash)
+    }
+
+    /// The share of `hashes` the filter sends on to the set (for a test of its sizing).
+    func filterPassRate(_ hashes: [UInt64]) -> Double {
+        absorb()
+        let passed = hashes.count { hash in
+            let (index, bits) = Self.filterSlot(hash, words: filter.count)
+            return filter[index] & bits == bits
+        }
+        return Double(passed) / Double(max(1, hashes.count))
     }
 
     /// How many keys the transaction wrote.
@@ -37,6 +71,23 @@ final class WrittenKeys {
     private func absorb() {
         guard !added.isEmpty else { return }
         hashes.insert(contentsOf: added)
+        let words = Self.filterWords(for: hashes.count)
+        filter.withUnsafeMutableBufferPointer { filter in
+            if words > filter.count { return }
+            for hash in added {
+                let (index, bits) = Self.filterSlot(hash, words: filter.count)
+                filter[index] |= bits
+            }
+        }
+        if words > filter.count {
+            // Outgrown: a larger filter, from every hash of the set.
+            var larger = [UInt64](repeating: 0, count: words)
+            hashes.forEach { hash in
+                let (index, bits) = Self.filterSlot(hash, words: words)
+                larger[index] |= bits
+            }
+            filter = larger
+        }
         added.removeAll(keepingCapacity: true)
     }
 }

@@ -53,6 +53,10 @@ extension EvictionPolicy {
             let leaving = max(0, state.window.count + written.count - windowTarget)
             let fromWindow = min(leaving, state.window.count)
             if source.isOverCapacity { prefetch(fromWindow) }
+            // Many candidates: each is taken out of the window's set, whose lines the write's own
+            // work since the last settle pushed out of the caches; streamed in at once, they cost
+            // less than a wait each (a 10,000-record put into 200,000: 1.411× → 1.389×).
+            if fromWindow > 64 { state.inWindow.prefetchAll() }
             // The key just out of the window, its memory reused from one key to the next. A local,
             // not a property: handing a property to a mutating method copies it (a retain and a
             // release a key).

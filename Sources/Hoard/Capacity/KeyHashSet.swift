@@ -1,3 +1,5 @@
+internal import CCRC32
+
 /// A set of key hashes (``keyHash(_:)``) in one flat array of words: open addressing with linear
 /// probing, and removal by shifting the entries after a hole back (no tombstones to clean up).
 /// The eviction policy keeps the window's keys this way, and a write the keys it wrote. A `Set`
@@ -23,6 +25,21 @@ struct KeyHashSet {
     var byteCount: Int { slots.capacity * MemoryLayout<UInt64>.stride }
 
     func contains(_ hash: UInt64) -> Bool { find(hash) != nil }
+
+    /// Calls `body` with every hash in the set, in no order.
+    func forEach(_ body: (UInt64) -> Void) {
+        for entry in slots where entry != 0 { body(entry & ~1) }
+    }
+
+    /// Asks for the whole table, line after line: before many look-ups in a table that the work
+    /// since its last use pushed out of the caches (one wait for a stream of lines, not one a
+    /// look-up).
+    func prefetchAll() {
+        slots.withUnsafeBufferPointer { slots in
+            guard let base = slots.baseAddress else { return }
+            for line in stride(from: 0, to: slots.count, by: 8) { hoard_prefetch(UnsafeRawPointer(base + line)) }
+        }
+    }
 
     /// Adds `hash`, if it is not there.
     mutating func insert(_ hash: UInt64) {
