@@ -72,13 +72,6 @@ final class WrittenKeys {
         guard !added.isEmpty else { return }
         hashes.insert(contentsOf: added)
         let words = Self.filterWords(for: hashes.count)
-        filter.withUnsafeMutableBufferPointer { filter in
-            if words > filter.count { return }
-            for hash in added {
-                let (index, bits) = Self.filterSlot(hash, words: filter.count)
-                filter[index] |= bits
-            }
-        }
         if words > filter.count {
             // Outgrown: a larger filter, from every hash of the set.
             var larger = [UInt64](repeating: 0, count: words)
@@ -87,6 +80,13 @@ final class WrittenKeys {
                 larger[index] |= bits
             }
             filter = larger
+        } else {
+            filter.withUnsafeMutableBufferPointer { filter in
+                for hash in added {
+                    let (index, bits) = Self.filterSlot(hash, words: filter.count)
+                    filter[index] |= bits
+                }
+            }
         }
         added.removeAll(keepingCapacity: true)
     }
