@@ -25,9 +25,7 @@ func keyPrecedes(_ a: ArraySlice<UInt8>, _ b: UnsafeRawBufferPointer) -> Bool {
 /// Whether `a` and `b` hold the same bytes (memcmp: `elementsEqual` is several times slower).
 @inline(__always)
 func bytesEqual(_ a: ArraySlice<UInt8>, _ b: UnsafeRawBufferPointer) -> Bool {
-    guard a.count == b.count else { return false }
-    guard let right = b.baseAddress, !a.isEmpty else { return true }
-    return a.withUnsafeBytes { left in left.baseAddress.map { memcmp($0, right, b.count) == 0 } ?? false }
+    a.withUnsafeBytes { bytesEqual($0, b) }
 }
 
 /// Whether two keys in memory hold the same bytes.
