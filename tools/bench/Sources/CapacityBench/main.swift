@@ -10,7 +10,8 @@
 //   swift run -c release --package-path tools/bench capacity-bench [--records N] [--rounds R]
 //       [--skip-gets 1] (the puts alone, for a profile) [--state-records N]
 //       [--no-sync 1] (stores that never fsync: the processor's part alone, steadier from run to run)
-//       [--put-size 1000|10000] (one of the two bulk puts alone)
+//       [--put-size N] (one bulk put size alone: 1,000 and 10,000 as in the full run, any other
+//       size in batches of 20,000 records a round, for the ratio and its floor against the size)
 import BenchModels
 import BenchSupport
 import Hoard
@@ -26,6 +27,11 @@ let count = option("records", default: 200_000)
 let rounds = option("rounds", default: 5)
 let stateRecords = option("state-records", default: 1_000_000)
 let skipGets = option("skip-gets", default: 0) != 0
+let onlySize = option("put-size", default: 0)
+guard (0...count).contains(onlySize) else {
+    print("capacity-bench: --put-size must be between 1 and --records (\(count)), not \(onlySize)")
+    exit(2)
+}
 let storeOptions: Store.Options =
     option("no-sync", default: 0) != 0 ? Store.Options(durability: .riskStoreOnOSCrash) : .cache
 var rng = SplitMix64(seed: 23)
@@ -176,10 +182,10 @@ var evictionsExpected = 0
     ]
 }
 // 1,000 records a put, as the budget's comparison; 10,000, which evict along the way too.
-let onlySize = option("put-size", default: 0)
 let puts =
     try (onlySize == 0 || onlySize == 1_000 ? measurePuts(size: 1_000, batches: 20) : [])
     + (onlySize == 0 || onlySize == 10_000 ? measurePuts(size: 10_000, batches: 4) : [])
+    + ([0, 1_000, 10_000].contains(onlySize) ? [] : measurePuts(size: onlySize, batches: max(2, 20_000 / onlySize)))
 report("capacity: \(count) records, \(rounds) rounds (medians)", [gets].compactMap { $0 } + puts)
 directories.forEach(removeStore(in:))
 
