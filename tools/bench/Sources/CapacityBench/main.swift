@@ -14,6 +14,7 @@
 //       size in batches of 20,000 records a round, for the ratio and its floor against the size)
 import BenchModels
 import BenchSupport
+import Foundation
 import Hoard
 import LMDB
 
@@ -29,7 +30,8 @@ let stateRecords = option("state-records", default: 1_000_000)
 let skipGets = option("skip-gets", default: 0) != 0
 let onlySize = option("put-size", default: 0)
 guard (0...count).contains(onlySize) else {
-    print("capacity-bench: --put-size must be between 1 and --records (\(count)), not \(onlySize)")
+    FileHandle.standardError.write(
+        Data("capacity-bench: --put-size must be between 1 and --records (\(count)), not \(onlySize)\n".utf8))
     exit(2)
 }
 let storeOptions: Store.Options =
