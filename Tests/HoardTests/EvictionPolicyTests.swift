@@ -327,7 +327,7 @@ struct EvictionPolicyTests {
         #expect(written.filterPassRate(others) < 0.05, "the filter let \(written.filterPassRate(others)) through")
     }
 
-    @Test("the key queue gives keys of any length back first in, first out, across its compaction")
+    @Test("the key queue gives keys back first in, first out, across its compaction and batches queued at once")
     func keyQueue() {
         var queue = KeyQueue()
         var expected: [[UInt8]] = []
@@ -335,9 +335,29 @@ struct EvictionPolicyTests {
         // One buffer for every key taken out, as the policy reuses one: a longer key before a
         // shorter must not leave bytes behind.
         var key: [UInt8] = []
+        func freshKey() -> [UInt8] {
+            (0..<Int(generator.next() % 40)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+        }
         for round in 0..<20_000 {
-            if generator.next() % 3 != 0 || expected.isEmpty {
-                let fresh = (0..<Int(generator.next() % 40)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            if round % 61 == 0 {
+                // A batch queued at once after its first keys, as a write's keys enter the window:
+                // the batch's ring wraps when keys were taken from its front, and so may this one.
+                var batch = KeyQueue()
+                var batchKeys: [[UInt8]] = []
+                for _ in 0..<Int(generator.next() % 40) {
+                    let fresh = freshKey()
+                    batch.append(fresh)
+                    batchKeys.append(fresh)
+                    if generator.next() % 2 == 0 {
+                        batch.dropFirst()
+                        batchKeys.removeFirst()
+                    }
+                }
+                let skip = Int(generator.next() % UInt64(batchKeys.count + 1))
+                queue.append(contentsOf: batch, droppingFirst: skip)
+                expected += batchKeys.dropFirst(skip)
+            } else if generator.next() % 3 != 0 || expected.isEmpty {
+                let fresh = freshKey()
                 queue.append(fresh)
                 expected.append(fresh)
             } else if generator.next() % 4 == 0 {

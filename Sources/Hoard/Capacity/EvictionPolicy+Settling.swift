@@ -78,18 +78,13 @@ extension EvictionPolicy {
             // enter the window, or, in a partial settle, wait in `written` for the next.
             let direct = leaving - fromWindow
             let over = source.isOverCapacity
-            var index = 0
-            written.keys.forEach(first: partial ? direct : written.count) { key in
-                if index < direct {
-                    if over { admit(key) } else { keep(key) }
-                } else {
-                    state.window.append(key)
-                }
-                index += 1
+            written.keys.forEach(first: direct) { key in
+                if over { admit(key) } else { keep(key) }
             }
             if partial {
                 written.removeFirst(direct)
             } else {
+                state.window.append(contentsOf: written.keys, droppingFirst: direct)
                 state.inWindow.insert(contentsOf: written.hashes[direct...])
                 written.removeAll()
             }

@@ -51,6 +51,39 @@ struct KeyQueue {
         count += 1
     }
 
+    /// Queues the keys of `other` after its first `skip`, in order: their bytes are copied as
+    /// they lie, in at most four runs, not key by key (a write's keys into the window).
+    mutating func append(contentsOf other: KeyQueue, droppingFirst skip: Int) {
+        guard skip < other.count else { return }
+        var from = other.head
+        var skipped = 0
+        for _ in 0..<skip {
+            let length = Int(other.ring[from]) << 8 | Int(other.ring[other.wrapped(from + 1)])
+            from = other.wrapped(other.wrapped(from + 2) + length)
+            skipped += 2 + length
+        }
+        var remaining = other.used - skipped
+        if used + remaining > ring.count {
+            let grown = ring.count < 65_536 ? ring.count * 2 : ring.count + ring.count / 4
+            resize(to: max(used + remaining, grown, 256))
+        }
+        var to = wrapped(head + used)
+        used += remaining
+        count += other.count - skip
+        other.ring.withUnsafeBytes { source in
+            ring.withUnsafeMutableBytes { target in
+                while remaining > 0 {
+                    let run = min(remaining, source.count - from, target.count - to)
+                    UnsafeMutableRawBufferPointer(rebasing: target[to..<(to + run)]).copyMemory(
+                        from: UnsafeRawBufferPointer(rebasing: source[from..<(from + run)]))
+                    from = from + run == source.count ? 0 : from + run
+                    to = to + run == target.count ? 0 : to + run
+                    remaining -= run
+                }
+            }
+        }
+    }
+
     /// Puts the first key in `key` (its old bytes replaced, its memory kept), without removing
     /// it; `false` when the queue is empty.
     func first(into key: inout [UInt8]) -> Bool {
