@@ -340,8 +340,9 @@ struct EvictionPolicyTests {
         }
         for round in 0..<20_000 {
             if round % 61 == 0 {
-                // A batch queued at once after its first keys, as a write's keys enter the window:
-                // the batch's ring wraps when keys were taken from its front, and so may this one.
+                // A stretch of a batch queued at once, as a write's keys enter the window and
+                // probation: the batch's ring wraps when keys were taken from its front, and so may
+                // this one.
                 var batch = KeyQueue()
                 var batchKeys: [[UInt8]] = []
                 for _ in 0..<Int(generator.next() % 40) {
@@ -353,9 +354,10 @@ struct EvictionPolicyTests {
                         batchKeys.removeFirst()
                     }
                 }
-                let skip = Int(generator.next() % UInt64(batchKeys.count + 1))
-                queue.append(contentsOf: batch, droppingFirst: skip)
-                expected += batchKeys.dropFirst(skip)
+                let start = Int(generator.next() % UInt64(batchKeys.count + 1))
+                let end = start + Int(generator.next() % UInt64(batchKeys.count - start + 1))
+                queue.append(contentsOf: batch, keys: start..<end)
+                expected += batchKeys[start..<end]
             } else if generator.next() % 3 != 0 || expected.isEmpty {
                 let fresh = freshKey()
                 queue.append(fresh)

@@ -77,14 +77,14 @@ extension EvictionPolicy {
             // to probation at once, without entering the window's set only to leave it. The rest
             // enter the window, or, in a partial settle, wait in `written` for the next.
             let direct = leaving - fromWindow
-            let over = source.isOverCapacity
-            written.keys.forEach(first: direct) { key in
-                if over { admit(key) } else { keep(key) }
-            }
+            // Within the bound, as many as probation lacks (as `keep` takes them).
+            let admitted =
+                source.isOverCapacity ? direct : min(direct, max(0, probationTarget - state.probation.count))
+            state.probation.append(contentsOf: written.keys, keys: 0..<admitted)
             if partial {
                 written.removeFirst(direct)
             } else {
-                state.window.append(contentsOf: written.keys, droppingFirst: direct)
+                state.window.append(contentsOf: written.keys, keys: direct..<written.count)
                 state.inWindow.insert(contentsOf: written.hashes[direct...])
                 written.removeAll()
             }

@@ -51,25 +51,29 @@ struct KeyQueue {
         count += 1
     }
 
-    /// Queues the keys of `other` after its first `skip`, in order: their bytes are copied as
-    /// they lie, in at most four runs, not key by key (a write's keys into the window).
-    mutating func append(contentsOf other: KeyQueue, droppingFirst skip: Int) {
-        guard skip < other.count else { return }
+    /// Queues the keys of `other` at the positions in `keys` (counted from its first, from 0), in
+    /// order: their bytes are copied as they lie, in at most four runs, not key by key (a write's
+    /// keys into the window or probation).
+    mutating func append(contentsOf other: KeyQueue, keys: Range<Int>) {
+        let keys = keys.clamped(to: 0..<other.count)
+        guard !keys.isEmpty else { return }
+        // Where the first key starts, and how many bytes the keys take.
         var from = other.head
-        var skipped = 0
-        for _ in 0..<skip {
-            let length = Int(other.ring[from]) << 8 | Int(other.ring[other.wrapped(from + 1)])
-            from = other.wrapped(other.wrapped(from + 2) + length)
-            skipped += 2 + length
+        var remaining = 0
+        var index = other.head
+        for number in 0..<keys.upperBound {
+            if number == keys.lowerBound { from = index }
+            let length = Int(other.ring[index]) << 8 | Int(other.ring[other.wrapped(index + 1)])
+            if number >= keys.lowerBound { remaining += 2 + length }
+            index = other.wrapped(other.wrapped(index + 2) + length)
         }
-        var remaining = other.used - skipped
         if used + remaining > ring.count {
             let grown = ring.count < 65_536 ? ring.count * 2 : ring.count + ring.count / 4
             resize(to: max(used + remaining, grown, 256))
         }
         var to = wrapped(head + used)
         used += remaining
-        count += other.count - skip
+        count += keys.count
         other.ring.withUnsafeBytes { source in
             ring.withUnsafeMutableBytes { target in
                 while remaining > 0 {
