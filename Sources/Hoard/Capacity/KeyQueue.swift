@@ -19,11 +19,7 @@ struct KeyQueue {
     /// Queues `key` last. Keys are at most 65,535 bytes (LMDB's are at most 511).
     mutating func append(_ key: some Collection<UInt8>) {
         let length = key.count
-        if used + 2 + length > ring.count {
-            // Doubling while small (a write's keys), a quarter at a time past 64 KiB.
-            let grown = ring.count < 65_536 ? ring.count * 2 : ring.count + ring.count / 4
-            resize(to: max(used + 2 + length, grown, 256))
-        }
+        reserve(2 + length)
         var index = wrapped(head + used)
         let copied: Bool? =
             index + 2 + length > ring.count
@@ -67,10 +63,7 @@ struct KeyQueue {
             if number >= keys.lowerBound { remaining += 2 + length }
             index = other.wrapped(other.wrapped(index + 2) + length)
         }
-        if used + remaining > ring.count {
-            let grown = ring.count < 65_536 ? ring.count * 2 : ring.count + ring.count / 4
-            resize(to: max(used + remaining, grown, 256))
-        }
+        reserve(remaining)
         var to = wrapped(head + used)
         used += remaining
         count += keys.count
@@ -166,6 +159,14 @@ struct KeyQueue {
                 }
             }
         }
+    }
+
+    /// Grows the ring, if it must, so that `bytes` more fit: doubling while small (a write's
+    /// keys), a quarter at a time past 64 KiB.
+    private mutating func reserve(_ bytes: Int) {
+        guard used + bytes > ring.count else { return }
+        let grown = ring.count < 65_536 ? ring.count * 2 : ring.count + ring.count / 4
+        resize(to: max(used + bytes, grown, 256))
     }
 
     /// Moves the queued bytes, in order from the start, into a ring of `size` bytes.

@@ -30,8 +30,8 @@ let stateRecords = option("state-records", default: 1_000_000)
 let skipGets = option("skip-gets", default: 0) != 0
 let onlySize = option("put-size", default: 0)
 guard (0...count).contains(onlySize) else {
-    FileHandle.standardError.write(
-        Data("capacity-bench: --put-size must be between 1 and --records (\(count)), not \(onlySize)\n".utf8))
+    let problem = "--put-size must be between 1 and --records (\(count)), or 0 for both sizes; not \(onlySize)"
+    FileHandle.standardError.write(Data("capacity-bench: \(problem)\n".utf8))
     exit(2)
 }
 let storeOptions: Store.Options =
@@ -183,7 +183,7 @@ var evictionsExpected = 0
             candidateNanos: median(floorPuts), budget: nil),
     ]
 }
-// 1,000 records a put, as the budget's comparison; 10,000, which evict along the way too.
+// 1,000 records a put, as the budget's comparison; 10,000, more than the window holds (1% of the records).
 let puts =
     try (onlySize == 0 || onlySize == 1_000 ? measurePuts(size: 1_000, batches: 20) : [])
     + (onlySize == 0 || onlySize == 10_000 ? measurePuts(size: 10_000, batches: 4) : [])
