@@ -34,6 +34,10 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     /// exceeds it (a record larger than the byte capacity, a synchronize or bulk put of more records
     /// than the capacity). Nothing of the write is stored.
     case overCapacity(collection: String, reason: String)
+    /// A change bus's position that the store cannot take: from another log than the one the
+    /// store follows, or not after the position it has applied (``Replication/apply(_:through:bus:)``).
+    /// Nothing was changed.
+    case busPosition(bus: String, reason: String)
 
     /// The cases without their values, to match on (`catch let error as HoardError where error.kind == .newerRecord`).
     public enum Kind: Sendable, Hashable {
@@ -61,6 +65,8 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
         case invalidCapacity
         /// ``HoardError/overCapacity(collection:reason:)``
         case overCapacity
+        /// ``HoardError/busPosition(bus:reason:)``
+        case busPosition
     }
 
     /// Which case this is.
@@ -78,6 +84,7 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
         case .invalidID: .invalidID
         case .invalidCapacity: .invalidCapacity
         case .overCapacity: .overCapacity
+        case .busPosition: .busPosition
         }
     }
 
@@ -124,6 +131,8 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
             return "\(collection): invalid capacity: \(reason)"
         case .overCapacity(let collection, let reason):
             return "\(collection): the write exceeds the collection's capacity: \(reason); nothing of it was stored"
+        case .busPosition(let bus, let reason):
+            return "change bus \(bus): \(reason); nothing was changed"
         }
     }
 }

@@ -45,7 +45,7 @@ extension HoardCollection {
         // Hit or miss (expired) from the header, before the decode: unwrapping the decoded
         // `Model?` here, in unspecialized generic code, would look up its type metadata on every
         // call (a quarter of a get). The clock is read only for a record with an expiry.
-        let expiry = RecordHeader.peekExpiry(record)
+        let expiry = store.effectiveExpiry(of: record)
         let now = expiry == nil ? 0 : store.options.now()
         if let expiry, expiry <= now {
             metrics.misses.increment()
@@ -62,7 +62,10 @@ extension HoardCollection {
     /// - Throws: ``HoardError`` when the record's header is damaged; `LMDBError` when LMDB fails.
     public func contains(_ id: Model.ID) throws -> Bool {
         guard let header = try header(of: id) else { return false }
-        return !header.isExpired(at: store.options.now())
+        guard let expiry = store.effectiveExpiry(writtenAt: header.writtenAt, expiresAt: header.expiresAt) else {
+            return true
+        }
+        return expiry > store.options.now()
     }
 
     /// The number of records, expired ones not yet purged included (read from the B-tree, no scan).
@@ -175,7 +178,11 @@ extension HoardCollection {
         } catch {
             throw HoardError.corruptRecord(collection: name, key: storedKey(key()), reason: error.reason)
         }
-        if header.expiresAt != nil && header.isExpired(at: now()) { return nil }
+        if let expiry = store.effectiveExpiry(writtenAt: header.writtenAt, expiresAt: header.expiresAt),
+            expiry <= now()
+        {
+            return nil
+        }
         guard header.version <= currentVersion else {
             throw HoardError.newerRecord(
                 collection: name, key: storedKey(key()), version: header.version, current: currentVersion)

@@ -66,8 +66,15 @@ final class StoreMetrics: Sendable {
     let usedBytes: Gauge
     let mapBytes: Gauge
     let readers: Gauge
+    /// Replication: keys entered into the outbox, resets, fills the race guard discarded.
+    let announced: Counter
+    let resets: Counter
+    let discardedFills: Counter
 
     init(factory: any MetricsFactory) {
+        announced = Counter(label: "hoard_announced_keys_total", factory: factory)
+        resets = Counter(label: "hoard_replication_resets_total", factory: factory)
+        discardedFills = Counter(label: "hoard_discarded_fills_total", factory: factory)
         commitDuration = Timer(
             label: "hoard_commit_duration_seconds", preferredDisplayUnit: .microseconds, factory: factory)
         usedBytes = Gauge(label: "hoard_store_used_bytes", factory: factory)

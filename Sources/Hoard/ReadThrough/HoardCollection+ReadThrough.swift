@@ -188,7 +188,9 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                 guard let model = try decode(record, key: { key }, now: .min),
                     let header = try? RecordHeader.parse(record).0
                 else { return nil }
-                return Stored(model: model, expiresAt: header.expiresAt)
+                return Stored(
+                    model: model,
+                    expiresAt: store.effectiveExpiry(writtenAt: header.writtenAt, expiresAt: header.expiresAt))
             } ?? nil
         } catch let error as HoardError where error.kind == .corruptRecord || error.kind == .decoding {
             store.logger.warning(
@@ -250,14 +252,18 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     ) {
         guard let (group, keys) = joined.toFetch else { return }
         let flights = state.singleFlight(of: Model.self)
+        // The race guard's ticket is taken before the upstream is called (InvalidationGuard.swift).
+        let invalidations = store.replicationState.invalidations
+        let ticket = invalidations.beginFetch()
         let task = Task { [self] in
+            defer { invalidations.endFetch(ticket) }
             state.counters.add(.fetches)
             let outcome: Result<[[UInt8]: Model], any Error>
             do {
                 let fetched = try await fetch(ids)
                 var byKey: [[UInt8]: Model] = [:]
                 for model in fetched { byKey[model.id.keyBytes] = model }
-                await storeFetched(fetched, absent: keys.filter { byKey[$0] == nil }, stale: stale)
+                await storeFetched(fetched, absent: keys.filter { byKey[$0] == nil }, stale: stale, ticket: ticket)
                 outcome = .success(byKey)
             } catch {
                 state.counters.add(.fetchErrors)
@@ -270,15 +276,29 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     }
 
     /// Stores fetched models in one write, with the deletion of the records of `absent` IDs that
-    /// were stored (`stale`); remembers the absent ones when the freshness says to.
-    func storeFetched(_ models: [Model], absent: [[UInt8]], stale: Set<[UInt8]>) async {
+    /// were stored (`stale`); remembers the absent ones when the freshness says to. A model whose
+    /// key was invalidated after the fetch took `ticket` is not stored: it may predate the change.
+    func storeFetched(_ models: [Model], absent: [[UInt8]], stale: Set<[UInt8]>, ticket: UInt64) async {
         let gone = absent.filter { stale.contains($0) }
         if !models.isEmpty || !gone.isEmpty {
             do {
+                let replication = store.replicationState
+                let metrics = store.metrics
                 try await store.write { txn in
                     try self.migratePending(in: txn)
-                    try self.put(models, in: txn)
+                    // Checked inside the write: LMDB serializes it with the invalidations' writes.
+                    let current = models.filter {
+                        !replication.invalidations.wasRemoved(collection: self.name, key: $0.id.keyBytes, after: ticket)
+                    }
+                    let discarded = models.count - current.count
+                    try self.put(current, in: txn)
                     for key in gone { _ = try self.delete(key: key, in: txn) }
+                    if discarded > 0 {
+                        txn.onCommit {
+                            replication.discardedFills.add(discarded, ordering: .relaxed)
+                            metrics.discardedFills.increment(by: discarded)
+                        }
+                    }
                 }
             } catch {
                 report(.store, keys: models.map { $0.id.keyBytes }, error)

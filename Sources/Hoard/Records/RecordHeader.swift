@@ -55,6 +55,13 @@ public struct RecordHeader: Sendable, Hashable {
         return Int(loadBigEndian(UInt32.self, at: 4, in: record))
     }
 
+    /// The write time stamped in `record`'s header, read without checking the checksum, or `nil`
+    /// when the bytes do not start with a header.
+    public static func peekWrittenAt(_ record: UnsafeRawBufferPointer) -> Int64? {
+        guard record.count >= size else { return nil }
+        return Int64(bitPattern: loadBigEndian(UInt64.self, at: 8, in: record))
+    }
+
     /// The expiry stamped in `record`'s header, read without checking the checksum.
     public static func peekExpiry(_ record: UnsafeRawBufferPointer) -> Int64? {
         guard record.count >= size, record[3] & 1 == 1 else { return nil }

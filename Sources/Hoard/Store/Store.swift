@@ -106,6 +106,8 @@ public final class Store: Sendable {
     public static let formatVersion = 1
     /// The name of the meta database.
     static let metaName = "hoard.meta"
+    /// The name of the outbox database: keys to announce to other replicas.
+    static let outboxName = "hoard.outbox"
     /// The prefix of collection databases.
     static let collectionPrefix = "c:"
 
@@ -124,6 +126,10 @@ public final class Store: Sendable {
     let metrics: StoreMetrics
     /// The async writes waiting for the next commit (Store+GroupCommit.swift).
     let groupCommit = GroupCommit()
+    /// The keys to announce to other replicas (Replication/); `nil` in a read-only store without one.
+    let outbox: Database?
+    /// What replication keeps in memory: the identity, the last reset, the race guard.
+    let replicationState = ReplicationState()
 
     /// Opens the store at `path`, creating it (unless read-only) when it does not exist.
     ///
@@ -136,7 +142,7 @@ public final class Store: Sendable {
         environment = try Environment(
             path: path,
             options: .init(
-                maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 1,  // + the meta database
+                maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 2,  // + the meta database and the outbox
                 maxReaders: options.maxReaders, readOnly: options.readOnly, durability: options.durability
             ))
         let names = try Self.databaseNames(environment)
@@ -181,6 +187,14 @@ public final class Store: Sendable {
         } else {
             throw HoardError.notAHoardStore(path: path, found: names)
         }
+        outbox = try Self.openOutbox(environment, readOnly: options.readOnly || meta == nil)
+        if let meta,
+            let resetAt = try environment.read({ txn in
+                try txn.value(forKey: Array(MetaKey.staleBefore.utf8), in: meta)
+            }).flatMap(Self.decodeMilliseconds)
+        {
+            replicationState.staleBefore.store(resetAt, ordering: .relaxed)
+        }
         options.logger.info(
             "opened store",
             metadata: [
@@ -207,6 +221,15 @@ public final class Store: Sendable {
         clock_gettime(CLOCK_REALTIME, &now)
         #endif
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
+    /// The outbox database (`hoard.outbox`), made at the first open by code that knows it.
+    static func openOutbox(_ environment: Environment, readOnly: Bool) throws -> Database? {
+        do {
+            return try environment.openDatabase(outboxName)
+        } catch let error as LMDBError where error.kind == .notFound {
+            return readOnly ? nil : try environment.openDatabase(outboxName, create: true)
+        }
     }
 
     /// Whether the environment has the meta database: asked directly, not by listing names,
@@ -260,6 +283,11 @@ public final class Store: Sendable {
             migration: migration)
         try collection.applyCapacity(capacity)
         return collection
+    }
+
+    /// The state of collection `name` if a handle of it was opened in this process.
+    func existingState(of name: String) -> CollectionState? {
+        collectionStates.withLock { $0[name] }
     }
 
     /// The state the handles of collection `name` share, made at its first open.

@@ -1,0 +1,84 @@
+internal import Synchronization
+
+/// The read-through race: a fetch that began before an invalidation of its key may return the
+/// value from before the change, and storing it after the invalidation would serve that old value
+/// as fresh until it expires. So every fetch takes a ticket (the number of invalidations so far)
+/// before it calls the upstream, invalidations note their keys with a higher number, and the
+/// fetch's write stores no model whose key was noted after its ticket.
+///
+/// Exact because both sides run inside LMDB write transactions, which LMDB serializes: an
+/// invalidation is noted in its transaction, the check is made in the fill's, so the fill either
+/// committed before the invalidation (which then removes what it stored) or sees the note.
+/// Keys are noted only while a fetch is under way, and forgotten once no fetch that began before
+/// them is, so memory holds only the invalidations that overlap fetches.
+final class InvalidationGuard: Sendable {
+    private struct State {
+        /// The number of the last invalidation noted.
+        var epoch: UInt64 = 0
+        /// The tickets of the fetches under way: ticket -> how many fetches hold it.
+        var active: [UInt64: Int] = [:]
+        /// The keys invalidated while fetches were under way, by collection, with the number of the
+        /// last invalidation of each.
+        var removed: [String: [[UInt8]: UInt64]] = [:]
+        var noted = 0
+    }
+
+    private let state = Mutex(State())
+    /// Off only in the test that shows the race without the guard.
+    let enabled = Atomic<Bool>(true)
+
+    /// Takes a ticket for a fetch about to call the upstream; give it back with ``endFetch(_:)``.
+    func beginFetch() -> UInt64 {
+        state.withLock { state in
+            state.active[state.epoch, default: 0] += 1
+            return state.epoch
+        }
+    }
+
+    /// Gives a fetch's ticket back, forgetting the notes no fetch under way needs.
+    func endFetch(_ ticket: UInt64) {
+        state.withLock { state in
+            if let count = state.active[ticket], count > 1 {
+                state.active[ticket] = count - 1
+            } else {
+                state.active[ticket] = nil
+            }
+            guard let oldest = state.active.keys.min() else {
+                state.removed = [:]
+                state.noted = 0
+                return
+            }
+            // Pruned when the notes have doubled since the last pruning: amortized, not per fetch.
+            guard state.noted > 1_024 else { return }
+            var kept = 0
+            for collection in Array(state.removed.keys) {
+                state.removed[collection] = state.removed[collection]?.filter { $0.value > oldest }
+                kept += state.removed[collection]?.count ?? 0
+            }
+            state.noted = kept / 2
+        }
+    }
+
+    /// Notes that `keys` of `collection` were invalidated (inside the invalidating write transaction).
+    func noteRemoved(collection: String, keys: [[UInt8]]) {
+        guard enabled.load(ordering: .relaxed) else { return }
+        state.withLock { state in
+            guard !state.active.isEmpty else { return }
+            state.epoch += 1
+            let epoch = state.epoch
+            var notes = state.removed[collection] ?? [:]
+            state.removed[collection] = nil
+            for key in keys { notes[key] = epoch }
+            state.removed[collection] = notes
+            state.noted += keys.count
+        }
+    }
+
+    /// Whether `key` of `collection` was invalidated after the fetch with `ticket` began (inside the fill's write transaction).
+    func wasRemoved(collection: String, key: [UInt8], after ticket: UInt64) -> Bool {
+        state.withLock { state in
+            guard let epoch = state.removed[collection]?[key] else { return false }
+            return epoch > ticket
+        }
+    }
+}

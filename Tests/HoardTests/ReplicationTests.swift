@@ -1,0 +1,262 @@
+import Foundation
+@testable import Hoard
+import HoardTestSupport
+import LMDB
+import Synchronization
+import TestSupport
+import Testing
+
+/// Replicas that agree, without a database: stores sharing an InMemoryLog through their buses.
+@Suite struct ReplicationTests {
+    static func note(_ id: Int64, _ text: String) -> Note { Note(id: id, text: text, stars: 1, pinned: false) }
+
+    /// Two stores in temporary directories and the log between them.
+    static func withReplicas<R>(
+        clock: ManualClock? = nil, _ body: (Store, Store, InMemoryLog) async throws -> R
+    ) async throws -> R {
+        try await withTemporaryStore(options: .testing(clock: clock)) { a in
+            try await withTemporaryStore(options: .testing(clock: clock)) { b in
+                try await body(a, b, InMemoryLog())
+            }
+        }
+    }
+
+    @Test func invalidationTravelsAndOneEntryPerKey() async throws {
+        try await Self.withReplicas { a, b, log in
+            let (notesA, notesB) = (try a.collection(Note.self), try b.collection(Note.self))
+            let (busA, busB) = (InMemoryBus(store: a, log: log), InMemoryBus(store: b, log: log))
+            // Following a bus for the first time resets a store (it may hold records of any age).
+            try await busA.catchUp()
+            try await busB.catchUp()
+            try await notesA.put([Self.note(1, "a"), Self.note(2, "a")])
+            try await notesB.put([Self.note(1, "b"), Self.note(2, "b"), Self.note(3, "b")])
+
+            // Invalidated three times, one outbox entry.
+            for _ in 0..<3 { try await notesA.invalidate(1) }
+            #expect(try notesA.get(1) == nil)
+            #expect(try a.replication.pendingCount() == 1)
+            #expect(try await busA.publish() == 1)
+            #expect(try a.replication.pendingCount() == 0)
+
+            let applied = try await busB.catchUp()
+            #expect(applied.removed == 1)
+            #expect(try notesB.get(1) == nil)
+            #expect(try notesB.get(2)?.text == "b")
+            #expect(try notesB.get(3)?.text == "b")
+            #expect(log.applied(by: try b.replication.identity()) == log.head)
+
+            // A ignores its own announcement, and its position still advances.
+            let own = try await busA.catchUp()
+            #expect(own.ownSkipped == 1 && own.removed == 0)
+            #expect(try notesA.get(2)?.text == "a")
+            #expect(try a.replication.position(of: busA.name)?.sequence == log.head)
+        }
+    }
+
+    @Test func announcedPutKeepsTheLocalRecord() async throws {
+        try await Self.withReplicas { a, b, log in
+            let (notesA, notesB) = (try a.collection(Note.self), try b.collection(Note.self))
+            let busB = InMemoryBus(store: b, log: log)
+            try await busB.catchUp()
+            try await notesB.put(Self.note(5, "old"))
+            try await notesA.put(Self.note(5, "new"), announce: true)
+            try await notesA.put(Self.note(6, "quiet"), announce: false)
+            #expect(try notesA.get(5)?.text == "new")
+            #expect(try a.replication.pendingCount() == 1)
+            try await InMemoryBus(store: a, log: log).publish()
+            try await busB.catchUp()
+            #expect(try notesB.get(5) == nil)
+        }
+    }
+
+    @Test func anEntryWrittenAgainAfterItWasReadIsNotAcknowledged() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(Note.self)
+            try await notes.invalidate([1, 2])
+            let read = try store.replication.pendingAnnouncements()
+            #expect(read.count == 2)
+            #expect(read.changes.map(\.collection) == ["Note"])
+            try await notes.invalidate(2)
+            try await store.replication.acknowledge(read)
+            let left = try store.replication.pendingAnnouncements()
+            #expect(left.changes.flatMap(\.keys) == [Int64(2).keyBytes])
+        }
+    }
+
+    @Test func aBatchAppliesOnceAcrossReopening() async throws {
+        let clock = ManualClock()
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/store"
+            let change = RemoteChange(origin: UUID(), collection: "Note", keys: [Int64(1).keyBytes])
+            let position = BusPosition(log: "log-1", sequence: 10)
+            do {
+                let store = try Store(path: path, options: .testing(clock: clock))
+                let notes = try store.collection(Note.self)
+                // The store has followed the log from before this batch.
+                try await store.replication.reset(bus: "b", to: BusPosition(log: "log-1", sequence: 9))
+                clock.advance(by: .milliseconds(2))
+                try await notes.put(Self.note(1, "x"))
+                let first = try await store.replication.apply([change], through: position, bus: "b")
+                #expect(first.removed == 1 && !first.alreadyApplied)
+                try await notes.put(Self.note(1, "written after"))
+            }
+            let store = try Store(path: path, options: .testing(clock: clock))
+            let notes = try store.collection(Note.self)
+            let again = try await store.replication.apply([change], through: position, bus: "b")
+            #expect(again.alreadyApplied && again.removed == 0)
+            #expect(try store.replication.position(of: "b") == position)
+            #expect(try notes.get(1)?.text == "written after")
+            // The reset is remembered across opening.
+            #expect(store.replication.staleBefore == clock.nowMilliseconds - 1)
+
+            do {
+                _ = try await store.replication.apply(
+                    [change], through: BusPosition(log: "log-2", sequence: 11), bus: "b")
+                Issue.record("a position of another log was applied")
+            } catch let error as HoardError {
+                #expect(error.kind == .busPosition)
+                #expect("\(error)".contains("log-1") && "\(error)".contains("log-2"))
+            }
+            #expect(try store.replication.position(of: "b") == position)
+        }
+    }
+
+    @Test func unknownCollectionsAreSkippedAndThePositionAdvances() async throws {
+        try await Self.withReplicas { a, b, log in
+            _ = try b.collection(Note.self)
+            log.append([RemoteChange(origin: nil, collection: "Nowhere", keys: [[1, 2, 3]])])
+            let busB = InMemoryBus(store: b, log: log)
+            try await busB.catchUp()
+            log.append([RemoteChange(origin: nil, collection: "Nowhere", keys: [[1, 2, 3]])])
+            let result = try await busB.catchUp()
+            #expect(result.unknownSkipped == 1)
+            #expect(try b.replication.position(of: busB.name)?.sequence == 2)
+        }
+    }
+
+    /// A log recreated, or trimmed past a replica's position: the replica resets, and no record
+    /// written before is served as fresh afterwards; stale-if-error may still serve it.
+    @Test(arguments: ["recreated", "trimmed"])
+    func aReplicaThatCannotCatchUpResets(_ how: String) async throws {
+        let clock = ManualClock()
+        try await Self.withReplicas(clock: clock) { a, b, log in
+            let failing = FakeUpstream(open: true)
+            await failing.set(text: nil)
+            let notesB = try b.collection(Note.self, freshness: Freshness(staleIfError: .seconds(600)))
+            let busB = InMemoryBus(store: b, log: log)
+            try await busB.catchUp()
+            clock.advance(by: .milliseconds(5))
+            try await notesB.put((1...100).map { Self.note($0, "before") })
+            log.append([RemoteChange(origin: nil, collection: "Note", keys: [Int64(1).keyBytes])])
+            try await busB.catchUp()
+            // Kept, expired, for stale-if-error.
+            #expect(try notesB.get(1) == nil)
+            #expect(try notesB.get(3)?.text == "before")
+            // Changes B never sees: the log forgets them.
+            log.append([RemoteChange(origin: nil, collection: "Note", keys: [Int64(2).keyBytes])])
+            if how == "recreated" { log.recreate() } else { log.trim(through: log.head) }
+            clock.advance(by: .milliseconds(5))
+            try await busB.catchUp()
+            #expect(b.replication.resets == 2)  // the first catch-up, then this one
+
+            let fresh = try (2...100).filter { try notesB.get($0) != nil }
+            #expect(fresh.isEmpty, "served as fresh after the reset: \(fresh)")
+            #expect(try notesB.contains(50) == false)
+            #expect(try notesB.scan().isEmpty)
+            #expect(try notesB.count() == 100, "the reset deletes nothing")
+            let stale = try await notesB.get(50, orFetch: { try await failing.fetchOne($0) })
+            #expect(stale?.text == "before")
+            clock.advance(by: .milliseconds(5))
+            try await notesB.put(Self.note(7, "after"))
+            #expect(try notesB.get(7)?.text == "after")
+        }
+    }
+
+    /// Stale-if-error collections keep an invalidated record, expired, for a failed fetch; a
+    /// successful fetch replaces it; a plain read never returns it.
+    @Test func staleIfErrorKeepsTheRecordExpired() async throws {
+        try await Self.withReplicas { a, b, log in
+            let notesA = try a.collection(Note.self)
+            let notesB = try b.collection(
+                Note.self, freshness: Freshness(staleWhileRevalidate: .seconds(5), staleIfError: .seconds(600)))
+            let busB = InMemoryBus(store: b, log: log)
+            try await busB.catchUp()
+            try await notesB.put(Self.note(1, "old"))
+            try await notesA.invalidate(1)
+            try await InMemoryBus(store: a, log: log).publish()
+            let result = try await busB.catchUp()
+            #expect(result.markedExpired == 1 && result.removed == 0)
+            #expect(try notesB.get(1) == nil)
+            #expect(try notesB.count() == 1)
+
+            let upstream = FakeUpstream(open: true)
+            await upstream.set(text: nil)
+            let onError = try await notesB.get(1, orFetch: { try await upstream.fetchOne($0) })
+            #expect(onError?.text == "old")
+            await upstream.set(text: "new")
+            // Not served stale-while-revalidate: the fetch's result comes back.
+            let fetched = try await notesB.get(1, orFetch: { try await upstream.fetchOne($0) })
+            #expect(fetched?.text == "new")
+        }
+    }
+
+    @Test func remoteRemovalsKeepACollectionsByteCount() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(Note.self, capacity: Capacity(bytes: 1 << 20))
+            try await notes.put((1...10).map { Self.note($0, String(repeating: "x", count: 100)) })
+            let before = try #require(try store.capacityUsage(of: "Note")?.bytes)
+            let log = InMemoryLog()
+            let bus = InMemoryBus(store: store, log: log)
+            try await bus.catchUp()
+            log.append([RemoteChange(origin: nil, collection: "Note", keys: [1, 2, 3].map { Int64($0).keyBytes })])
+            try await bus.catchUp()
+            let after = try #require(try store.capacityUsage(of: "Note")?.bytes)
+            let recounted = try store.read { txn in
+                var bytes = 0
+                try txn.forEach(in: try #require(try store.recordDatabase(of: "Note")), range: .all) { key, value in
+                    bytes += key.count + value.count
+                    return .next
+                }
+                return bytes
+            }
+            #expect(after < before)
+            #expect(after == recounted)
+        }
+    }
+
+    // MARK: - The read-through race
+
+    /// A fetch that began before an invalidation of its key returns what it fetched to its caller
+    /// but does not store it; with the guard off, the same sequence stores the stale value.
+    @Test(arguments: [true, false])
+    func aFetchOverlappingAnInvalidationStoresNothing(guardOn: Bool) async throws {
+        try await Self.withReplicas { a, b, log in
+            b.replicationState.invalidations.enabled.store(guardOn, ordering: .relaxed)
+            let notesB = try b.collection(Note.self)
+            let busB = InMemoryBus(store: b, log: log)
+            try await busB.catchUp()
+            let upstream = FakeUpstream()  // closed: the fetch waits until the test releases it
+            let read = Task { try await notesB.get(9, orFetch: { try await upstream.fetchOne($0) }) }
+            try await eventually("the fetch has started") { await upstream.calls.count == 1 }
+            // The record changes upstream and replica A announces it while B's fetch is out.
+            try await a.collection(Note.self).invalidate(9)
+            try await InMemoryBus(store: a, log: log).publish()
+            #expect(try await busB.catchUp().removed == 0)
+            await upstream.release()
+            #expect(try await read.value?.text == "v1", "the waiter gets what was fetched")
+            try await eventually("the fetch has ended") { notesB.statistics().fetchesInFlight == 0 }
+            if guardOn {
+                #expect(try notesB.get(9) == nil, "a fill that began before the invalidation was stored")
+                #expect(b.replication.discardedFills == 1)
+            } else {
+                #expect(try notesB.get(9)?.text == "v1", "without the guard the stale fill is stored")
+                #expect(b.replication.discardedFills == 0)
+            }
+            // A fetch that begins after the invalidation stores its result.
+            await upstream.set(text: "v2")
+            #expect(
+                try await notesB.get(9, orFetch: { try await upstream.fetchOne($0) })?.text == (guardOn ? "v2" : "v1"))
+            if guardOn { #expect(try notesB.get(9)?.text == "v2") }
+        }
+    }
+}
