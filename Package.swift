@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 //
 // Hoard: an embedded key-value cache engine for Swift over the system liblmdb.
 // Layers (see docs/ARCHITECTURE.md): CLMDB -> LMDB -> (VariableCoding, CBOR) -> Hoard -> tools.
@@ -22,12 +22,21 @@ let package = Package(
         .library(name: "Hoard", targets: ["Hoard"]),
         .library(name: "HoardTesting", targets: ["HoardTesting"]),
         .library(name: "HoardServiceLifecycle", targets: ["HoardServiceLifecycle"]),
+        // Replicas that agree over PostgreSQL. Its code is built only with the trait `Postgres`
+        // (`.package(url: …, from: …, traits: ["Postgres"])`); without it the module is empty and
+        // postgres-nio is not built.
+        .library(name: "HoardPostgres", targets: ["HoardPostgres"]),
         .executable(name: "hoard", targets: ["HoardCLIMain"]),
+    ],
+    traits: [
+        .trait(
+            name: "Postgres",
+            description: "HoardPostgres: invalidations between replicas over PostgreSQL (builds postgres-nio)")
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         // The store logs through the Logger its user passes in; nothing is printed by default.
-        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         // Counters, timers and gauges through the application's metrics backend (Prometheus,
         // OpenTelemetry…); no-op unless it bootstraps one. Only the small CoreMetrics API is linked.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
@@ -36,6 +45,8 @@ let package = Package(
         // Only for the @VariablyCoded macro (a compiler plugin): nothing of it is linked into
         // the libraries. Any release from Swift 6.0's to 6.3's.
         .package(url: "https://github.com/swiftlang/swift-syntax", "600.0.0"..<"604.0.0"),
+        // Only for HoardPostgres, with the trait `Postgres`: the PostgreSQL client of the bus.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
     ],
     targets: [
         // The system liblmdb through pkg-config; nothing of LMDB is vendored.
@@ -92,6 +103,20 @@ let package = Package(
         .target(
             name: "HoardServiceLifecycle",
             dependencies: ["Hoard", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            swiftSettings: strict),
+
+        // The change bus over PostgreSQL (docs/REPLICAS.md); its sources are `#if Postgres`.
+        .target(
+            name: "HoardPostgres",
+            dependencies: [
+                "Hoard",
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Postgres"])
+                ),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
             swiftSettings: strict),
 
         // Helpers shared by the test targets (temporary stores, child processes).
@@ -181,6 +206,16 @@ let package = Package(
                 "VariableCodingMacrosPlugin",
                 .product(name: "SwiftSyntaxMacroExpansion", package: "swift-syntax"),
                 .product(name: "SwiftSyntaxMacrosGenericTestSupport", package: "swift-syntax"),
+            ],
+            swiftSettings: strict
+        ),
+        // The PostgresBus against a real PostgreSQL (tools/scripts/postgres.sh starts one; built with the trait).
+        .testTarget(
+            name: "HoardPostgresTests",
+            dependencies: [
+                "Hoard", "HoardPostgres", "HoardTesting", "TestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

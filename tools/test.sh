@@ -15,9 +15,14 @@ export HOARD_PYTHON="$PWD/.build-py/bin/python"
 swift format lint --strict -r Sources Tests tools Package.swift Examples/UsersService/Sources \
     Examples/UsersService/Tests Examples/UsersService/Package.swift
 
+# A throwaway PostgreSQL on loopback for HoardPostgres's tests (installed with apt when missing,
+# stopped and removed when this script exits).
+source tools/scripts/postgres.sh
+
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-swift build --build-tests 2>&1 | tee "$log"
+trap 'rm -f "$log"; hoard_pg_stop' EXIT
+# With the trait Postgres, so that HoardPostgres and its tests are built too.
+swift build --build-tests --traits Postgres 2>&1 | tee "$log"
 if grep -E "^$PWD/(Sources|Tests|tools)/.*: warning:" "$log"; then
     echo "error: the build has warnings (above); Hoard builds without any" >&2
     exit 1
@@ -25,7 +30,7 @@ fi
 # The DocC documentation: a warning (a broken link, an undocumented parameter) or a public symbol
 # without a summary fails the run.
 tools/docs.sh >/dev/null
-swift test --skip-build
+swift test --skip-build --traits Postgres
 
 # The example service (its own package, Examples/UsersService): its tests, then both of its
 # processes on loopback, requests, SIGTERM, a restart, and `hoard verify` of its store.

@@ -280,7 +280,7 @@ public struct Replication: Sendable {
         let meta = try store.requireMeta()
         let positionKey = Array((Store.MetaKey.busPrefix + bus).utf8)
         let state = store.replicationState
-        let resetAt = try await store.submit { txn in
+        try await store.submit { txn in
             // One millisecond past now: a record stamped in this millisecond may predate the reset.
             let resetAt = store.options.now() + 1
             let previous = try txn.value(forKey: Array(Store.MetaKey.staleBefore.utf8), in: meta).flatMap {
@@ -289,9 +289,10 @@ public struct Replication: Sendable {
             let kept = max(previous ?? 0, resetAt)
             try txn.put(Store.encodeMilliseconds(kept), forKey: Array(Store.MetaKey.staleBefore.utf8), in: meta)
             try txn.put(position.stored, forKey: positionKey, in: meta)
-            return kept
+            // In memory before the commit: no read after it may serve an older record as fresh
+            // (should the commit fail, records are only treated as stale a little early).
+            state.staleBefore.max(kept, ordering: .relaxed)
         }
-        state.staleBefore.max(resetAt, ordering: .relaxed)
         state.resets.add(1, ordering: .relaxed)
         store.metrics.resets.increment()
     }

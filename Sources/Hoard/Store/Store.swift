@@ -141,8 +141,9 @@ public final class Store: Sendable {
         metrics = StoreMetrics(factory: options.metrics)
         environment = try Environment(
             path: path,
+            // maxDatabases: the collections, the meta database and the outbox.
             options: .init(
-                maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 2,  // + the meta database and the outbox
+                maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 2,
                 maxReaders: options.maxReaders, readOnly: options.readOnly, durability: options.durability
             ))
         let names = try Self.databaseNames(environment)

@@ -1,0 +1,131 @@
+#if Postgres
+internal import Logging
+internal import PostgresNIO
+
+// What the bus keeps in PostgreSQL. Every name is a constant of this file: no table, channel or
+// function name is ever built from text a caller or a row supplies.
+//
+// Order: a reader asks for the changes after its position, so sequence order must be commit
+// order. A plain sequence does not give that: a transaction that took number 7 may commit after
+// one that took 8, and a reader that saw 8 would skip 7 for ever. hoard_publish takes a
+// transaction-scoped advisory lock before it takes its number, so appends are serialized from
+// their number to their commit, and a row that becomes visible never has a number below one seen
+// before it.
+enum BusSchema {
+    /// The version of the tables and functions this code makes; a database holding a newer one is refused.
+    static let version = 1
+    /// The channel every notification goes to; the payload says which: `c` changes, `a` applied.
+    static let channel = "hoard_bus"
+    /// The advisory lock keys: one serializes appends, one migrations ('HOARDAPP', 'HOARDMIG' as numbers).
+    static let appendLock: Int64 = 0x484F_4152_4441_5050
+    static let migrationLock: Int64 = 0x484F_4152_444D_4947
+
+    static let statements: [String] = [
+        """
+        CREATE TABLE IF NOT EXISTS hoard_bus (
+            singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+            schema_version integer NOT NULL,
+            log_id uuid NOT NULL DEFAULT gen_random_uuid(),
+            trimmed_through bigint NOT NULL DEFAULT 0)
+        """,
+        "CREATE SEQUENCE IF NOT EXISTS hoard_change_ids",
+        """
+        CREATE TABLE IF NOT EXISTS hoard_changes (
+            id bigint PRIMARY KEY,
+            origin uuid,
+            collection text NOT NULL,
+            keys bytea[] NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now())
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS hoard_replicas (
+            store_id uuid PRIMARY KEY,
+            name text NOT NULL DEFAULT '',
+            applied bigint NOT NULL DEFAULT 0,
+            applied_at timestamptz,
+            heartbeat_at timestamptz NOT NULL DEFAULT now())
+        """,
+        """
+        CREATE OR REPLACE FUNCTION hoard_publish(p_origin uuid, p_collection text, p_keys bytea[])
+        RETURNS bigint LANGUAGE plpgsql AS $$
+        DECLARE
+            new_id bigint;
+        BEGIN
+            PERFORM pg_advisory_xact_lock(\(appendLock));
+            new_id := nextval('hoard_change_ids');
+            INSERT INTO hoard_changes (id, origin, collection, keys) VALUES (new_id, p_origin, p_collection, p_keys);
+            PERFORM pg_notify('\(channel)', 'c');
+            RETURN new_id;
+        END $$
+        """,
+        // Hoard's key bytes of an ID (docs/FORMAT.md, "Keys"): Int and Int64 are the big-endian
+        // bytes of the value with its sign bit flipped, String a 0x01 then its UTF-8, UUID its 16 bytes.
+        """
+        CREATE OR REPLACE FUNCTION hoard_key_int(bigint) RETURNS bytea LANGUAGE sql IMMUTABLE STRICT AS
+        $$ SELECT int8send($1 # (-9223372036854775807 - 1)) $$
+        """,
+        """
+        CREATE OR REPLACE FUNCTION hoard_key_text(text) RETURNS bytea LANGUAGE sql IMMUTABLE STRICT AS
+        $$ SELECT '\\x01'::bytea || convert_to($1, 'UTF8') $$
+        """,
+        """
+        CREATE OR REPLACE FUNCTION hoard_key_uuid(uuid) RETURNS bytea LANGUAGE sql IMMUTABLE STRICT AS
+        $$ SELECT uuid_send($1) $$
+        """,
+        // A row trigger: hoard_announce_row('collection', 'id column', 'int' | 'text' | 'uuid').
+        // Announces the row's ID (both IDs when an update changes it) in the writer's transaction.
+        """
+        CREATE OR REPLACE FUNCTION hoard_announce_row() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            ids text[];
+            keys bytea[];
+            id text;
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                ids := ARRAY[to_jsonb(NEW) ->> TG_ARGV[1]];
+            ELSIF TG_OP = 'DELETE' THEN
+                ids := ARRAY[to_jsonb(OLD) ->> TG_ARGV[1]];
+            ELSE
+                ids := ARRAY[to_jsonb(NEW) ->> TG_ARGV[1]];
+                IF (to_jsonb(OLD) ->> TG_ARGV[1]) IS DISTINCT FROM ids[1] THEN
+                    ids := ids || (to_jsonb(OLD) ->> TG_ARGV[1]);
+                END IF;
+            END IF;
+            keys := ARRAY[]::bytea[];
+            FOREACH id IN ARRAY ids LOOP
+                keys := keys || CASE TG_ARGV[2]
+                    WHEN 'int' THEN hoard_key_int(id::bigint)
+                    WHEN 'uuid' THEN hoard_key_uuid(id::uuid)
+                    WHEN 'text' THEN hoard_key_text(id)
+                END;
+            END LOOP;
+            PERFORM hoard_publish(NULL, TG_ARGV[0], keys);
+            RETURN NULL;
+        END $$
+        """,
+    ]
+
+    /// Creates the tables and functions, or checks them, in one transaction that concurrent
+    /// migrations (replicas starting together) take one at a time.
+    static func migrate(_ client: PostgresClient, logger: Logger) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
+            // The table first, to read a version before changing anything else.
+            try await connection.query(PostgresQuery(unsafeSQL: statements[0]), logger: logger)
+            let rows = try await connection.query("SELECT schema_version FROM hoard_bus", logger: logger)
+            var found: Int?
+            for try await (version) in rows.decode(Int.self) { found = version }
+            if let found, found > version {
+                throw PostgresBusError.newerSchema(found: found, supported: version)
+            }
+            for statement in statements.dropFirst() {
+                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            }
+            if found == nil {
+                try await connection.query(
+                    "INSERT INTO hoard_bus (schema_version) VALUES (\(version))", logger: logger)
+            }
+        }
+    }
+}
+#endif

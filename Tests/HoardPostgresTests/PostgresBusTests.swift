@@ -1,0 +1,364 @@
+#if Postgres
+import Foundation
+import Hoard
+import HoardPostgres
+import HoardTesting
+import Logging
+import PostgresNIO
+import Testing
+
+/// A user as the replicas cache it.
+struct User: VariablyCodable, Identifiable, Equatable, Sendable {
+    var id: Int64
+    var name: String
+    static let keySets = KeySets<User>(local: [1: [\.id: "ID", \.name: "NAME"]])
+    init(id: Int64, name: String) { (self.id, self.name) = (id, name) }
+    init(from container: DecodingContainer<User>) throws {
+        id = try container.decodeValue(for: \.id)
+        name = try container.decodeValue(for: \.name)
+    }
+    func encode(to container: inout EncodingContainer<User>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(name, for: \.name)
+    }
+}
+
+struct MissingServer: Error, CustomStringConvertible {
+    var description: String {
+        "HOARD_PG_PORT is not set: run the tests through tools/test.sh, which starts a PostgreSQL for them"
+    }
+}
+
+/// The PostgreSQL that tools/scripts/postgres.sh started; every test gets a database of its own.
+enum TestServer {
+    static let logger = Logger(label: "hoard.postgres.tests")
+
+    static func configuration(
+        database: String, port: Int? = nil, user: String? = nil
+    ) throws
+        -> PostgresClient.Configuration
+    {
+        let env = ProcessInfo.processInfo.environment
+        guard let portText = env["HOARD_PG_PORT"], let serverPort = Int(portText) else { throw MissingServer() }
+        var configuration = PostgresClient.Configuration(
+            host: env["HOARD_PG_HOST"] ?? "127.0.0.1", port: port ?? serverPort,
+            username: user ?? env["HOARD_PG_USER"] ?? "hoard", password: nil, database: database, tls: .disable)
+        configuration.options.connectTimeout = .seconds(2)
+        return configuration
+    }
+
+    /// A new, empty database.
+    static func makeDatabase() async throws -> String {
+        let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        try await admin { client in
+            // The name is made here of hex digits, never of outside text.
+            try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
+        }
+        return name
+    }
+
+    /// Runs `body` with a client of `database` on the test server.
+    @discardableResult
+    static func admin<R: Sendable>(
+        database: String = "postgres", _ body: @Sendable (PostgresClient) async throws -> R
+    ) async throws -> R {
+        let client = PostgresClient(configuration: try configuration(database: database), backgroundLogger: logger)
+        return try await withThrowingTaskGroup(of: R?.self) { group in
+            group.addTask {
+                await client.run()
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await body(client)
+        }
+    }
+}
+
+/// A store and its bus, running until the test ends.
+final class Replica: Sendable {
+    let directory: String
+    let store: Store
+    let bus: PostgresBus
+    let users: HoardCollection<User>
+    private let task: Task<Void, any Error>
+
+    init(database: String, directory: String? = nil, port: Int? = nil, user: String? = nil) throws {
+        let directory =
+            directory
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent(
+                "hoard-replica-\(UUID().uuidString)"
+            ).path
+        self.directory = directory
+        store = try Store(path: directory + "/store", options: .testing())
+        users = try store.collection(User.self)
+        var configuration = PostgresBus.Configuration(
+            postgres: try TestServer.configuration(database: database, port: port, user: user),
+            heartbeat: .milliseconds(200), backoff: (.milliseconds(20), .milliseconds(200)))
+        configuration.replicaName = directory
+        let bus = PostgresBus(store: store, configuration: configuration, logger: TestServer.logger)
+        self.bus = bus
+        task = Task { try await bus.run() }
+    }
+
+    /// Stops the bus; fails the test if it has not stopped within 20 s.
+    func stop() async {
+        task.cancel()
+        let task = self.task
+        let stopped = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                _ = try? await task.value
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(20))
+                return false
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? false
+        }
+        if !stopped { Issue.record("the bus did not stop within 20 s of its cancellation") }
+    }
+
+    /// Waits, without sleeping, until the bus has applied through `sequence` (or fails the test after `limit`).
+    func waitApplied(_ sequence: Int64, limit: Duration = .seconds(20)) async throws {
+        let start = ContinuousClock.now
+        while bus.status.applied < sequence {
+            if ContinuousClock.now - start > limit {
+                Issue.record("replica did not apply through \(sequence) within \(limit): \(bus.status)")
+                return
+            }
+            await Task.yield()
+        }
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: directory) }
+
+    /// Waits until the bus is connected and has caught up once.
+    func ready() async throws {
+        try await until("the bus connected and caught up") {
+            let position = try store.replication.position(of: bus.configuration.name)
+            return bus.status.connected && position != nil
+        }
+        // The first catch-up reset the store: what is written in the same millisecond counts as before it.
+        let resetAt = store.replication.staleBefore ?? 0
+        try await until("the clock passed the reset") { Store.systemClock() >= resetAt }
+    }
+}
+
+@Suite(.serialized) struct PostgresBusTests {
+    @Test func anInvalidationReachesTheOtherReplica() async throws {
+        let database = try await TestServer.makeDatabase()
+        let (a, b) = (try Replica(database: database), try Replica(database: database))
+        defer { [a, b].forEach { $0.remove() } }
+        // Both replicas registered and caught up once before the change (a first catch-up resets).
+        try await a.ready()
+        try await b.ready()
+        try await a.users.put([User(id: 1, name: "ada"), User(id: 2, name: "grace")])
+        try await b.users.put([User(id: 1, name: "ada"), User(id: 2, name: "grace")])
+        #expect(try b.users.get(1) != nil)
+        try await eventuallyLive(a.bus, count: 2)
+
+        try await a.users.invalidate(1)
+        let sequence = try await a.bus.flush()
+        #expect(sequence > 0)
+        #expect(try await a.bus.waitUntilApplied(through: sequence, timeout: .seconds(20)))
+        #expect(try b.users.get(1) == nil)
+        #expect(try b.users.get(2)?.name == "grace")
+        #expect(try a.replication(pending: 0))
+        let replicas = try await a.bus.replicas()
+        #expect(replicas.count == 2 && replicas.allSatisfy { $0.applied >= sequence && $0.lagChanges == 0 })
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test func aStoppedReplicaCatchesUpExactlyWhenItReturns() async throws {
+        let database = try await TestServer.makeDatabase()
+        let a = try Replica(database: database)
+        var first: Replica? = try Replica(database: database)
+        let directory = first!.directory
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        defer { a.remove() }
+        try await first!.ready()
+        try await a.ready()
+        let all = (1...2_000).map { User(id: $0, name: "v1") }
+        try await first!.users.put(all)
+        #expect(try first!.users.count() == 2_000)
+        await first!.stop()
+        first = nil
+
+        // 1,000 of the 2,000 change while B is down, in batches of different sizes.
+        var changed: [Int64] = []
+        for start in stride(from: 1, through: 2_000, by: 50) {
+            let ids = (Int64(start)..<Int64(start + 25)).map { $0 }
+            changed += ids
+            try await a.users.invalidate(ids)
+        }
+        let sequence = try await a.bus.flush()
+        let b = try Replica(database: database, directory: directory)
+        try await b.waitApplied(sequence)
+        let left = try Set(b.users.scan().map(\.id))
+        #expect(left == Set(1...2_000).subtracting(changed), "B kept exactly the records that did not change")
+        #expect(b.store.replication.resets == 0, "B caught up from its position, without a reset")
+        #expect(try b.users.get(1999)?.name == "v1")
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test func aTriggerAnnouncesWritesThatHoardDidNotMake() async throws {
+        let database = try await TestServer.makeDatabase()
+        let b = try Replica(database: database)
+        defer { b.remove() }
+        try await b.ready()
+        try await b.users.put([User(id: 7, name: "seven"), User(id: -3, name: "minus three")])
+        #expect(try b.users.get(7) != nil)
+        try await TestServer.admin(database: database) { client in
+            try await client.query("CREATE TABLE users (id bigint PRIMARY KEY, name text)", logger: TestServer.logger)
+            try await client.query(
+                """
+                CREATE TRIGGER users_announce AFTER INSERT OR UPDATE OR DELETE ON users
+                FOR EACH ROW EXECUTE FUNCTION hoard_announce_row('User', 'id', 'int')
+                """, logger: TestServer.logger)
+            try await client.query(
+                "INSERT INTO users VALUES (7, 'seven'), (-3, 'minus three')", logger: TestServer.logger)
+        }
+        let head = try await TestServer.admin(database: database) { client in
+            try await client.query("SELECT max(id) FROM hoard_changes", logger: TestServer.logger)
+                .decode(Int64.self).reduce(0) { max($0, $1) }
+        }
+        try await b.waitApplied(head)
+        #expect(try b.users.get(7) == nil)
+        #expect(try b.users.get(-3) == nil, "hoard_key_int encodes negative IDs as Hoard does")
+        await b.stop()
+    }
+
+    @Test func rowsThatDoNotDecodeAreSkippedAndThePositionAdvances() async throws {
+        let database = try await TestServer.makeDatabase()
+        let b = try Replica(database: database)
+        defer { b.remove() }
+        try await b.ready()
+        try await b.users.put([User(id: 1, name: "one"), User(id: 2, name: "two")])
+        let head = try await TestServer.admin(database: database) { client in
+            // A key array with a NULL in it, a collection the store does not have, then a good change.
+            try await client.query(
+                "SELECT hoard_publish(NULL, 'User', ARRAY[NULL::bytea])", logger: TestServer.logger)
+            try await client.query(
+                "SELECT hoard_publish(NULL, 'Nowhere', ARRAY[hoard_key_int(1)])", logger: TestServer.logger)
+            return try await client.query(
+                "SELECT hoard_publish(NULL, 'User', ARRAY[hoard_key_int(2)])", logger: TestServer.logger
+            ).decode(Int64.self).reduce(0) { max($0, $1) }
+        }
+        try await b.waitApplied(head)
+        #expect(b.bus.status.skippedRows == 1)
+        #expect(try b.users.get(1)?.name == "one")
+        #expect(try b.users.get(2) == nil)
+        await b.stop()
+    }
+
+    @Test func aRecreatedLogResetsTheReplica() async throws {
+        let database = try await TestServer.makeDatabase()
+        var first: Replica? = try Replica(database: database)
+        let directory = first!.directory
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await first!.ready()
+        try await first!.users.put((1...50).map { User(id: $0, name: "old") })
+        #expect(try first!.users.get(50) != nil)
+        let logBefore = try first!.store.replication.position(of: "postgres")?.log
+        await first!.stop()
+        first = nil
+        try await TestServer.admin(database: database) { client in
+            try await client.query("DROP TABLE hoard_bus, hoard_changes, hoard_replicas", logger: TestServer.logger)
+        }
+        let b = try Replica(database: database, directory: directory)
+        try await until("the replica reset") { b.store.replication.resets == 1 }
+        let logAfter = try b.store.replication.position(of: "postgres")?.log
+        #expect(logAfter != nil && logAfter != logBefore)
+        let fresh = try (1...50).filter { try b.users.get($0) != nil }
+        #expect(fresh.isEmpty, "served as fresh after the log was recreated: \(fresh)")
+        await b.stop()
+    }
+
+    @Test func aNewerSchemaIsRefused() async throws {
+        let database = try await TestServer.makeDatabase()
+        let b = try Replica(database: database)
+        defer { b.remove() }
+        try await b.bus.migrate()
+        try await b.bus.migrate()  // idempotent
+        try await TestServer.admin(database: database) { client in
+            try await client.query("UPDATE hoard_bus SET schema_version = 99", logger: TestServer.logger)
+        }
+        await #expect {
+            try await b.bus.migrate()
+        } throws: { error in
+            "\(error)".contains("version 99") && "\(error)".contains("Nothing was changed")
+        }
+        await b.stop()
+    }
+
+    /// A server that refuses, a role that does not exist: run() reports it and goes on trying;
+    /// reads and local writes go on, and the announcements wait in the outbox.
+    @Test(arguments: ["refused", "no such role"])
+    func withoutPostgresReadsAndWritesGoOn(_ failure: String) async throws {
+        let database = try await TestServer.makeDatabase()
+        let closedPort = try closedLoopbackPort()
+        let b =
+            failure == "refused"
+            ? try Replica(database: database, port: closedPort)
+            : try Replica(database: database, user: "nobody_here")
+        defer { b.remove() }
+        try await b.users.put(User(id: 1, name: "kept"))
+        try await b.users.invalidate(2)
+        try await until("the bus reported an error") { b.bus.status.lastError != nil }
+        #expect(try b.users.get(1)?.name == "kept")
+        #expect(try b.store.replication.pendingCount() == 1)
+        #expect(!b.bus.status.connected)
+        if failure != "refused" {
+            #expect(b.bus.status.lastError?.contains("nobody_here") == true, "\(b.bus.status.lastError ?? "")")
+        }
+        await b.stop()
+    }
+}
+
+extension Replica {
+    func replication(pending: Int) throws -> Bool { try store.replication.pendingCount() == pending }
+}
+
+/// Waits until `count` replicas are live in `hoard_replicas`.
+func eventuallyLive(_ bus: PostgresBus, count: Int) async throws {
+    let start = ContinuousClock.now
+    while ContinuousClock.now - start < .seconds(20) {
+        if let replicas = try? await bus.replicas(), replicas.filter(\.live).count >= count { return }
+        await Task.yield()
+    }
+    Issue.record("fewer than \(count) live replicas after 20 s")
+}
+
+/// Waits, yielding, until `condition` holds; fails the test after 20 s.
+func until(_ what: String, _ condition: () throws -> Bool) async throws {
+    let start = ContinuousClock.now
+    while try !condition() {
+        if ContinuousClock.now - start > .seconds(20) {
+            Issue.record("never happened within 20 s: \(what)")
+            return
+        }
+        await Task.yield()
+    }
+}
+
+/// A loopback port nothing listens on: one the kernel gave and took back.
+func closedLoopbackPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+    }
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+#endif
