@@ -43,13 +43,17 @@ public final class PostgresBus: Service, Sendable {
         public var backoff: (first: Duration, longest: Duration)
         /// The most changes read, or keys published, at once.
         public var batchSize: Int
+        /// How long one step with PostgreSQL (a catch-up, a publication, a heartbeat, a wait for
+        /// replicas) may take before the bus gives up on it and tries again.
+        public var operationTimeout: Duration
 
         /// A configuration; each parameter is the property of the same name.
         public init(
             postgres: PostgresClient.Configuration, name: String = "postgres",
             replicaName: String = ProcessInfo.processInfo.hostName, heartbeat: Duration = .seconds(2),
             liveness: Duration = .seconds(30), retention: Duration = .seconds(7 * 86_400),
-            backoff: (first: Duration, longest: Duration) = (.milliseconds(50), .seconds(5)), batchSize: Int = 5_000
+            backoff: (first: Duration, longest: Duration) = (.milliseconds(50), .seconds(5)), batchSize: Int = 5_000,
+            operationTimeout: Duration = .seconds(10)
         ) {
             self.postgres = postgres
             self.name = name
@@ -59,6 +63,7 @@ public final class PostgresBus: Service, Sendable {
             self.retention = retention
             self.backoff = backoff
             self.batchSize = batchSize
+            self.operationTimeout = operationTimeout
         }
     }
 
@@ -168,7 +173,9 @@ public final class PostgresBus: Service, Sendable {
     ///   the outbox), `LMDBError` when the store fails.
     @discardableResult
     public func flush() async throws -> Int64 {
-        try await publishing.run { try await self.publishOutbox() }
+        try await publishing.run {
+            try await withTimeout(self.configuration.operationTimeout, "publishing") { try await self.publishOutbox() }
+        }
     }
 
     /// Waits until every live replica has applied the log through `sequence`; returns `false` when
@@ -178,23 +185,22 @@ public final class PostgresBus: Service, Sendable {
     public func waitUntilApplied(through sequence: Int64, timeout: Duration) async throws -> Bool {
         let deadline = ContinuousClock.now + timeout
         // PostgreSQL away: the pool would keep the query waiting; the deadline ends the wait.
-        return try await withThrowingTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                while true {
-                    let waiting = self.appliedSignal.generation
-                    if try await self.replicasBehind(sequence) == 0 { return true }
-                    try Task.checkCancellation()
-                    // A notification that a replica applied, or a heartbeat, whichever comes first.
-                    await self.appliedSignal.wait(
-                        after: waiting, until: min(deadline, ContinuousClock.now + self.configuration.heartbeat))
+        while true {
+            let waiting = appliedSignal.generation
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { return false }
+            do {
+                if try await withTimeout(left, "waiting for replicas", { try await self.replicasBehind(sequence) }) == 0
+                {
+                    return true
                 }
-            }
-            group.addTask {
-                try await Task.sleep(until: deadline, clock: .continuous)
+            } catch is PostgresBusTimeout {
                 return false
             }
-            defer { group.cancelAll() }
-            return try await group.next() ?? false
+            // A notification that a replica applied, or a heartbeat, whichever comes first.
+            await appliedSignal.wait(
+                after: waiting, until: min(deadline, ContinuousClock.now + configuration.heartbeat))
+            try Task.checkCancellation()
         }
     }
 
@@ -272,8 +278,12 @@ public final class PostgresBus: Service, Sendable {
                 try await client.withConnection { connection in
                     watchdog.cancel()
                     try await connection.listen(on: BusSchema.channel) { notifications in
-                        try await BusSchema.migrate(self.client, logger: self.logger)
-                        try await self.register()
+                        // Bounded: a cancellation while these wait for a second connection must
+                        // still let this closure end and give its connection back to the pool.
+                        try await withTimeout(self.configuration.operationTimeout, "migrating") {
+                            try await BusSchema.migrate(self.client, logger: self.logger)
+                            try await self.register()
+                        }
                         self.connectionChanged(up: true, reconnect: everConnected)
                         everConnected = true
                         delay = self.configuration.backoff.first
@@ -317,7 +327,7 @@ public final class PostgresBus: Service, Sendable {
         while !Task.isCancelled {
             let generation = changesSignal.generation
             do {
-                try await catchUp()
+                try await withTimeout(configuration.operationTimeout, "catching up") { try await self.catchUp() }
             } catch is CancellationError {
                 break
             } catch {
@@ -335,7 +345,7 @@ public final class PostgresBus: Service, Sendable {
             await store.replication.announcementsAvailable()
             while !Task.isCancelled {
                 do {
-                    _ = try await publishing.run { try await self.publishOutbox() }
+                    _ = try await flush()
                     delay = configuration.backoff.first
                     break
                 } catch {
@@ -356,10 +366,14 @@ public final class PostgresBus: Service, Sendable {
         while !Task.isCancelled {
             beats += 1
             do {
-                try await client.query(
-                    "UPDATE hoard_replicas SET heartbeat_at = now() WHERE store_id = \(try store.replication.identity())",
-                    logger: logger)
-                if beats % 15 == 1 { try await trim() }
+                let identity = try store.replication.identity()
+                let trimming = beats % 15 == 1
+                try await withTimeout(configuration.operationTimeout, "the heartbeat") {
+                    try await self.client.query(
+                        "UPDATE hoard_replicas SET heartbeat_at = now() WHERE store_id = \(identity)",
+                        logger: self.logger)
+                    if trimming { try await self.trim() }
+                }
             } catch {
                 logger.debug("PostgresBus: heartbeat failed", metadata: ["error": "\(String(reflecting: error))"])
             }

@@ -69,3 +69,63 @@ actor SerialQueue {
     }
 }
 #endif
+
+#if Postgres
+/// A bus operation that took longer than ``PostgresBus/Configuration/operationTimeout``.
+public struct PostgresBusTimeout: Error, CustomStringConvertible, Sendable {
+    /// What was being done.
+    public var operation: String
+    /// The limit it passed.
+    public var limit: Duration
+
+    /// The operation and the limit in one sentence.
+    public var description: String { "PostgresBus: \(operation) took longer than \(limit); PostgreSQL may be away" }
+}
+
+/// Runs `operation`, and gives up on it after `limit`: its task is cancelled and left to end on its
+/// own, and the caller goes on at once. (A task group would wait for a child that does not heed
+/// the cancellation; a query on a connection PostgreSQL dropped was seen to be such a child.)
+func withTimeout<R: Sendable>(
+    _ limit: Duration, _ what: String, _ operation: @escaping @Sendable () async throws -> R
+) async throws -> R {
+    let race = TimeoutRace<R>()
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
+            race.waiter.withLock { $0 = continuation }
+            let task = Task {
+                let result = await Result(catching: operation)
+                race.finish(with: result)
+            }
+            race.work.withLock { $0 = task }
+            let timer = Task {
+                guard (try? await Task.sleep(for: limit)) != nil else { return }
+                task.cancel()
+                race.finish(with: .failure(PostgresBusTimeout(operation: what, limit: limit)))
+            }
+            race.timer.withLock { $0 = timer }
+        }
+    } onCancel: {
+        race.work.withLock { $0 }?.cancel()
+        race.finish(with: .failure(CancellationError()))
+    }
+}
+
+/// The two sides of ``withTimeout(_:_:_:)``: whichever finishes first resumes the caller.
+final class TimeoutRace<R: Sendable>: Sendable {
+    let waiter = Mutex<CheckedContinuation<R, any Error>?>(nil)
+    let work = Mutex<Task<Void, Never>?>(nil)
+    let timer = Mutex<Task<Void, Never>?>(nil)
+
+    func finish(with result: Result<R, any Error>) {
+        guard let waiter = waiter.withLock({ $0.take() }) else { return }
+        timer.withLock { $0 }?.cancel()
+        waiter.resume(with: result)
+    }
+}
+
+extension Result where Failure == any Error {
+    init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}
+#endif

@@ -9,7 +9,10 @@ let package = Package(
     name: "HoardBenchmarks",
     platforms: [.macOS(.v15)],
     dependencies: [
-        .package(name: "Hoard", path: "../.."),
+        // With the trait Postgres: replica-bench runs PostgresBus.
+        .package(name: "Hoard", path: "../..", traits: ["Postgres"]),
+        // The PostgreSQL client's configuration, for replica-bench.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         // The reference for durable writes (write-bench): SQLite as a Swift service would use it.
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         // A metrics backend of the bench's own, for what metrics cost on the get path.
@@ -102,6 +105,15 @@ let package = Package(
                 .product(name: "LMDB", package: "Hoard"),
             ],
             path: "Sources/CapacityBench"
+        ),
+        .executableTarget(
+            name: "replica-bench",
+            dependencies: [
+                "BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"),
+                .product(name: "HoardPostgres", package: "Hoard"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Sources/ReplicaBench"
         ),
         .executableTarget(
             name: "lmdb-bench",

@@ -495,6 +495,7 @@ extension Replication {
     /// (``reset(bus:to:)``) to the log's head and reading starts there.
     ///
     /// - Parameters:
+    ///   - bus: the bus's name in the store.
     ///   - log: the identity of the log as it is now.
     ///   - trimmedThrough: the highest sequence number the log no longer holds (0 when it holds all).
     ///   - head: the highest sequence number in the log now.

@@ -1,0 +1,298 @@
+// replica-bench: what replicas cost, and how fast a change travels between them over PostgreSQL.
+// tools/bench/replicas.sh starts a throwaway PostgreSQL (tools/scripts/postgres.sh) and runs it.
+//
+//   cost         a get on a store that follows a bus (reset once: every get then also reads the
+//                record's write time) against a get on a store that never did; an async
+//                invalidate of one key against an async delete of one key (durability .cache)
+//   propagation  R replicas in this process, each with its own store and PostgresBus on one
+//                database; replica 0 invalidates one key at a time at a fixed rate, and the time
+//                from the call to the record gone on each other replica is taken by a watcher that
+//                looks every --poll-us microseconds (the figures' resolution)
+//
+//   catch-up     a replica's bus stopped while --catchup keys change, then started: the time until
+//                it has applied them all
+//
+//   consistency  --cycles N times: a write upstream, an invalidation, the wait until applied
+//                everywhere, a read through on 3 replicas (never older than the write), with
+//                background read-through of the same keys and fetches that take 0 to 50 ms
+//
+//   replica-bench [--replicas 2] [--rate 500] [--count 10000] [--poll-us 100] [--rounds 5] [--catchup 100000] [--cycles 0]
+import BenchModels
+import BenchSupport
+import Foundation
+import Hoard
+import HoardPostgres
+import Logging
+import PostgresNIO
+import Synchronization
+
+let replicaCount = option("replicas", default: 2)
+let rate = option("rate", default: 500)
+let count = option("count", default: 10_000)
+let pollMicros = option("poll-us", default: 100)
+let rounds = option("rounds", default: 5)
+
+func postgres() -> PostgresClient.Configuration {
+    let env = ProcessInfo.processInfo.environment
+    guard let port = env["HOARD_PG_PORT"].flatMap(Int.init) else {
+        FileHandle.standardError.write(
+            Data("replica-bench: HOARD_PG_PORT is not set; run tools/bench/replicas.sh\n".utf8))
+        exit(2)
+    }
+    return PostgresClient.Configuration(
+        host: env["HOARD_PG_HOST"] ?? "127.0.0.1", port: port, username: env["HOARD_PG_USER"] ?? "hoard",
+        password: nil, database: env["HOARD_PG_DATABASE"] ?? "hoard", tls: .disable)
+}
+
+func sample(_ id: Int) -> Member {
+    Member(
+        id: Int64(id), name: "member \(id)", email: "m\(id)@example.com", age: 20 + id % 50, city: "Lyon", followers: id
+    )
+}
+
+var quiet = Logger(label: "replica-bench")
+quiet.logLevel = .critical
+
+// MARK: - Cost
+
+func costs() async throws -> [Comparison] {
+    let directory = temporaryDirectory("replica-bench-cost")
+    defer { removeStore(in: directory) }
+    let plain = try Store(path: directory + "/plain", options: .cache)
+    let following = try Store(path: directory + "/following", options: .cache)
+    let records = 100_000
+    let members = (0..<records).map { sample($0) }
+    for store in [plain, following] { try await store.collection(Member.self).put(members) }
+    // A reset as a bus's first catch-up makes one, then the records written again after it.
+    try await following.replication.reset(bus: "bench", to: BusPosition(log: "bench", sequence: 0))
+    while Store.systemClock() < following.replication.staleBefore ?? 0 { await Task.yield() }
+    try await following.collection(Member.self).put(members)
+    let (plainMembers, followingMembers) = (try plain.collection(Member.self), try following.collection(Member.self))
+    var random = SplitMix64(seed: 7)
+    let ids = (0..<200_000).map { _ in Int.random(in: 0..<records, using: &random) }
+    let get = try compare(
+        "get, store following a bus", baseline: "get, store without", operations: ids.count, rounds: rounds,
+        budget: 1.02,
+        baselineRound: { try time { for id in ids { _ = try plainMembers.get(Int64(id)) } } },
+        candidateRound: { try time { for id in ids { _ = try followingMembers.get(Int64(id)) } } })
+
+    let operations = 2_000
+    var deleteTimes: [UInt64] = []
+    var invalidateTimes: [UInt64] = []
+    for round in 0..<rounds {
+        let base = round * operations
+        let start = now()
+        for id in base..<(base + operations) { try await plainMembers.delete(Int64(id)) }
+        deleteTimes.append(now() - start)
+        let middle = now()
+        for id in base..<(base + operations) { try await followingMembers.invalidate(Int64(id)) }
+        invalidateTimes.append(now() - middle)
+        // The outbox emptied as a bus would.
+        let pending = try following.replication.pendingAnnouncements(limit: .max)
+        try await following.replication.acknowledge(pending)
+    }
+    let invalidate = Comparison(
+        name: "invalidate one key (async)", baseline: "delete one key (async)", operations: operations,
+        baselineNanos: median(deleteTimes), candidateNanos: median(invalidateTimes), budget: 1.1)
+    return [get, invalidate]
+}
+
+// MARK: - Propagation
+
+final class Replica: Sendable {
+    let store: Store
+    let members: HoardCollection<Member>
+    let bus: PostgresBus
+    init(_ directory: String, index: Int) throws {
+        store = try Store(path: "\(directory)/replica-\(index)", options: .cache)
+        members = try store.collection(Member.self)
+        var configuration = PostgresBus.Configuration(postgres: postgres())
+        configuration.replicaName = "replica-\(index)"
+        bus = PostgresBus(store: store, configuration: configuration, logger: quiet)
+    }
+}
+
+func percentile(_ sorted: [Double], _ p: Double) -> Double {
+    sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+
+func propagation() async throws -> String {
+    let directory = temporaryDirectory("replica-bench-propagation")
+    defer { removeStore(in: directory) }
+    let replicas = try (0..<replicaCount).map { try Replica(directory, index: $0) }
+    let runs = replicas.map { replica in Task { try await replica.bus.run() } }
+    defer { runs.forEach { $0.cancel() } }
+    for replica in replicas {
+        while !(replica.bus.status.connected && (try replica.store.replication.position(of: "postgres")) != nil) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let resetAt = replica.store.replication.staleBefore ?? 0
+        while Store.systemClock() < resetAt { await Task.yield() }
+        try await replica.members.put((0..<count).map { sample($0) })
+    }
+    let sent = Mutex<[UInt64]>(Array(repeating: 0, count: count))
+    let watchers = replicas.dropFirst().map { replica in
+        Task { () -> [Double] in
+            var latencies: [Double] = []
+            var next = 0
+            while next < count {
+                let sentAt = sent.withLock { $0[next] }
+                if sentAt != 0, try !replica.members.contains(Int64(next)) {
+                    latencies.append(Double(now() - sentAt) / 1e6)
+                    next += 1
+                    continue
+                }
+                try await Task.sleep(for: .microseconds(pollMicros))
+            }
+            return latencies
+        }
+    }
+    let interval = 1e9 / Double(rate)
+    let start = now()
+    let writer = replicas[0].members
+    for id in 0..<count {
+        let due = start + UInt64(Double(id) * interval)
+        while now() < due { try await Task.sleep(for: .nanoseconds(Int(due - now()))) }
+        sent.withLock { $0[id] = now() }
+        try await writer.invalidate(Int64(id))
+    }
+    let sendSeconds = Double(now() - start) / 1e9
+    var lines: [String] = []
+    var all: [Double] = []
+    for (index, watcher) in watchers.enumerated() {
+        let latencies = try await watcher.value.sorted()
+        all += latencies
+        lines.append(
+            "replica \(index + 1): p50 \(format(percentile(latencies, 0.5), 2)) ms, p99 \(format(percentile(latencies, 0.99), 2)) ms, max \(format(latencies.last ?? .nan, 2)) ms"
+        )
+    }
+    all.sort()
+    let lag = try await replicas[0].bus.replicas().map(\.lagChanges).max() ?? -1
+    return """
+        propagation, \(replicaCount) replicas, \(count) invalidations at \(rate)/s (sent in \(format(sendSeconds, 2)) s; poll \(pollMicros) µs)
+        all: p50 \(format(percentile(all, 0.5), 2)) ms, p99 \(format(percentile(all, 0.99), 2)) ms, max \(format(all.last ?? .nan, 2)) ms; largest lag at the end \(lag) changes
+        \(lines.joined(separator: "\n"))
+        """
+}
+
+// MARK: - Catch-up
+
+/// A replica whose bus is stopped while `changes` keys change, then started again: the time from
+/// its start to the record of every changed key gone, and a check that nothing else went.
+func catchUp(changes: Int) async throws -> String {
+    let directory = temporaryDirectory("replica-bench-catchup")
+    defer { removeStore(in: directory) }
+    let writer = try Replica(directory, index: 0)
+    let writerRun = Task { try await writer.bus.run() }
+    defer { writerRun.cancel() }
+    let store = try Store(path: "\(directory)/returning", options: .cache)
+    let members = try store.collection(Member.self)
+    func start() -> (PostgresBus, Task<Void, any Error>) {
+        var configuration = PostgresBus.Configuration(postgres: postgres())
+        configuration.replicaName = "returning"
+        let bus = PostgresBus(store: store, configuration: configuration, logger: quiet)
+        return (bus, Task { try await bus.run() })
+    }
+    var (bus, run) = start()
+    while !(bus.status.connected && (try store.replication.position(of: "postgres")) != nil) {
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    let resetAt = store.replication.staleBefore ?? 0
+    while Store.systemClock() < resetAt { await Task.yield() }
+    let total = changes * 2
+    for start in stride(from: 0, to: total, by: 20_000) {
+        try await members.put((start..<min(total, start + 20_000)).map { sample($0) })
+    }
+    run.cancel()
+    _ = try? await run.value
+    // Every other key changes while the replica is away, in writes of 1,000 keys.
+    for start in stride(from: 0, to: total, by: 2_000) {
+        try await writer.members.invalidate(stride(from: start, to: min(total, start + 2_000), by: 2).map { Int64($0) })
+    }
+    let head = try await writer.bus.flush()
+    let began = now()
+    (bus, run) = start()
+    while bus.status.applied < head { try await Task.sleep(for: .microseconds(200)) }
+    let seconds = Double(now() - began) / 1e9
+    run.cancel()
+    let left = try members.count()
+    var wrong = 0
+    for id in 0..<total where try members.contains(Int64(id)) != (id % 2 == 1) { wrong += 1 }
+    return
+        "catch-up: \(changes) keys changed while a replica was stopped; applied \(format(seconds, 3)) s after it started (connecting included); \(left) records left, \(wrong) wrong"
+}
+
+// MARK: - Consistency
+
+/// The upstream the replicas read through: a version per user, and fetches that take the value,
+/// then wait 0 to 50 ms before returning it (so that a fetch can overlap a later write).
+final class VersionedUpstream: Sendable {
+    let versions = Mutex<[Int64: Int]>([:])
+    func write(_ id: Int64) -> Int {
+        versions.withLock { versions in
+            let next = (versions[id] ?? 0) + 1
+            versions[id] = next
+            return next
+        }
+    }
+    func fetch(_ id: Int64) async throws -> Member? {
+        let version = versions.withLock { $0[id, default: 0] }
+        try await Task.sleep(for: .milliseconds(Int.random(in: 0...50)))
+        return Member(id: id, name: "v\(version)", email: "", age: 0, city: "", followers: version)
+    }
+}
+
+/// `cycles` times: a write upstream, an invalidation on replica 0, the wait until every replica has
+/// applied it, then a read through on every replica, which must not return an older version; readers
+/// in the background read the same keys through all along.
+func consistency(cycles: Int) async throws -> String {
+    let directory = temporaryDirectory("replica-bench-consistency")
+    defer { removeStore(in: directory) }
+    let replicas = try (0..<3).map { try Replica(directory, index: $0) }
+    let runs = replicas.map { replica in Task { try await replica.bus.run() } }
+    defer { runs.forEach { $0.cancel() } }
+    for replica in replicas {
+        while !(replica.bus.status.connected && (try replica.store.replication.position(of: "postgres")) != nil) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+    let upstream = VersionedUpstream()
+    let keys: Int64 = 64
+    let stop = Atomic<Bool>(false)
+    let readers = replicas.map { replica in
+        Task {
+            while !stop.load(ordering: .relaxed) {
+                _ = try? await replica.members.get(Int64.random(in: 0..<keys), orFetch: upstream.fetch)
+            }
+        }
+    }
+    var stale = 0
+    let began = now()
+    for cycle in 0..<cycles {
+        let id = Int64(cycle) % keys
+        let written = upstream.write(id)
+        try await replicas[0].members.invalidate(id)
+        let position = try await replicas[0].bus.flush()
+        guard try await replicas[0].bus.waitUntilApplied(through: position, timeout: .seconds(10)) else {
+            stop.store(true, ordering: .relaxed)
+            return "consistency: cycle \(cycle) was not applied everywhere within 10 s"
+        }
+        for replica in replicas {
+            let read = try await replica.members.get(id, orFetch: upstream.fetch)
+            if (read?.followers ?? -1) < written { stale += 1 }
+        }
+    }
+    stop.store(true, ordering: .relaxed)
+    for reader in readers { _ = await reader.result }
+    let discarded = replicas.map(\.store.replication.discardedFills).reduce(0, +)
+    return
+        "consistency: \(cycles) cycles (write, invalidate, wait until applied, read through on 3 replicas) in \(format(Double(now() - began) / 1e9, 1)) s: \(stale) stale reads; \(discarded) fills discarded by the race guard"
+}
+
+let ok = report("replica-bench: costs (medians of \(rounds) alternating rounds)", try await costs())
+print(try await propagation())
+let catchUpKeys = option("catchup", default: 100_000)
+if catchUpKeys > 0 { print(try await catchUp(changes: catchUpKeys)) }
+let cycles = option("cycles", default: 0)
+if cycles > 0 { print(try await consistency(cycles: cycles)) }
+exit(ok ? 0 : 1)
