@@ -9,6 +9,8 @@
 //                from the call to the record gone on each other replica is taken by a watcher that
 //                looks every --poll-us microseconds (the figures' resolution)
 //
+//   publishing   64 tasks invalidate --publish keys one at a time; keys per second until all are
+//                published
 //   catch-up     a replica's bus stopped while --catchup keys change, then started: the time until
 //                it has applied them all
 //
@@ -16,7 +18,7 @@
 //                everywhere, a read through on 3 replicas (never older than the write), with
 //                background read-through of the same keys and fetches that take 0 to 50 ms
 //
-//   replica-bench [--replicas 2] [--rate 500] [--count 10000] [--poll-us 100] [--rounds 5] [--catchup 100000] [--cycles 0]
+//   replica-bench [--replicas 2] [--rate 500] [--count 10000] [--poll-us 100] [--rounds 5] [--publish 50000] [--catchup 100000] [--cycles 0]
 import BenchModels
 import BenchSupport
 import Foundation
@@ -50,8 +52,11 @@ func sample(_ id: Int) -> Member {
     )
 }
 
-var quiet = Logger(label: "replica-bench")
-quiet.logLevel = .critical
+let quiet: Logger = {
+    var logger = Logger(label: "replica-bench")
+    logger.logLevel = .critical
+    return logger
+}()
 
 // MARK: - Cost
 
@@ -112,6 +117,17 @@ final class Replica: Sendable {
     }
 }
 
+/// When each invalidation was made, for the watchers.
+final class SendTimes: Sendable {
+    let times: Mutex<[UInt64]>
+    init(count: Int) { times = Mutex(Array(repeating: 0, count: count)) }
+}
+
+/// Whether the consistency run's background readers should stop.
+final class StopFlag: Sendable {
+    let stopped = Atomic<Bool>(false)
+}
+
 func percentile(_ sorted: [Double], _ p: Double) -> Double {
     sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
 }
@@ -123,20 +139,20 @@ func propagation() async throws -> String {
     let runs = replicas.map { replica in Task { try await replica.bus.run() } }
     defer { runs.forEach { $0.cancel() } }
     for replica in replicas {
-        while !(replica.bus.status.connected && (try replica.store.replication.position(of: "postgres")) != nil) {
+        while try !(replica.bus.status.connected && replica.store.replication.position(of: "postgres") != nil) {
             try await Task.sleep(for: .milliseconds(10))
         }
         let resetAt = replica.store.replication.staleBefore ?? 0
         while Store.systemClock() < resetAt { await Task.yield() }
         try await replica.members.put((0..<count).map { sample($0) })
     }
-    let sent = Mutex<[UInt64]>(Array(repeating: 0, count: count))
+    let sent = SendTimes(count: count)
     let watchers = replicas.dropFirst().map { replica in
         Task { () -> [Double] in
             var latencies: [Double] = []
             var next = 0
             while next < count {
-                let sentAt = sent.withLock { $0[next] }
+                let sentAt = sent.times.withLock { $0[next] }
                 if sentAt != 0, try !replica.members.contains(Int64(next)) {
                     latencies.append(Double(now() - sentAt) / 1e6)
                     next += 1
@@ -153,7 +169,7 @@ func propagation() async throws -> String {
     for id in 0..<count {
         let due = start + UInt64(Double(id) * interval)
         while now() < due { try await Task.sleep(for: .nanoseconds(Int(due - now()))) }
-        sent.withLock { $0[id] = now() }
+        sent.times.withLock { $0[id] = now() }
         try await writer.invalidate(Int64(id))
     }
     let sendSeconds = Double(now() - start) / 1e9
@@ -175,6 +191,36 @@ func propagation() async throws -> String {
         """
 }
 
+// MARK: - Publishing
+
+/// 64 tasks invalidate `keys` keys, one at a time (group commit gathers them), while the bus
+/// publishes; the rate is keys over the time from the first write to the outbox empty and published.
+func publishing(keys: Int) async throws -> String {
+    let directory = temporaryDirectory("replica-bench-publish")
+    defer { removeStore(in: directory) }
+    let replica = try Replica(directory, index: 0)
+    let run = Task { try await replica.bus.run() }
+    defer { run.cancel() }
+    while !replica.bus.status.connected { try await Task.sleep(for: .milliseconds(10)) }
+    let commitsBefore = replica.store.writeStatistics.commits
+    let began = now()
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for writer in 0..<64 {
+            group.addTask {
+                for id in stride(from: writer, to: keys, by: 64) { try await replica.members.invalidate(Int64(id)) }
+            }
+        }
+        try await group.waitForAll()
+    }
+    let written = Double(now() - began) / 1e9
+    while try replica.store.replication.pendingCount() > 0 { try await Task.sleep(for: .microseconds(200)) }
+    _ = try await replica.bus.flush()
+    let seconds = Double(now() - began) / 1e9
+    let commits = replica.store.writeStatistics.commits - commitsBefore
+    return
+        "publishing: \(keys) keys invalidated by 64 tasks in \(commits) group commits (\(format(written, 2)) s), all published after \(format(seconds, 2)) s: \(format(Double(keys) / seconds, 0)) keys/s"
+}
+
 // MARK: - Catch-up
 
 /// A replica whose bus is stopped while `changes` keys change, then started again: the time from
@@ -194,7 +240,7 @@ func catchUp(changes: Int) async throws -> String {
         return (bus, Task { try await bus.run() })
     }
     var (bus, run) = start()
-    while !(bus.status.connected && (try store.replication.position(of: "postgres")) != nil) {
+    while try !(bus.status.connected && store.replication.position(of: "postgres") != nil) {
         try await Task.sleep(for: .milliseconds(10))
     }
     let resetAt = store.replication.staleBefore ?? 0
@@ -252,16 +298,16 @@ func consistency(cycles: Int) async throws -> String {
     let runs = replicas.map { replica in Task { try await replica.bus.run() } }
     defer { runs.forEach { $0.cancel() } }
     for replica in replicas {
-        while !(replica.bus.status.connected && (try replica.store.replication.position(of: "postgres")) != nil) {
+        while try !(replica.bus.status.connected && replica.store.replication.position(of: "postgres") != nil) {
             try await Task.sleep(for: .milliseconds(10))
         }
     }
     let upstream = VersionedUpstream()
     let keys: Int64 = 64
-    let stop = Atomic<Bool>(false)
+    let stop = StopFlag()
     let readers = replicas.map { replica in
         Task {
-            while !stop.load(ordering: .relaxed) {
+            while !stop.stopped.load(ordering: .relaxed) {
                 _ = try? await replica.members.get(Int64.random(in: 0..<keys), orFetch: upstream.fetch)
             }
         }
@@ -274,7 +320,7 @@ func consistency(cycles: Int) async throws -> String {
         try await replicas[0].members.invalidate(id)
         let position = try await replicas[0].bus.flush()
         guard try await replicas[0].bus.waitUntilApplied(through: position, timeout: .seconds(10)) else {
-            stop.store(true, ordering: .relaxed)
+            stop.stopped.store(true, ordering: .relaxed)
             return "consistency: cycle \(cycle) was not applied everywhere within 10 s"
         }
         for replica in replicas {
@@ -282,7 +328,7 @@ func consistency(cycles: Int) async throws -> String {
             if (read?.followers ?? -1) < written { stale += 1 }
         }
     }
-    stop.store(true, ordering: .relaxed)
+    stop.stopped.store(true, ordering: .relaxed)
     for reader in readers { _ = await reader.result }
     let discarded = replicas.map(\.store.replication.discardedFills).reduce(0, +)
     return
@@ -291,6 +337,8 @@ func consistency(cycles: Int) async throws -> String {
 
 let ok = report("replica-bench: costs (medians of \(rounds) alternating rounds)", try await costs())
 print(try await propagation())
+let publishKeys = option("publish", default: 50_000)
+if publishKeys > 0 { print(try await publishing(keys: publishKeys)) }
 let catchUpKeys = option("catchup", default: 100_000)
 if catchUpKeys > 0 { print(try await catchUp(changes: catchUpKeys)) }
 let cycles = option("cycles", default: 0)
