@@ -128,6 +128,13 @@ final class StopFlag: Sendable {
     let stopped = Atomic<Bool>(false)
 }
 
+/// Waits until `bus` is connected and its store has caught up once.
+func waitUntilFollowing(_ bus: PostgresBus) async throws {
+    while try !(bus.status.connected && bus.store.replication.position(of: bus.configuration.name) != nil) {
+        try await Task.sleep(for: .milliseconds(10))
+    }
+}
+
 func percentile(_ sorted: [Double], _ p: Double) -> Double {
     sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
 }
@@ -139,9 +146,7 @@ func propagation() async throws -> String {
     let runs = replicas.map { replica in Task { try await replica.bus.run() } }
     defer { runs.forEach { $0.cancel() } }
     for replica in replicas {
-        while try !(replica.bus.status.connected && replica.store.replication.position(of: "postgres") != nil) {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try await waitUntilFollowing(replica.bus)
         let resetAt = replica.store.replication.staleBefore ?? 0
         while Store.systemClock() < resetAt { await Task.yield() }
         try await replica.members.put((0..<count).map { sample($0) })
@@ -240,9 +245,7 @@ func catchUp(changes: Int) async throws -> String {
         return (bus, Task { try await bus.run() })
     }
     var (bus, run) = start()
-    while try !(bus.status.connected && store.replication.position(of: "postgres") != nil) {
-        try await Task.sleep(for: .milliseconds(10))
-    }
+    try await waitUntilFollowing(bus)
     let resetAt = store.replication.staleBefore ?? 0
     while Store.systemClock() < resetAt { await Task.yield() }
     let total = changes * 2
@@ -298,9 +301,7 @@ func consistency(cycles: Int) async throws -> String {
     let runs = replicas.map { replica in Task { try await replica.bus.run() } }
     defer { runs.forEach { $0.cancel() } }
     for replica in replicas {
-        while try !(replica.bus.status.connected && replica.store.replication.position(of: "postgres") != nil) {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try await waitUntilFollowing(replica.bus)
     }
     let upstream = VersionedUpstream()
     let keys: Int64 = 64

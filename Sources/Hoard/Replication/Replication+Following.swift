@@ -1,0 +1,208 @@
+internal import LMDB
+
+// Following a bus: the changes of other replicas applied with the bus's position, exactly once;
+// the reset when a log cannot be followed exactly.
+
+extension Replication {
+    // MARK: - Changes from other replicas
+
+    /// The position of `bus` this store has applied changes through, or `nil` before its first.
+    ///
+    /// - Throws: `LMDBError` when LMDB fails.
+    public func position(of bus: String) throws -> BusPosition? {
+        guard let meta = store.meta else { return nil }
+        return try store.environment.read { txn in try Self.position(of: bus, meta: meta, txn: txn) }
+    }
+
+    static func position<Access>(
+        of bus: String, meta: Database, txn: borrowing Transaction<Access>
+    ) throws
+        -> BusPosition?
+    {
+        try txn.value(forKey: Array((Store.MetaKey.busPrefix + bus).utf8), in: meta).flatMap {
+            BusPosition(stored: $0)
+        }
+    }
+
+    /// Applies changes that other replicas (or the source of truth) announced, and records that the
+    /// store has applied `bus` through `position`, in one transaction of the group commit: the records
+    /// are no longer served as current, and the same batch is never applied twice, even when the
+    /// process is killed and the bus delivers it again.
+    ///
+    /// A record is removed; in a collection opened in this process with a ``Freshness/staleIfError``
+    /// window longer than its `staleWhileRevalidate`, it is kept but marked expired instead, as of
+    /// `staleWhileRevalidate` ago, so that read-through fetches it anew and serves the old record
+    /// only when that fetch fails. Changes whose origin is this store, and changes of collections
+    /// it does not have, are skipped (the position still advances). A fetch under way for one of
+    /// the keys does not store its (possibly older) result.
+    ///
+    /// - Parameters:
+    ///   - changes: the changes, in the log's order.
+    ///   - position: the position after the last of them.
+    ///   - bus: the bus's name (a store may follow several).
+    /// - Returns: what was done; ``ApplyResult/alreadyApplied`` when the store had applied this position.
+    /// - Throws: ``HoardError/busPosition(bus:reason:)`` when `position` is of another log than the
+    ///   store follows (``reset(bus:to:)`` first); `LMDBError` when LMDB fails (nothing is applied).
+    @discardableResult
+    public func apply(
+        _ changes: [RemoteChange], through position: BusPosition, bus: String
+    ) async throws
+        -> ApplyResult
+    {
+        let own = try identity()
+        let meta = try store.requireMeta()
+        // Databases are opened before the write: LMDB opens them in transactions of their own.
+        var targets: [String: RemoteTarget] = [:]
+        for change in changes where change.origin != own && targets[change.collection] == nil {
+            if let database = try store.recordDatabase(of: change.collection) {
+                targets[change.collection] = RemoteTarget(
+                    store: store, collection: change.collection, database: database)
+            }
+        }
+        let targetsFound = targets
+        let positionKey = Array((Store.MetaKey.busPrefix + bus).utf8)
+        return try await store.submit { txn in
+            var result = ApplyResult()
+            if let applied = try Self.position(of: bus, meta: meta, txn: txn) {
+                guard applied.log == position.log else {
+                    throw HoardError.busPosition(
+                        bus: bus,
+                        reason:
+                            "the store follows log \(applied.log), not \(position.log): reset it to the new log first")
+                }
+                if applied.sequence >= position.sequence {
+                    result.alreadyApplied = true
+                    return result
+                }
+            }
+            for change in changes {
+                if change.origin == own {
+                    result.ownSkipped += 1
+                } else if let target = targetsFound[change.collection] {
+                    try target.invalidate(change.keys, in: txn, result: &result)
+                } else {
+                    result.unknownSkipped += 1
+                }
+            }
+            try txn.put(position.stored, forKey: positionKey, in: meta)
+            return result
+        }
+    }
+
+    /// Starts following `bus` anew at `position`, when the store cannot catch up exactly (the log
+    /// was recreated, or trimmed past the store's position): every record written before now is
+    /// treated as expired from now on (never served as fresh; still served within a collection's
+    /// stale windows), without deleting anything. One transaction of the group commit.
+    ///
+    /// A process that had the store open before another process reset it learns of the reset when
+    /// it opens the store again.
+    ///
+    /// - Throws: `LMDBError` when LMDB fails (nothing is changed).
+    public func reset(bus: String, to position: BusPosition) async throws {
+        let meta = try store.requireMeta()
+        let positionKey = Array((Store.MetaKey.busPrefix + bus).utf8)
+        let state = store.replicationState
+        try await store.submit { txn in
+            // One millisecond past now: a record stamped in this millisecond may predate the reset.
+            let resetAt = store.options.now() + 1
+            let previous = try txn.value(forKey: Array(Store.MetaKey.staleBefore.utf8), in: meta).flatMap {
+                Store.decodeMilliseconds($0)
+            }
+            let kept = max(previous ?? 0, resetAt)
+            try txn.put(Store.encodeMilliseconds(kept), forKey: Array(Store.MetaKey.staleBefore.utf8), in: meta)
+            try txn.put(position.stored, forKey: positionKey, in: meta)
+            // In memory before the commit: no read after it may serve an older record as fresh
+            // (should the commit fail, records are only treated as stale a little early).
+            state.staleBefore.max(kept, ordering: .relaxed)
+        }
+        state.resets.add(1, ordering: .relaxed)
+        store.metrics.resets.increment()
+    }
+
+    /// Records written before this time (milliseconds since 1970: one past the millisecond of the
+    /// last ``reset(bus:to:)``) are treated as expired since that reset; `nil` when the store was
+    /// never reset.
+    public var staleBefore: Int64? {
+        let value = store.replicationState.staleBefore.load(ordering: .relaxed)
+        return value == 0 ? nil : value
+    }
+
+    /// Read-through fetches whose result was not stored because the key was invalidated while the
+    /// fetch was under way (their callers still got it), since the store was opened.
+    public var discardedFills: Int { store.replicationState.discardedFills.load(ordering: .relaxed) }
+
+    /// Resets done since the store was opened.
+    public var resets: Int { store.replicationState.resets.load(ordering: .relaxed) }
+}
+
+extension Replication {
+    /// Where to read `bus`'s log from: after the position the store applied, when the log still
+    /// holds every change since; otherwise (the store never followed this bus, the log was
+    /// recreated, or it was trimmed past the store's position) the store is reset
+    /// (``reset(bus:to:)``) to the log's head and reading starts there.
+    ///
+    /// - Parameters:
+    ///   - bus: the bus's name in the store.
+    ///   - log: the identity of the log as it is now.
+    ///   - trimmedThrough: the highest sequence number the log no longer holds (0 when it holds all).
+    ///   - head: the highest sequence number in the log now.
+    /// - Returns: the sequence number to read after.
+    /// - Throws: `LMDBError` when LMDB fails.
+    public func startFollowing(bus: String, log: String, trimmedThrough: Int64, head: Int64) async throws -> Int64 {
+        if let applied = try position(of: bus), applied.log == log, applied.sequence >= trimmedThrough,
+            applied.sequence <= head
+        {
+            return applied.sequence
+        }
+        try await reset(bus: bus, to: BusPosition(log: log, sequence: head))
+        return head
+    }
+}
+
+/// Where remote changes of one collection are applied, without the collection's model type.
+struct RemoteTarget {
+    let store: Store
+    let collection: String
+    let database: Database
+
+    /// Removes the records of `keys`, or marks them expired (see ``Replication/apply(_:through:bus:)``),
+    /// keeping the collection's capacity bookkeeping, and tells the fetches under way.
+    func invalidate(_ keys: [[UInt8]], in txn: borrowing WriteTransaction, result: inout ApplyResult) throws {
+        let state = store.existingState(of: collection)
+        let now = store.options.now()
+        // Keep-as-expired only where this process serves stale records on a failed fetch.
+        let expireAs: Int64? = state.flatMap { state in
+            let onError = state.staleIfErrorWindow.load(ordering: .relaxed)
+            let revalidate = state.revalidateWindow.load(ordering: .relaxed)
+            return onError > revalidate ? now - revalidate : nil
+        }
+        let tracker = try BoundTracker.open(collection, keyKind: .custom, database: database, store: store, txn: txn)
+        for key in keys where !key.isEmpty && key.count <= store.environment.maxKeySize {
+            if let expireAs, try markExpired(key, at: expireAs, in: txn) {
+                result.markedExpired += 1
+                continue
+            }
+            if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
+            if try txn.delete(key, in: database) { result.removed += 1 }
+        }
+        try tracker?.finish(in: txn)
+        store.replicationState.invalidations.noteRemoved(collection: collection, keys: keys)
+    }
+
+    /// Rewrites the record under `key` with the expiry `at` (or its own, if earlier); `false` when
+    /// there is no readable record to keep (a damaged one is then removed by the caller).
+    private func markExpired(_ key: [UInt8], at expiry: Int64, in txn: borrowing WriteTransaction) throws -> Bool {
+        let rewritten = try txn.withValue(forKey: key, in: database) { record -> [UInt8]? in
+            guard let (header, payload) = try? RecordHeader.parse(record) else { return nil }
+            if let expiresAt = header.expiresAt, expiresAt <= expiry { return [] }
+            let marked = RecordHeader(version: header.version, writtenAt: header.writtenAt, expiresAt: expiry)
+            return [UInt8](unsafeUninitializedCapacity: record.count) { buffer, count in
+                marked.write(payload: payload, into: UnsafeMutableRawBufferPointer(buffer))
+                count = record.count
+            }
+        }
+        guard let rewritten = rewritten ?? nil else { return false }
+        if !rewritten.isEmpty { try txn.put(rewritten, forKey: key, in: database) }
+        return true
+    }
+}

@@ -1,0 +1,84 @@
+#if canImport(FoundationEssentials)
+internal import FoundationEssentials
+#else
+internal import Foundation
+#endif
+internal import Synchronization
+
+/// The outbox's keys: the collection's name (its UTF-8 length as two bytes big-endian, then its
+/// UTF-8), then the record's key; so the entries of one collection are together.
+enum OutboxKey {
+    static func make(collection: String, key: some Collection<UInt8>) -> [UInt8] {
+        let name = Array(collection.utf8)
+        return [UInt8(truncatingIfNeeded: name.count >> 8), UInt8(truncatingIfNeeded: name.count)] + name + key
+    }
+
+    static func parse(_ bytes: UnsafeRawBufferPointer) -> (collection: String, key: [UInt8])? {
+        guard bytes.count >= 2 else { return nil }
+        let length = Int(bytes[0]) << 8 | Int(bytes[1])
+        guard bytes.count > 2 + length,
+            let name = String(validating: bytes[2..<(2 + length)], as: UTF8.self)
+        else { return nil }
+        return (name, Array(bytes[(2 + length)...]))
+    }
+}
+
+/// What a store keeps in memory for replication.
+final class ReplicationState: Sendable {
+    /// The store's identity, once read or made.
+    let identity = Mutex<UUID?>(nil)
+    /// ``Replication/staleBefore``, 0 for never; read by every get of a record, so an atomic.
+    let staleBefore = Atomic<Int64>(0)
+    /// Tells the bus's publisher that the outbox has entries.
+    let outboxSignal = Signal()
+    /// Invalidations that fetches under way must not overwrite.
+    let invalidations = InvalidationGuard()
+    let discardedFills = Atomic<Int>(0)
+    let resets = Atomic<Int>(0)
+}
+
+/// A wake-up for one waiter: ``notify()`` before ``wait()`` makes it return at once; many
+/// notifications before a wait count as one.
+final class Signal: Sendable {
+    private struct State {
+        var pending = true
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    func notify() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter else {
+                state.pending = true
+                return nil
+            }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                    if state.pending || Task.isCancelled {
+                        state.pending = false
+                        return continuation
+                    }
+                    // One waiter: a second replaces the first, which returns.
+                    let previous = state.waiter
+                    state.waiter = continuation
+                    return previous
+                }
+                resumeNow?.resume()
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+    }
+}

@@ -1,0 +1,61 @@
+#if Postgres
+internal import Logging
+internal import Synchronization
+
+final class SharedState: Sendable {
+    let state = Mutex(BusState())
+}
+
+/// What the bus knows of itself, under its lock.
+struct BusState {
+    var connected = false
+    var applied: Int64 = 0
+    var reconnects = 0
+    var skippedRows = 0
+    var lastError: String?
+    var lastPoolError: String?
+}
+
+/// Passes log messages on, keeping the `psql_error` of those that carry one.
+struct CausesOfFailure: LogHandler {
+    var inner: any LogHandler
+    let keep: @Sendable (String) -> Void
+
+    func log(event: LogEvent) {
+        if let cause = event.metadata?["psql_error"] ?? inner.metadata["psql_error"] { keep("\(cause)") }
+        inner.log(event: event)
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { inner[metadataKey: key] }
+        set { inner[metadataKey: key] = newValue }
+    }
+    var metadata: Logger.Metadata {
+        get { inner.metadata }
+        set { inner.metadata = newValue }
+    }
+    var logLevel: Logger.Level {
+        get { inner.logLevel }
+        set { inner.logLevel = newValue }
+    }
+}
+
+/// An error of the bus's own.
+public enum PostgresBusError: Error, CustomStringConvertible, Sendable {
+    /// The database holds the bus's tables in a newer version than this code knows.
+    case newerSchema(found: Int, supported: Int)
+
+    /// The error in one sentence.
+    public var description: String {
+        switch self {
+        case .newerSchema(let found, let supported):
+            "the database holds Hoard's bus tables in version \(found); this code knows version \(supported) and older. Nothing was changed"
+        }
+    }
+}
+
+extension Duration {
+    /// Whole and fractional seconds, for SQL intervals.
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+#endif

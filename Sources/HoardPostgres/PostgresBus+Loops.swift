@@ -1,0 +1,302 @@
+#if Postgres
+internal import Foundation
+internal import Hoard
+internal import Logging
+internal import PostgresNIO
+internal import Synchronization
+
+// What PostgresBus.run() runs: the loops, and the steps they take with PostgreSQL.
+
+extension PostgresBus {
+    // MARK: - The loops
+
+    /// Holds a connection that LISTENs; every notification wakes the applier (or the waiters for
+    /// replicas), and every new connection wakes the applier too: what was sent while nobody listened
+    /// is in the log. postgres-nio's listen ends with an error when its connection closes; this
+    /// loop then connects again, after a backoff that doubles up to its longest.
+    func keepListening() async {
+        var delay = configuration.backoff.first
+        var everConnected = false
+        while !Task.isCancelled {
+            // postgres-nio's pool retries a connection that fails and keeps the lease waiting, so the
+            // failure is reported from here after the connect timeout, with the cause the pool logged.
+            let timeout = configuration.postgres.options.connectTimeout
+            let watchdog = Task {
+                try await Task.sleep(for: timeout)
+                let cause = self.shared.state.withLock { $0.lastPoolError } ?? "no answer"
+                self.connectionChanged(
+                    up: false, error: "no connection to PostgreSQL within \(timeout): \(cause)")
+                self.logger.warning(
+                    "PostgresBus: cannot connect to PostgreSQL; reads go on from the store",
+                    metadata: ["error": "\(cause)"])
+            }
+            do {
+                try await client.withConnection { connection in
+                    watchdog.cancel()
+                    try await connection.listen(on: BusSchema.channel) { notifications in
+                        // Bounded: a cancellation while these wait for a second connection must
+                        // still let this closure end and give its connection back to the pool.
+                        try await withTimeout(self.configuration.operationTimeout, "migrating") {
+                            try await BusSchema.migrate(self.client, logger: self.logger)
+                            try await self.register()
+                        }
+                        self.connectionChanged(up: true, reconnect: everConnected)
+                        everConnected = true
+                        delay = self.configuration.backoff.first
+                        self.changesSignal.signal()
+                        // The sequence does not end when the task is cancelled; closing the
+                        // connection ends it (and the pool, which waits for its connections, can stop).
+                        try await withTaskCancellationHandler {
+                            for try await notification in notifications {
+                                if notification.payload == "a" {
+                                    self.appliedSignal.signal()
+                                } else {
+                                    self.changesSignal.signal()
+                                }
+                            }
+                        } onCancel: {
+                            let closing: EventLoopFuture<Void> = connection.close()
+                            _ = closing
+                        }
+                    }
+                }
+                connectionChanged(up: false, error: "the listening connection ended")
+            } catch is CancellationError {
+                watchdog.cancel()
+                break
+            } catch {
+                watchdog.cancel()
+                if Task.isCancelled { break }
+                connectionChanged(up: false, error: "\(String(reflecting: error))")
+                logger.warning(
+                    "PostgresBus: the listening connection failed; reads go on from the store",
+                    metadata: ["error": "\(String(reflecting: error))", "retryIn": "\(delay)"])
+            }
+            try? await Task.sleep(for: delay)
+            delay = min(delay * 2, configuration.backoff.longest)
+        }
+        connectionChanged(up: false, error: nil)
+    }
+
+    /// Applies the log's changes whenever woken.
+    func keepApplying() async {
+        while !Task.isCancelled {
+            let generation = changesSignal.generation
+            do {
+                try await withTimeout(configuration.operationTimeout, "catching up") { try await self.catchUp() }
+            } catch is CancellationError {
+                break
+            } catch {
+                if Task.isCancelled { break }
+                logger.debug("PostgresBus: catch-up failed", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            await changesSignal.wait(after: generation, until: .now + configuration.heartbeat)
+        }
+    }
+
+    /// Publishes the outbox whenever the store records an announcement.
+    func keepPublishing() async {
+        var delay = configuration.backoff.first
+        while !Task.isCancelled {
+            await store.replication.announcementsAvailable()
+            while !Task.isCancelled {
+                do {
+                    _ = try await flush()
+                    delay = configuration.backoff.first
+                    break
+                } catch {
+                    if Task.isCancelled { return }
+                    logger.debug(
+                        "PostgresBus: publishing failed; the outbox keeps the keys",
+                        metadata: ["error": "\(String(reflecting: error))"])
+                    try? await Task.sleep(for: delay)
+                    delay = min(delay * 2, configuration.backoff.longest)
+                }
+            }
+        }
+    }
+
+    /// Reports the heartbeat, publishes the gauges, and trims the log now and then.
+    func keepBeating() async {
+        var beats = 0
+        while !Task.isCancelled {
+            beats += 1
+            do {
+                let identity = try store.replication.identity()
+                let trimming = beats % 15 == 1
+                try await withTimeout(configuration.operationTimeout, "the heartbeat") {
+                    try await self.client.query(
+                        "UPDATE hoard_replicas SET heartbeat_at = now() WHERE store_id = \(identity)",
+                        logger: self.logger)
+                    if trimming { try await self.trim() }
+                }
+            } catch {
+                logger.debug("PostgresBus: heartbeat failed", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            metrics.outboxDepth.record((try? store.replication.pendingCount()) ?? 0)
+            changesSignal.signal()
+            try? await Task.sleep(for: configuration.heartbeat)
+        }
+    }
+
+    // MARK: - The steps
+
+    /// Records this replica in `hoard_replicas` (or refreshes its row).
+    func register() async throws {
+        let identity = try store.replication.identity()
+        try await client.query(
+            """
+            INSERT INTO hoard_replicas (store_id, name) VALUES (\(identity), \(configuration.replicaName))
+            ON CONFLICT (store_id) DO UPDATE SET name = EXCLUDED.name, heartbeat_at = now()
+            """, logger: logger)
+    }
+
+    /// Applies every change after the store's position, resetting the store first when the log
+    /// cannot bring it up to date exactly (recreated, or trimmed past its position).
+    func catchUp() async throws {
+        let replication = store.replication
+        let rows = try await client.query(
+            """
+            SELECT log_id, trimmed_through,
+                greatest(trimmed_through, coalesce((SELECT max(id) FROM hoard_changes), 0))
+            FROM hoard_bus
+            """, logger: logger)
+        var found: (UUID, Int64, Int64)?
+        for try await row in rows.decode((UUID, Int64, Int64).self) { found = row }
+        guard let (logID, trimmed, head) = found else { return }
+        let log = logID.uuidString
+        let resetsBefore = replication.resets
+        var after = try await replication.startFollowing(
+            bus: configuration.name, log: log, trimmedThrough: trimmed, head: head)
+        if replication.resets > resetsBefore {
+            metrics.resets.increment()
+            logger.notice(
+                "PostgresBus: the store could not catch up exactly (new log, or trimmed past its position); records written before now are served only stale",
+                metadata: ["log": "\(log)", "position": "\(after)"])
+        }
+        while !Task.isCancelled {
+            let batch = try await client.query(
+                """
+                SELECT id, origin, collection, keys FROM hoard_changes
+                WHERE id > \(after) ORDER BY id LIMIT \(configuration.batchSize)
+                """, logger: logger)
+            var changes: [RemoteChange] = []
+            var last = after
+            var count = 0
+            for try await row in batch {
+                count += 1
+                let cells = row.makeRandomAccess()
+                guard let id = try? cells[0].decode(Int64.self) else { continue }
+                last = id
+                do {
+                    let origin = try cells[1].decode(UUID?.self)
+                    let collection = try cells[2].decode(String.self)
+                    let keys = try cells[3].decode([ByteBuffer].self)
+                    changes.append(
+                        RemoteChange(
+                            origin: origin, collection: collection, keys: keys.map { Array($0.readableBytesView) }))
+                } catch {
+                    shared.state.withLock { $0.skippedRows += 1 }
+                    metrics.skippedRows.increment()
+                    logger.error(
+                        "PostgresBus: skipped a change row that does not decode",
+                        metadata: ["id": "\(id)", "error": "\(String(reflecting: error))"])
+                }
+            }
+            guard count > 0 else { break }
+            let result = try await replication.apply(
+                changes, through: BusPosition(log: log, sequence: last), bus: configuration.name)
+            if result.unknownSkipped > 0 {
+                metrics.skippedRows.increment(by: result.unknownSkipped)
+                logger.warning(
+                    "PostgresBus: skipped changes of collections this store does not have",
+                    metadata: ["count": "\(result.unknownSkipped)", "through": "\(last)"])
+            }
+            after = last
+            try await reportApplied(after)
+            if count < configuration.batchSize { break }
+        }
+        if shared.state.withLock({ $0.applied }) < after { try await reportApplied(after) }
+        let lag = try await client.query(
+            """
+            SELECT coalesce((SELECT max(id) FROM hoard_changes), 0) - \(after),
+                coalesce(extract(epoch FROM now() - (SELECT min(created_at) FROM hoard_changes WHERE id > \(after))), 0)::float8
+            """, logger: logger)
+        for try await (changes, seconds) in lag.decode((Int64, Double).self) {
+            metrics.lagChanges.record(max(0, changes))
+            metrics.lagSeconds.record(seconds)
+        }
+    }
+
+    /// Tells the others that this replica has applied through `sequence`.
+    func reportApplied(_ sequence: Int64) async throws {
+        try await client.query(
+            """
+            WITH updated AS (
+                UPDATE hoard_replicas SET applied = greatest(applied, \(sequence)), applied_at = now(), heartbeat_at = now()
+                WHERE store_id = \(try store.replication.identity()) RETURNING 1)
+            SELECT pg_notify('\(unescaped: BusSchema.channel)', 'a') FROM updated
+            """, logger: logger)
+        shared.state.withLock { $0.applied = max($0.applied, sequence) }
+        metrics.applied.record(sequence)
+    }
+
+    /// Publishes the outbox in one PostgreSQL transaction per batch (one row per collection), then
+    /// removes what was published from it; returns the log's last sequence number.
+    func publishOutbox() async throws -> Int64 {
+        let replication = store.replication
+        var last: Int64 = 0
+        while true {
+            let pending = try replication.pendingAnnouncements(limit: configuration.batchSize)
+            if pending.isEmpty { break }
+            let changes = pending.changes
+            last = try await client.withTransaction(logger: logger) { connection in
+                var last: Int64 = 0
+                for change in changes {
+                    let keys = change.keys.map { ByteBuffer(bytes: $0) }
+                    let rows = try await connection.query(
+                        "SELECT hoard_publish(\(change.origin), \(change.collection), \(keys))", logger: self.logger)
+                    for try await (id) in rows.decode(Int64.self) { last = id }
+                }
+                return last
+            }
+            try await replication.acknowledge(pending)
+            metrics.published.increment(by: pending.count)
+        }
+        if last == 0 {
+            let rows = try await client.query("SELECT coalesce((SELECT max(id) FROM hoard_changes), 0)", logger: logger)
+            for try await (head) in rows.decode(Int64.self) { last = head }
+        }
+        metrics.outboxDepth.record(try replication.pendingCount())
+        return last
+    }
+
+    /// Deletes the changes every live replica has applied, and those past the retention, and
+    /// records how far the log is trimmed (a replica behind that point resets).
+    func trim() async throws {
+        try await client.query(
+            """
+            WITH floor AS (
+                SELECT min(applied) AS applied FROM hoard_replicas
+                WHERE heartbeat_at > now() - make_interval(secs => \(configuration.liveness.seconds))),
+            deleted AS (
+                DELETE FROM hoard_changes
+                WHERE id <= coalesce((SELECT applied FROM floor), 0)
+                    OR created_at < now() - make_interval(secs => \(configuration.retention.seconds))
+                RETURNING id)
+            UPDATE hoard_bus SET trimmed_through = greatest(trimmed_through, (SELECT max(id) FROM deleted))
+            WHERE EXISTS (SELECT 1 FROM deleted)
+            """, logger: logger)
+    }
+
+    func connectionChanged(up: Bool, reconnect: Bool = false, error: String? = nil) {
+        shared.state.withLock { state in
+            state.connected = up
+            if up { state.lastError = nil } else if let error { state.lastError = error }
+            if up && reconnect { state.reconnects += 1 }
+        }
+        metrics.connected.record(up ? 1 : 0)
+        if up && reconnect { metrics.reconnects.increment() }
+    }
+}
+#endif
