@@ -131,7 +131,7 @@ extension HoardCollection {
             case .at(let time): time.storedMilliseconds
             case .after(let duration): now.addingSaturating(duration.storedMilliseconds)
             }
-        return RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
+        return RecordHeader(version: currentVersion, writtenAt: store.writeStamp(now), expiresAt: expiresAt)
     }
 
     /// Stores one model of a batch through its generated code, or the ordinary way when that declines.

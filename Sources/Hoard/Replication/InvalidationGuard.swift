@@ -21,6 +21,8 @@ final class InvalidationGuard: Sendable {
         /// last invalidation of each.
         var removed: [String: [[UInt8]: UInt64]] = [:]
         var noted = 0
+        /// The number of the last reset noted while fetches were under way: it voids every ticket before it.
+        var reset: UInt64 = 0
     }
 
     private let state = Mutex(State())
@@ -74,9 +76,21 @@ final class InvalidationGuard: Sendable {
         }
     }
 
-    /// Whether `key` of `collection` was invalidated after the fetch with `ticket` began (inside the fill's write transaction).
+    /// Notes a reset (inside its write transaction): a fetch under way may have read the upstream
+    /// before a change the store missed, so no fetch that began before the reset stores its result.
+    func noteReset() {
+        guard enabled.load(ordering: .relaxed) else { return }
+        state.withLock { state in
+            guard !state.active.isEmpty else { return }
+            state.epoch += 1
+            state.reset = state.epoch
+        }
+    }
+
+    /// Whether `key` of `collection` was invalidated (or the store reset) after the fetch with `ticket` began (inside the fill's write transaction).
     func wasRemoved(collection: String, key: [UInt8], after ticket: UInt64) -> Bool {
         state.withLock { state in
+            if state.reset > ticket { return true }
             guard let epoch = state.removed[collection]?[key] else { return false }
             return epoch > ticket
         }

@@ -112,8 +112,10 @@ extension Replication {
             try txn.put(Store.encodeMilliseconds(kept), forKey: Array(Store.MetaKey.staleBefore.utf8), in: meta)
             try txn.put(position.stored, forKey: positionKey, in: meta)
             // In memory before the commit: no read after it may serve an older record as fresh
-            // (should the commit fail, records are only treated as stale a little early).
+            // (should the commit fail, records are only treated as stale a little early), and
+            // every write stamped from here on is stamped at or after the reset (Store.writeStamp).
             state.staleBefore.max(kept, ordering: .relaxed)
+            state.invalidations.noteReset()
         }
         state.resets.add(1, ordering: .relaxed)
         store.metrics.resets.increment()

@@ -133,6 +133,14 @@ extension Store {
         return bytes.reduce(Int64(0)) { $0 << 8 | Int64($1) }
     }
 
+    /// The `writtenAt` of a record written at `now`: never before the last reset, so that a record
+    /// written after a reset in the reset's millisecond (or under a clock that stands still) is
+    /// not taken for one written before it.
+    @inline(__always)
+    func writeStamp(_ now: Int64) -> Int64 {
+        max(now, replicationState.staleBefore.load(ordering: .relaxed))
+    }
+
     /// When a record stops being served as fresh: its expiry, or the moment of the last reset for
     /// a record written before it (`nil`: never).
     @inline(__always)

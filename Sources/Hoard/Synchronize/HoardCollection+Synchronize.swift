@@ -117,7 +117,7 @@ extension HoardCollection {
             if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
             try txn.delete(key, in: database)
         }
-        let header = RecordHeader(version: currentVersion, writtenAt: now, expiresAt: expiresAt)
+        let header = RecordHeader(version: currentVersion, writtenAt: store.writeStamp(now), expiresAt: expiresAt)
         try incoming.payloadBytes.withUnsafeBytes { payloads in
             try incoming.keyBytes.withUnsafeBytes { keys in
                 for index in merged.puts {
