@@ -14,11 +14,21 @@ internal import PostgresNIO
 enum BusSchema {
     /// The version of the tables and functions this code makes; a database holding a newer one is refused.
     static let version = 1
-    /// The channel every notification goes to; the payload says which: `c` changes, `a` applied.
+    /// The channel every notification goes to; the payload says which: `c` changes (followed by
+    /// the origin store's UUID, when a store published them), `a` applied.
     static let channel = "hoard_bus"
     /// The advisory lock keys: one serializes appends, one migrations ('HOARDAPP', 'HOARDMIG' as numbers).
     static let appendLock: Int64 = 0x484F_4152_4441_5050
     static let migrationLock: Int64 = 0x484F_4152_444D_4947
+
+    /// One row: how many changes after `applied` a replica `store` has to apply (those of others),
+    /// and how long the oldest has waited in seconds; the arguments are SQL expressions.
+    static func lag(_ applied: String, _ store: String) -> String {
+        """
+        SELECT count(*) AS changes, coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS seconds
+        FROM hoard_changes c WHERE c.id > \(applied) AND c.origin IS DISTINCT FROM \(store)
+        """
+    }
 
     static let statements: [String] = [
         """
@@ -54,7 +64,7 @@ enum BusSchema {
             PERFORM pg_advisory_xact_lock(\(appendLock));
             new_id := nextval('hoard_change_ids');
             INSERT INTO hoard_changes (id, origin, collection, keys) VALUES (new_id, p_origin, p_collection, p_keys);
-            PERFORM pg_notify('\(channel)', 'c');
+            PERFORM pg_notify('\(channel)', 'c' || coalesce(p_origin::text, ''));
             RETURN new_id;
         END $$
         """,

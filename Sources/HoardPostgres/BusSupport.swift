@@ -9,7 +9,10 @@ final class SharedState: Sendable {
 /// What the bus knows of itself, under its lock.
 struct BusState {
     var connected = false
+    /// The log's sequence number the store has applied through.
     var applied: Int64 = 0
+    /// The one PostgreSQL was last told of.
+    var reported: Int64 = 0
     var reconnects = 0
     var skippedRows = 0
     var lastError: String?

@@ -80,6 +80,8 @@ public final class PostgresBus: Service, Sendable {
     let changesSignal = Wakeup()
     /// Wakes those waiting for replicas to apply: a notification that one did.
     let appliedSignal = Wakeup()
+    /// Wakes the reporter: the store applied more of the log, or a heartbeat.
+    let reportSignal = Wakeup()
     /// Serializes publishing (the publisher loop and ``flush()``).
     let publishing = SerialQueue()
 
@@ -99,7 +101,14 @@ public final class PostgresBus: Service, Sendable {
         poolLogger.handler = CausesOfFailure(inner: logger.handler) { cause in
             shared.state.withLock { $0.lastPoolError = cause }
         }
-        client = PostgresClient(configuration: configuration.postgres, backgroundLogger: poolLogger)
+        // The bus's statements are small; compiling them (PostgreSQL's JIT, which a planner's guess
+        // on unanalyzed tables can trigger) cost 5 to 10 ms each when measured. Off for its
+        // sessions, unless the configuration says otherwise.
+        var postgres = configuration.postgres
+        if !postgres.options.additionalStartupParameters.contains(where: { $0.0 == "jit" }) {
+            postgres.options.additionalStartupParameters.append(("jit", "off"))
+        }
+        client = PostgresClient(configuration: postgres, backgroundLogger: poolLogger)
     }
 
     /// What the bus knows of itself now.
@@ -137,6 +146,7 @@ public final class PostgresBus: Service, Sendable {
             group.addTask { await self.client.run() }
             group.addTask { await self.keepListening() }
             group.addTask { await self.keepApplying() }
+            group.addTask { await self.keepReporting() }
             group.addTask { await self.keepPublishing() }
             group.addTask { await self.keepBeating() }
             await withGracefulShutdownHandler {
@@ -184,6 +194,8 @@ public final class PostgresBus: Service, Sendable {
     /// - Throws: `CancellationError`, or postgres-nio's `PSQLError` when PostgreSQL cannot be reached.
     public func waitUntilApplied(through sequence: Int64, timeout: Duration) async throws -> Bool {
         let deadline = ContinuousClock.now + timeout
+        // This replica too: its own changes do not wake its applier.
+        changesSignal.signal()
         // PostgreSQL away: the pool would keep the query waiting; the deadline ends the wait.
         while true {
             let waiting = appliedSignal.generation
@@ -222,9 +234,10 @@ public final class PostgresBus: Service, Sendable {
         public var name: String
         /// The sequence number it applied through.
         public var applied: Int64
-        /// How many changes of the log it has not applied.
+        /// How many changes of the others it has not applied (its own need no applying: a replica
+        /// passes them when it next applies a change of another, or at its heartbeat).
         public var lagChanges: Int64
-        /// How long the oldest change it has not applied has waited, in seconds (0 when none).
+        /// How long the oldest of them has waited, in seconds (0 when none).
         public var lagSeconds: Double
         /// Whether its heartbeat is recent (``Configuration/liveness``).
         public var live: Bool
@@ -236,11 +249,10 @@ public final class PostgresBus: Service, Sendable {
     public func replicas() async throws -> [Replica] {
         let rows = try await client.query(
             """
-            SELECT r.store_id, r.name, r.applied,
-                greatest(0, coalesce((SELECT max(id) FROM hoard_changes), 0) - r.applied),
-                coalesce(extract(epoch FROM now() - (SELECT min(created_at) FROM hoard_changes c WHERE c.id > r.applied)), 0)::float8,
+            SELECT r.store_id, r.name, r.applied, l.changes, l.seconds,
                 r.heartbeat_at > now() - make_interval(secs => \(configuration.liveness.seconds))
-            FROM hoard_replicas r ORDER BY r.name, r.store_id
+            FROM hoard_replicas r CROSS JOIN LATERAL (\(unescaped: BusSchema.lag("r.applied", "r.store_id"))) l
+            ORDER BY r.name, r.store_id
             """, logger: logger)
         var replicas: [Replica] = []
         for try await (store, name, applied, lag, seconds, live) in rows.decode(
