@@ -5,9 +5,10 @@
 //                record's write time) against a get on a store that never did; an async
 //                invalidate of one key against an async delete of one key (durability .cache)
 //   propagation  R replicas in this process, each with its own store and PostgresBus on one
-//                database; replica 0 invalidates one key at a time at a fixed rate, and the time
-//                from the call to the record gone on each other replica is taken by a watcher that
-//                looks every --poll-us microseconds (the figures' resolution)
+//                database; the first --writers replicas take turns to invalidate one key at a
+//                fixed rate (each call sent on schedule, not after the previous one returned), and
+//                the time from the call to the record gone on every other replica is taken by a
+//                watcher that looks every --poll-us microseconds (the figures' resolution)
 //
 //   publishing   64 tasks invalidate --publish keys one at a time; keys per second until all are
 //                published
@@ -18,7 +19,7 @@
 //                everywhere, a read through on 3 replicas (never older than the write), with
 //                background read-through of the same keys and fetches that take 0 to 50 ms
 //
-//   replica-bench [--replicas 2] [--rate 500] [--count 10000] [--poll-us 100] [--rounds 5] [--publish 50000] [--catchup 100000] [--cycles 0]
+//   replica-bench [--replicas 2] [--writers 1] [--rate 500] [--count 10000] [--poll-us 100] [--rounds 5] [--publish 50000] [--catchup 100000] [--cycles 0]
 import BenchModels
 import BenchSupport
 import Foundation
@@ -29,6 +30,7 @@ import PostgresNIO
 import Synchronization
 
 let replicaCount = option("replicas", default: 2)
+let writers = option("writers", default: 1)
 let rate = option("rate", default: 500)
 let count = option("count", default: 10_000)
 let pollMicros = option("poll-us", default: 100)
@@ -123,6 +125,11 @@ final class SendTimes: Sendable {
     init(count: Int) { times = Mutex(Array(repeating: 0, count: count)) }
 }
 
+/// Invalidations that threw.
+final class FailureCount: Sendable {
+    let count = Atomic<Int>(0)
+}
+
 /// Whether the consistency run's background readers should stop.
 final class StopFlag: Sendable {
     let stopped = Atomic<Bool>(false)
@@ -151,31 +158,38 @@ func propagation() async throws -> String {
         while Store.systemClock() < resetAt { await Task.yield() }
         try await replica.members.put((0..<count).map { sample($0) })
     }
+    // Invalidation `id` is made on replica `id % writers`, and watched on every other replica.
+    let writing = max(1, min(writers, replicaCount))
     let sent = SendTimes(count: count)
-    let watchers = replicas.dropFirst().map { replica in
+    let watchers = replicas.enumerated().map { index, replica in
         Task { () -> [Double] in
             var latencies: [Double] = []
-            var next = 0
-            while next < count {
-                let sentAt = sent.times.withLock { $0[next] }
-                if sentAt != 0, try !replica.members.contains(Int64(next)) {
-                    latencies.append(Double(now() - sentAt) / 1e6)
-                    next += 1
-                    continue
+            for id in 0..<count where id % writing != index {
+                while true {
+                    let sentAt = sent.times.withLock { $0[id] }
+                    if sentAt != 0, try !replica.members.contains(Int64(id)) { break }
+                    try await Task.sleep(for: .microseconds(pollMicros))
                 }
-                try await Task.sleep(for: .microseconds(pollMicros))
+                latencies.append(Double(now() - sent.times.withLock { $0[id] }) / 1e6)
             }
             return latencies
         }
     }
+    // Sent on schedule without waiting for each commit (a service's requests do not queue behind
+    // each other's), so that group commit gathers those that overlap.
     let interval = 1e9 / Double(rate)
     let start = now()
-    let writer = replicas[0].members
-    for id in 0..<count {
-        let due = start + UInt64(Double(id) * interval)
-        while now() < due { try await Task.sleep(for: .nanoseconds(Int(due - now()))) }
-        sent.times.withLock { $0[id] = now() }
-        try await writer.invalidate(Int64(id))
+    let failures = FailureCount()
+    await withTaskGroup(of: Void.self) { group in
+        for id in 0..<count {
+            let due = start + UInt64(Double(id) * interval)
+            while now() < due { try? await Task.sleep(for: .nanoseconds(Int(due - now()))) }
+            sent.times.withLock { $0[id] = now() }
+            let writer = replicas[id % writing].members
+            group.addTask {
+                do { try await writer.invalidate(Int64(id)) } catch { failures.count.add(1, ordering: .relaxed) }
+            }
+        }
     }
     let sendSeconds = Double(now() - start) / 1e9
     var lines: [String] = []
@@ -184,14 +198,14 @@ func propagation() async throws -> String {
         let latencies = try await watcher.value.sorted()
         all += latencies
         lines.append(
-            "replica \(index + 1): p50 \(format(percentile(latencies, 0.5), 2)) ms, p99 \(format(percentile(latencies, 0.99), 2)) ms, max \(format(latencies.last ?? .nan, 2)) ms"
+            "replica \(index): \(latencies.count) watched, p50 \(format(percentile(latencies, 0.5), 2)) ms, p99 \(format(percentile(latencies, 0.99), 2)) ms, max \(format(latencies.last ?? .nan, 2)) ms"
         )
     }
     all.sort()
-    let lag = try await replicas[0].bus.replicas().map(\.lagChanges).max() ?? -1
+    let lags = try await replicas[0].bus.replicas().map(\.lagChanges)
     return """
-        propagation, \(replicaCount) replicas, \(count) invalidations at \(rate)/s (sent in \(format(sendSeconds, 2)) s; poll \(pollMicros) µs)
-        all: p50 \(format(percentile(all, 0.5), 2)) ms, p99 \(format(percentile(all, 0.99), 2)) ms, max \(format(all.last ?? .nan, 2)) ms; largest lag at the end \(lag) changes
+        propagation, \(replicaCount) replicas (\(writing) writing), \(count) invalidations at \(rate)/s (sent in \(format(sendSeconds, 2)) s, \(failures.count.load(ordering: .relaxed)) failed; poll \(pollMicros) µs)
+        all: p50 \(format(percentile(all, 0.5), 2)) ms, p99 \(format(percentile(all, 0.99), 2)) ms, max \(format(all.last ?? .nan, 2)) ms; lag at the end (changes): \(lags.map(String.init).joined(separator: " "))
         \(lines.joined(separator: "\n"))
         """
 }
