@@ -248,6 +248,34 @@ import Testing
 
     // MARK: - The read-through race
 
+    /// A get that starts after an invalidation does not join a fetch that began before it (it would
+    /// receive the old value): it fetches anew. With the guard off, it joins and gets the old value.
+    @Test(arguments: [true, false])
+    func aGetAfterAnInvalidationDoesNotJoinAFetchFromBefore(guardOn: Bool) async throws {
+        try await Self.withReplicas { a, b, log in
+            b.replicationState.invalidations.enabled.store(guardOn, ordering: .relaxed)
+            let notesB = try b.collection(Note.self)
+            let busB = InMemoryBus(store: b, log: log)
+            try await busB.catchUp()
+            let before = FakeUpstream()  // closed: answers "v1" when released
+            let first = Task { try await notesB.get(9, orFetch: { try await before.fetchOne($0) }) }
+            try await eventually("the first fetch has started") { await before.calls.count == 1 }
+            try await a.collection(Note.self).invalidate(9)
+            try await InMemoryBus(store: a, log: log).publish()
+            try await busB.catchUp()
+            let after = FakeUpstream(open: true)
+            await after.set(text: "v2")
+            let second = Task { try await notesB.get(9, orFetch: { try await after.fetchOne($0) }) }
+            try await eventually("the second get has joined or fetched") {
+                let fetched = await after.calls.count
+                return notesB.statistics().coalesced == 1 || fetched == 1
+            }
+            await before.release()
+            #expect(try await first.value?.text == "v1")
+            #expect(try await second.value?.text == (guardOn ? "v2" : "v1"))
+        }
+    }
+
     /// A fetch that began before an invalidation of its key returns what it fetched to its caller
     /// but does not store it; with the guard off, the same sequence stores the stale value.
     @Test(arguments: [true, false])

@@ -65,7 +65,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         case .fetch:
             if isRememberedAbsent(key, now: now) { return nil }
             let flights = state.singleFlight(of: Model.self)
-            let joined = flights.join([key])
+            let joined = join(flights, [key])
             if joined.toFetch == nil { state.counters.add(.coalesced) }
             startFetch(joined, ids: [id], stale: found == nil ? [] : [key], fetch: Self.one(fetch))
             do {
@@ -121,7 +121,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
 
         state.counters.add(.misses, missing.count)
         let flights = state.singleFlight(of: Model.self)
-        let joined = flights.join(missing.map { keys[$0] })
+        let joined = join(flights, missing.map { keys[$0] })
         state.counters.add(.coalesced, missing.count - (joined.toFetch?.keys.count ?? 0))
         let idOfKey = Dictionary(missing.map { (keys[$0], ids[$0]) }, uniquingKeysWith: { first, _ in first })
         startFetch(
@@ -236,11 +236,20 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     func startRefresh(
         of keys: [[UInt8]], ids: [Model.ID], fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model]
     ) {
-        let joined = state.singleFlight(of: Model.self).join(keys, waiting: false, keepsRunning: true)
+        let joined = join(state.singleFlight(of: Model.self), keys, waiting: false)
         guard let toFetch = joined.toFetch else { return }
         state.counters.add(.refreshes)
         let idOfKey = Dictionary(zip(keys, ids), uniquingKeysWith: { first, _ in first })
         startFetch(joined, ids: toFetch.keys.compactMap { idOfKey[$0] }, stale: Set(keys), fetch: fetch, refresh: true)
+    }
+
+    /// Joins the flights of `keys`, except those whose fetch began before the key was invalidated:
+    /// a get that starts after an invalidation never receives a value fetched before it.
+    func join(_ flights: SingleFlight<Model>, _ keys: [[UInt8]], waiting: Bool = true) -> SingleFlight<Model>.Joined {
+        let invalidations = store.replicationState.invalidations
+        return flights.join(keys, waiting: waiting, keepsRunning: !waiting) { key, ticket in
+            invalidations.wasRemoved(collection: name, key: key, after: ticket)
+        }
     }
 
     /// Runs the fetch of the flights `joined` started (if it started any): calls `fetch` once
@@ -255,6 +264,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         // The race guard's ticket is taken before the upstream is called (InvalidationGuard.swift).
         let invalidations = store.replicationState.invalidations
         let ticket = invalidations.beginFetch()
+        flights.began(group, ticket: ticket)
         let task = Task { [self] in
             defer { invalidations.endFetch(ticket) }
             state.counters.add(.fetches)

@@ -26,6 +26,9 @@ final class SingleFlight<Model: Sendable>: Sendable {
     struct Group {
         var flights: [Int]
         var task: Task<Void, Never>?
+        /// The race guard's ticket of the fetch (InvalidationGuard.swift), once it is about to call
+        /// the upstream: a key invalidated after it is not joined, since its result may predate the change.
+        var ticket: UInt64?
         /// A background refresh: it runs to its end whoever waits.
         var keepsRunning: Bool
     }
@@ -60,10 +63,14 @@ final class SingleFlight<Model: Sendable>: Sendable {
         var toFetch: (group: Int, keys: [Key])?
     }
 
-    /// Joins the flight of each key, starting flights (one group) for the keys that have none.
-    /// With `waiting: false` (a background refresh), no ticket is taken and only keys without a
-    /// flight are fetched.
-    func join(_ keys: [Key], waiting: Bool = true, keepsRunning: Bool = false) -> Joined {
+    /// Joins the flight of each key, starting flights (one group) for the keys that have none, or
+    /// whose flight's fetch began before the key was `invalidated(key, ticket)` (that flight goes
+    /// on for the waiters it has). With `waiting: false` (a background refresh), no ticket is
+    /// taken and only keys without a flight are fetched.
+    func join(
+        _ keys: [Key], waiting: Bool = true, keepsRunning: Bool = false,
+        invalidated: (Key, UInt64) -> Bool
+    ) -> Joined {
         state.withLock { state in
             var tickets: [Ticket] = []
             var newKeys: [Key] = []
@@ -71,7 +78,10 @@ final class SingleFlight<Model: Sendable>: Sendable {
             let group = state.number()
             for key in keys {
                 let flight: Int
-                if let existing = state.flightOfKey[key] {
+                if let existing = state.flightOfKey[key],
+                    !(state.flights[existing].flatMap { state.groups[$0.group]?.ticket }.map { invalidated(key, $0) }
+                        ?? false)
+                {
                     flight = existing
                 } else {
                     flight = state.number()
@@ -94,6 +104,11 @@ final class SingleFlight<Model: Sendable>: Sendable {
 
     /// How many groups (calls of a fetcher) are under way.
     var groupsInFlight: Int { state.withLock { $0.groups.count } }
+
+    /// Records the race guard's ticket of `group`'s fetch, before it calls the upstream.
+    func began(_ group: Int, ticket: UInt64) {
+        state.withLock { $0.groups[group]?.ticket = ticket }
+    }
 
     /// Gives `group` the task that fetches for it (to cancel it when nobody waits any more).
     func attach(_ task: Task<Void, Never>, to group: Int) {
