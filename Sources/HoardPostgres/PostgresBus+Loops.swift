@@ -153,7 +153,10 @@ extension PostgresBus {
                 let trimming = beats % 15 == 1
                 try await withTimeout(configuration.operationTimeout, "the heartbeat") {
                     try await self.client.query(
-                        "UPDATE hoard_replicas SET heartbeat_at = now() WHERE store_id = \(identity)",
+                        """
+                        UPDATE hoard_replicas SET heartbeat_at = now()
+                        WHERE store_id = \(identity) AND heartbeat_at > '-infinity'
+                        """,
                         logger: self.logger)
                     try await self.measureLag()
                     if trimming { try await self.trim() }
@@ -178,6 +181,22 @@ extension PostgresBus {
             INSERT INTO hoard_replicas (store_id, name) VALUES (\(identity), \(configuration.replicaName))
             ON CONFLICT (store_id) DO UPDATE SET name = EXCLUDED.name, heartbeat_at = now()
             """, logger: logger)
+    }
+
+    /// Marks this replica as not live (a stop, not a failure): its row stays, with its position.
+    /// Tried again until it succeeds or the task is cancelled: the pool may first hand it the
+    /// listening connection, which is closing.
+    func leave() async throws {
+        let identity = try store.replication.identity()
+        while true {
+            do {
+                try await client.query(
+                    "UPDATE hoard_replicas SET heartbeat_at = '-infinity' WHERE store_id = \(identity)", logger: logger)
+                return
+            } catch {
+                try await Task.sleep(for: configuration.backoff.first)
+            }
+        }
     }
 
     /// Applies every change after the store's position, resetting the store first when the log
@@ -288,7 +307,7 @@ extension PostgresBus {
                 INSERT INTO hoard_replicas AS r (store_id, name, applied, applied_at)
                 VALUES (\(try store.replication.identity()), \(configuration.replicaName), \(sequence), now())
                 ON CONFLICT (store_id) DO UPDATE
-                SET applied = greatest(r.applied, EXCLUDED.applied), applied_at = now(), heartbeat_at = now()
+                SET applied = greatest(r.applied, EXCLUDED.applied), applied_at = now()
                 RETURNING 1)
             SELECT pg_notify('\(unescaped: BusSchema.channel)', 'a') FROM updated
             """, logger: logger)

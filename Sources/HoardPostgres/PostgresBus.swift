@@ -142,13 +142,15 @@ public final class PostgresBus: Service, Sendable {
     /// with backoff), reports a heartbeat and trims the log. Errors are logged and counted, never
     /// thrown: the application keeps serving from its store while PostgreSQL is away.
     public func run() async throws {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.client.run() }
-            group.addTask { await self.keepListening() }
-            group.addTask { await self.keepApplying() }
-            group.addTask { await self.keepReporting() }
-            group.addTask { await self.keepPublishing() }
-            group.addTask { await self.keepBeating() }
+        // The pool runs in a task that the cancellation of this one does not reach, so that it is
+        // still there to say that this replica leaves; it is cancelled after that.
+        let pool = Task { await self.client.run() }
+        await withTaskGroup(of: Void.self) { loops in
+            loops.addTask { await self.keepListening() }
+            loops.addTask { await self.keepApplying() }
+            loops.addTask { await self.keepReporting() }
+            loops.addTask { await self.keepPublishing() }
+            loops.addTask { await self.keepBeating() }
             await withGracefulShutdownHandler {
                 await withTaskCancellationHandler {
                     // Until cancelled: the loops end on cancellation.
@@ -159,8 +161,15 @@ public final class PostgresBus: Service, Sendable {
             } onGracefulShutdown: {
                 self.stopped.signal()
             }
-            group.cancelAll()
+            loops.cancelAll()
+            // Leaving: the others no longer wait for this replica (``waitUntilApplied(through:timeout:)``)
+            // nor keep the log for it; it registers again when it runs again. A heartbeat still under
+            // way does not bring it back (it updates only a replica that has not left).
+            try? await Task { try await withTimeout(.seconds(2), "leaving") { try await self.leave() } }.value
+            // Then the pool, which also ends what the loops still wait for.
+            pool.cancel()
         }
+        await pool.value
     }
 
     let stopped = Wakeup()

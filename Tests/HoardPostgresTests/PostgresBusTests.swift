@@ -192,8 +192,14 @@ final class Replica: Sendable {
         #expect(try a.replication(pending: 0))
         let replicas = try await a.bus.replicas()
         #expect(replicas.count == 2 && replicas.allSatisfy { $0.applied >= sequence && $0.lagChanges == 0 })
-        await a.stop()
+
+        // A replica that stops leaves: nobody waits for it (it would count as live for 30 s).
         await b.stop()
+        #expect(try await a.bus.replicas().filter(\.live).map(\.store) == [try a.store.replication.identity()])
+        try await a.users.invalidate(2)
+        let next = try await a.bus.flush()
+        #expect(try await a.bus.waitUntilApplied(through: next, timeout: .seconds(5)))
+        await a.stop()
     }
 
     @Test func aStoppedReplicaCatchesUpExactlyWhenItReturns() async throws {
