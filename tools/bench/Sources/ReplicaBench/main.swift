@@ -15,11 +15,12 @@
 //   catch-up     a replica's bus stopped while --catchup keys change, then started: the time until
 //                it has applied them all
 //
-//   consistency  --cycles N times: a write upstream, an invalidation, the wait until applied
-//                everywhere, a read through on 3 replicas (never older than the write), with
+//   consistency  --cycles N times, by --cycle-workers tasks on keys of their own: a write upstream,
+//                an invalidation on one of 3 replicas in turn, the wait until applied everywhere, a
+//                read through on the 3 replicas (never older than the write), with
 //                background read-through of the same keys and fetches that take 0 to 50 ms
 //
-//   replica-bench [--replicas 2] [--writers 1] [--rate 500] [--count 10000] [--poll-us 100] [--rounds 5] [--publish 50000] [--catchup 100000] [--cycles 0]
+//   replica-bench [--replicas 2] [--writers 1] [--rate 500] [--count 10000] [--poll-us 100] [--rounds 5] [--publish 50000] [--catchup 100000] [--cycles 0] [--cycle-workers 32]
 import BenchModels
 import BenchSupport
 import Foundation
@@ -35,6 +36,7 @@ let rate = option("rate", default: 500)
 let count = option("count", default: 10_000)
 let pollMicros = option("poll-us", default: 100)
 let rounds = option("rounds", default: 5)
+let cycleWorkers = option("cycle-workers", default: 32)
 
 func postgres() -> PostgresClient.Configuration {
     let env = ProcessInfo.processInfo.environment
@@ -319,7 +321,7 @@ func consistency(cycles: Int) async throws -> String {
         try await waitUntilFollowing(replica.bus)
     }
     let upstream = VersionedUpstream()
-    let keys: Int64 = 64
+    let keys: Int64 = 256
     let stop = StopFlag()
     let readers = replicas.map { replica in
         Task {
@@ -331,27 +333,45 @@ func consistency(cycles: Int) async throws -> String {
             }
         }
     }
-    var stale = 0
+    // Workers own disjoint keys (a cycle's check is about its own key), and take turns at writing
+    // on each replica.
+    let workers = min(cycleWorkers, Int(keys))
     let began = now()
-    for cycle in 0..<cycles {
-        let id = Int64(cycle) % keys
-        let written = upstream.write(id)
-        try await replicas[0].members.invalidate(id)
-        let position = try await replicas[0].bus.flush()
-        guard try await replicas[0].bus.waitUntilApplied(through: position, timeout: .seconds(10)) else {
-            stop.stopped.store(true, ordering: .relaxed)
-            return "consistency: cycle \(cycle) was not applied everywhere within 10 s"
+    let outcomes = try await withThrowingTaskGroup(of: (stale: Int, failure: String?).self) { group in
+        for worker in 0..<workers {
+            group.addTask {
+                var stale = 0
+                for cycle in stride(from: worker, to: cycles, by: workers) {
+                    let id = Int64(cycle) % keys
+                    let writer = replicas[cycle % replicas.count]
+                    let written = upstream.write(id)
+                    try await writer.members.invalidate(id)
+                    let position = try await writer.bus.flush()
+                    guard try await writer.bus.waitUntilApplied(through: position, timeout: .seconds(10)) else {
+                        return (stale, "cycle \(cycle) was not applied everywhere within 10 s")
+                    }
+                    for replica in replicas {
+                        let read = try await replica.members.get(id, orFetch: upstream.fetch)
+                        if (read?.followers ?? -1) < written { stale += 1 }
+                    }
+                }
+                return (stale, nil)
+            }
         }
-        for replica in replicas {
-            let read = try await replica.members.get(id, orFetch: upstream.fetch)
-            if (read?.followers ?? -1) < written { stale += 1 }
-        }
+        var outcomes: [(stale: Int, failure: String?)] = []
+        for try await outcome in group { outcomes.append(outcome) }
+        return outcomes
+    }
+    let stale = outcomes.map(\.stale).reduce(0, +)
+    if let failure = outcomes.compactMap(\.failure).first {
+        stop.stopped.store(true, ordering: .relaxed)
+        return "consistency: \(failure)"
     }
     stop.stopped.store(true, ordering: .relaxed)
     for reader in readers { _ = await reader.result }
     let discarded = replicas.map(\.store.replication.discardedFills).reduce(0, +)
     return
-        "consistency: \(cycles) cycles (write, invalidate, wait until applied, read through on 3 replicas) in \(format(Double(now() - began) / 1e9, 1)) s: \(stale) stale reads; \(discarded) fills discarded by the race guard"
+        "consistency: \(cycles) cycles by \(workers) workers (write, invalidate, wait until applied, read through on 3 replicas) in \(format(Double(now() - began) / 1e9, 1)) s: \(stale) stale reads; \(discarded) fills discarded by the race guard"
 }
 
 let ok = report("replica-bench: costs (medians of \(rounds) alternating rounds)", try await costs())
