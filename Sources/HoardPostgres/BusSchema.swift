@@ -13,13 +13,18 @@ internal import PostgresNIO
 // before it.
 enum BusSchema {
     /// The version of the tables and functions this code makes; a database holding a newer one is refused.
-    static let version = 1
+    static let version = 2
     /// The channel every notification goes to; the payload says which: `c` changes (followed by
     /// the origin store's UUID, when a store published them), `a` applied.
     static let channel = "hoard_bus"
     /// The advisory lock keys: one serializes appends, one migrations ('HOARDAPP', 'HOARDMIG' as numbers).
     static let appendLock: Int64 = 0x484F_4152_4441_5050
     static let migrationLock: Int64 = 0x484F_4152_444D_4947
+
+    /// The condition that a replica row is live: it has not left, and its heartbeat is recent.
+    static func live(_ liveness: Duration, _ prefix: String = "") -> String {
+        "\(prefix)left_at IS NULL AND \(prefix)heartbeat_at > now() - make_interval(secs => \(liveness.seconds))"
+    }
 
     /// One row: how many changes after `applied` a replica `store` has to apply (those of others),
     /// and how long the oldest has waited in seconds; the arguments are SQL expressions.
@@ -55,6 +60,9 @@ enum BusSchema {
             applied_at timestamptz,
             heartbeat_at timestamptz NOT NULL DEFAULT now())
         """,
+        // Version 2: a replica that stops says so (it is then not live, and the log is still
+        // kept for it within the retention).
+        "ALTER TABLE hoard_replicas ADD COLUMN IF NOT EXISTS left_at timestamptz",
         """
         CREATE OR REPLACE FUNCTION hoard_publish(p_origin uuid, p_collection text, p_keys bytea[])
         RETURNS bigint LANGUAGE plpgsql AS $$
@@ -134,6 +142,10 @@ enum BusSchema {
             if found == nil {
                 try await connection.query(
                     "INSERT INTO hoard_bus (schema_version) VALUES (\(version))", logger: logger)
+            } else {
+                try await connection.query(
+                    "UPDATE hoard_bus SET schema_version = \(version) WHERE schema_version < \(version)", logger: logger
+                )
             }
         }
     }

@@ -155,7 +155,7 @@ extension PostgresBus {
                     try await self.client.query(
                         """
                         UPDATE hoard_replicas SET heartbeat_at = now()
-                        WHERE store_id = \(identity) AND heartbeat_at > '-infinity'
+                        WHERE store_id = \(identity) AND left_at IS NULL
                         """,
                         logger: self.logger)
                     try await self.measureLag()
@@ -179,7 +179,7 @@ extension PostgresBus {
         try await client.query(
             """
             INSERT INTO hoard_replicas (store_id, name) VALUES (\(identity), \(configuration.replicaName))
-            ON CONFLICT (store_id) DO UPDATE SET name = EXCLUDED.name, heartbeat_at = now()
+            ON CONFLICT (store_id) DO UPDATE SET name = EXCLUDED.name, heartbeat_at = now(), left_at = NULL
             """, logger: logger)
     }
 
@@ -191,7 +191,7 @@ extension PostgresBus {
         while true {
             do {
                 try await client.query(
-                    "UPDATE hoard_replicas SET heartbeat_at = '-infinity' WHERE store_id = \(identity)", logger: logger)
+                    "UPDATE hoard_replicas SET left_at = now() WHERE store_id = \(identity)", logger: logger)
                 return
             } catch {
                 try await Task.sleep(for: configuration.backoff.first)
@@ -372,14 +372,19 @@ extension PostgresBus {
         return last
     }
 
-    /// Deletes the changes every live replica has applied, and those past the retention, and
-    /// records how far the log is trimmed (a replica behind that point resets).
+    /// Deletes the changes that every replica heard from within the retention has applied (live,
+    /// stopped or silent: each catches up exactly when it returns), and those past the retention;
+    /// forgets the replicas silent for longer; records how far the log is trimmed (a replica
+    /// behind that point resets).
     func trim() async throws {
         try await client.query(
             """
             WITH floor AS (
                 SELECT min(applied) AS applied FROM hoard_replicas
-                WHERE heartbeat_at > now() - make_interval(secs => \(configuration.liveness.seconds))),
+                WHERE heartbeat_at > now() - make_interval(secs => \(configuration.retention.seconds))),
+            forgotten AS (
+                DELETE FROM hoard_replicas
+                WHERE heartbeat_at <= now() - make_interval(secs => \(configuration.retention.seconds))),
             deleted AS (
                 DELETE FROM hoard_changes
                 WHERE id <= coalesce((SELECT applied FROM floor), 0)

@@ -34,12 +34,15 @@ public final class PostgresBus: Service, Sendable {
         public var replicaName: String
         /// How often the replica reports that it is alive, and checks the log even without a wake-up.
         public var heartbeat: Duration
-        /// A replica whose last heartbeat is older than this is not live: retention does not wait
-        /// for it, and ``PostgresBus/waitUntilApplied(through:timeout:)`` does not count it.
+        /// A replica whose last heartbeat is older than this, or that stopped, is not live:
+        /// ``PostgresBus/waitUntilApplied(through:timeout:)`` does not wait for it.
         public var liveness: Duration
-        /// How long changes are kept at most, even for a live replica that has not applied them.
+        /// How long the log keeps changes for a replica that has not applied them (live, stopped or
+        /// silent), and at most for any: a replica away for less catches up exactly when it returns;
+        /// one away for longer resets. A replica silent for longer is forgotten.
         public var retention: Duration
-        /// The shortest and longest wait between attempts to reconnect (doubling between them).
+        /// The shortest and longest wait between attempts to reconnect (doubling between them). The
+        /// longest bounds how long after PostgreSQL is back a replica starts catching up.
         public var backoff: (first: Duration, longest: Duration)
         /// The most changes read, or keys published, at once.
         public var batchSize: Int
@@ -52,7 +55,7 @@ public final class PostgresBus: Service, Sendable {
             postgres: PostgresClient.Configuration, name: String = "postgres",
             replicaName: String = ProcessInfo.processInfo.hostName, heartbeat: Duration = .seconds(2),
             liveness: Duration = .seconds(30), retention: Duration = .seconds(7 * 86_400),
-            backoff: (first: Duration, longest: Duration) = (.milliseconds(50), .seconds(5)), batchSize: Int = 5_000,
+            backoff: (first: Duration, longest: Duration) = (.milliseconds(50), .seconds(1)), batchSize: Int = 5_000,
             operationTimeout: Duration = .seconds(10)
         ) {
             self.postgres = postgres
@@ -230,7 +233,7 @@ public final class PostgresBus: Service, Sendable {
         try await client.query(
             """
             SELECT count(*) FROM hoard_replicas
-            WHERE applied < \(sequence) AND heartbeat_at > now() - make_interval(secs => \(configuration.liveness.seconds))
+            WHERE applied < \(sequence) AND \(unescaped: BusSchema.live(configuration.liveness))
             """, logger: logger
         ).decode(Int64.self).reduce(0) { $0 + $1 }
     }
@@ -259,7 +262,7 @@ public final class PostgresBus: Service, Sendable {
         let rows = try await client.query(
             """
             SELECT r.store_id, r.name, r.applied, l.changes, l.seconds,
-                r.heartbeat_at > now() - make_interval(secs => \(configuration.liveness.seconds))
+                \(unescaped: BusSchema.live(configuration.liveness, "r."))
             FROM hoard_replicas r CROSS JOIN LATERAL (\(unescaped: BusSchema.lag("r.applied", "r.store_id"))) l
             ORDER BY r.name, r.store_id
             """, logger: logger)

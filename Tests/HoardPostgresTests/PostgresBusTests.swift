@@ -340,12 +340,33 @@ final class Replica: Sendable {
         await b.stop()
     }
 
-    @Test func aNewerSchemaIsRefused() async throws {
+    @Test func anOlderSchemaIsBroughtUpANewerOneRefused() async throws {
         let database = try await TestServer.makeDatabase()
         let b = try Replica(database: database)
         defer { b.remove() }
         try await b.bus.migrate()
         try await b.bus.migrate()  // idempotent
+        // A database of version 1 (before replicas said that they stopped) is brought up to 2.
+        let schema = { @Sendable () async throws -> (Int, Int) in
+            try await TestServer.admin(database: database) { client in
+                let rows = try await client.query(
+                    """
+                    SELECT schema_version, (SELECT count(*)::int FROM information_schema.columns
+                        WHERE table_name = 'hoard_replicas' AND column_name = 'left_at') FROM hoard_bus
+                    """, logger: TestServer.logger)
+                var found = (0, 0)
+                for try await row in rows.decode((Int, Int).self) { found = row }
+                return found
+            }
+        }
+        try await TestServer.admin(database: database) { client in
+            try await client.query("ALTER TABLE hoard_replicas DROP COLUMN left_at", logger: TestServer.logger)
+            try await client.query("UPDATE hoard_bus SET schema_version = 1", logger: TestServer.logger)
+        }
+        #expect(try await schema() == (1, 0))
+        try await b.bus.migrate()
+        #expect(try await schema() == (2, 1))
+
         try await TestServer.admin(database: database) { client in
             try await client.query("UPDATE hoard_bus SET schema_version = 99", logger: TestServer.logger)
         }
