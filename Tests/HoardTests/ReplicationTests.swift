@@ -248,20 +248,32 @@ import Testing
 
     // MARK: - The read-through race
 
-    /// A get that starts after an invalidation does not join a fetch that began before it (it would
-    /// receive the old value): it fetches anew. With the guard off, it joins and gets the old value.
-    @Test(arguments: [true, false])
-    func aGetAfterAnInvalidationDoesNotJoinAFetchFromBefore(guardOn: Bool) async throws {
-        try await Self.withReplicas { a, b, log in
+    /// Replica B's fetch of note 9 from a closed upstream (it answers "v1" when released), and
+    /// replica A's invalidation of 9 announced while the fetch is out; then `body` with B's notes,
+    /// B's bus (not yet caught up), the upstream and the fetch.
+    static func withFetchOverlappingAnInvalidation(
+        guardOn: Bool,
+        _ body: (HoardCollection<Note>, InMemoryBus, FakeUpstream, Task<Note?, any Error>) async throws -> Void
+    ) async throws {
+        try await withReplicas { a, b, log in
             b.replicationState.invalidations.enabled.store(guardOn, ordering: .relaxed)
             let notesB = try b.collection(Note.self)
             let busB = InMemoryBus(store: b, log: log)
             try await busB.catchUp()
-            let before = FakeUpstream()  // closed: answers "v1" when released
-            let first = Task { try await notesB.get(9, orFetch: { try await before.fetchOne($0) }) }
-            try await eventually("the first fetch has started") { await before.calls.count == 1 }
+            let upstream = FakeUpstream()
+            let read = Task { try await notesB.get(9, orFetch: { try await upstream.fetchOne($0) }) }
+            try await eventually("the fetch has started") { await upstream.calls.count == 1 }
             try await a.collection(Note.self).invalidate(9)
             try await InMemoryBus(store: a, log: log).publish()
+            try await body(notesB, busB, upstream, read)
+        }
+    }
+
+    /// A get that starts after an invalidation does not join a fetch that began before it (it would
+    /// receive the old value): it fetches anew. With the guard off, it joins and gets the old value.
+    @Test(arguments: [true, false])
+    func aGetAfterAnInvalidationDoesNotJoinAFetchFromBefore(guardOn: Bool) async throws {
+        try await Self.withFetchOverlappingAnInvalidation(guardOn: guardOn) { notesB, busB, before, first in
             try await busB.catchUp()
             let after = FakeUpstream(open: true)
             await after.set(text: "v2")
@@ -280,17 +292,8 @@ import Testing
     /// but does not store it; with the guard off, the same sequence stores the stale value.
     @Test(arguments: [true, false])
     func aFetchOverlappingAnInvalidationStoresNothing(guardOn: Bool) async throws {
-        try await Self.withReplicas { a, b, log in
-            b.replicationState.invalidations.enabled.store(guardOn, ordering: .relaxed)
-            let notesB = try b.collection(Note.self)
-            let busB = InMemoryBus(store: b, log: log)
-            try await busB.catchUp()
-            let upstream = FakeUpstream()  // closed: the fetch waits until the test releases it
-            let read = Task { try await notesB.get(9, orFetch: { try await upstream.fetchOne($0) }) }
-            try await eventually("the fetch has started") { await upstream.calls.count == 1 }
-            // The record changes upstream and replica A announces it while B's fetch is out.
-            try await a.collection(Note.self).invalidate(9)
-            try await InMemoryBus(store: a, log: log).publish()
+        try await Self.withFetchOverlappingAnInvalidation(guardOn: guardOn) { notesB, busB, upstream, read in
+            let b = notesB.store
             #expect(try await busB.catchUp().removed == 0)
             await upstream.release()
             #expect(try await read.value?.text == "v1", "the waiter gets what was fetched")
