@@ -20,11 +20,18 @@ let package = Package(
         .library(name: "HoardPersist", targets: ["HoardPersist"]),
         .executable(name: "users-service", targets: ["UsersService"]),
         .executable(name: "upstream", targets: ["Upstream"]),
+        .executable(name: "replica-load", targets: ["ReplicaLoad"]),
     ],
+    // Replicas: the service joins the others on a PostgreSQL database (HoardPostgres), which
+    // brings postgres-nio and swift-crypto into the build (about 8 more minutes of a first debug
+    // build on two cores): off unless asked for (`--traits Replicas`; scripts/replicas.sh does).
+    traits: [.trait(name: "Replicas", description: "Invalidations between replicas over PostgreSQL")],
     dependencies: [
         // Hoard from this repository. Named, so that the products below need not know the
         // clone's directory name.
-        .package(name: "Hoard", path: "../.."),
+        .package(
+            name: "Hoard", path: "../..", traits: [.trait(name: "Postgres", condition: .when(traits: ["Replicas"]))]),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         // Without its default traits: this example uses neither swift-configuration nor the
         // features that need all of Foundation, and builds faster without them.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0", traits: []),
@@ -55,6 +62,8 @@ let package = Package(
                 "UsersModel", "HoardPersist",
                 .product(name: "Hoard", package: "Hoard"),
                 .product(name: "HoardServiceLifecycle", package: "Hoard"),
+                .product(name: "HoardPostgres", package: "Hoard", condition: .when(traits: ["Replicas"])),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Replicas"])),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -73,6 +82,16 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+
+        // Reads, writes and checks across replicas (scripts/replicas.sh).
+        .executableTarget(
+            name: "ReplicaLoad",
+            dependencies: [
+                "UsersModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict),
 

@@ -11,6 +11,9 @@ import UsersModel
 ///
 /// Users 1…`--users` exist. A user's karma changes each time the whole list is read (every tenth
 /// user's, in turn), so that the service's periodic synchronize has updates to make.
+///
+/// Writes: `PUT /users/:id` makes a new version of the user (its `version` counts them) and answers
+/// it; `POST /users/versions` with IDs separated by commas as the body does so for each of them.
 @main
 struct Upstream: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "The users API that the example service caches.")
@@ -49,6 +52,20 @@ struct Upstream: AsyncParsableCommand {
             }
             return try json(state.everyone())
         }
+        router.put("users/:id") { _, context -> Response in
+            try await state.answer()
+            let id = try context.parameters.require("id", as: Int64.self)
+            guard let user = state.write(id) else { return Response(status: .notFound) }
+            return try json(user)
+        }
+        router.post("users/versions") { request, _ -> Response in
+            try await state.answer()
+            let body = try await request.body.collect(upTo: 1 << 20)
+            let ids = String(buffer: body).split(separator: ",").compactMap {
+                Int64($0.trimmingCharacters(in: .whitespacesAndNewlines))
+            }
+            return try json(ids.compactMap(state.write))
+        }
         router.put("admin/error-rate") { request, context -> HTTPResponse.Status in
             let body = try await request.body.collect(upTo: 64)
             guard let rate = Double(String(buffer: body).trimmingCharacters(in: .whitespacesAndNewlines)),
@@ -79,6 +96,8 @@ final class UpstreamState: Sendable {
     let errorRate: Mutex<Double>
     /// How many times the whole list was read: which users' karma has moved on.
     let generation = Atomic<Int>(0)
+    /// The version of each user written since the upstream started (0 for the others).
+    let versions = Mutex<[Int64: Int]>([:])
 
     init(users: Int, errorRate: Double, latency: Duration) {
         self.users = users
@@ -99,7 +118,16 @@ final class UpstreamState: Sendable {
         let generation = generation.load(ordering: .relaxed)
         // Every tenth user (in turn, by generation) gains a point each time the list is read.
         let raises = generation / 10 + (Int(id % 10) < generation % 10 ? 1 : 0)
-        return User(id: id, name: "user\(id)", email: "user\(id)@example.com", karma: Int(id % 97) + raises)
+        let version = versions.withLock { $0[id] ?? 0 }
+        return User(
+            id: id, name: "user\(id)", email: "user\(id)@example.com", karma: Int(id % 97) + raises, version: version)
+    }
+
+    /// A new version of user `id` (nil when there is no such user).
+    func write(_ id: Int64) -> User? {
+        guard id >= 1 && id <= users else { return nil }
+        versions.withLock { $0[id, default: 0] += 1 }
+        return user(id)
     }
 
     func everyone() -> [User] {

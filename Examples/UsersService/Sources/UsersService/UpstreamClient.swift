@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOHTTP1
 import UsersModel
 
 /// The upstream users API over HTTP (AsyncHTTPClient).
@@ -31,9 +32,25 @@ struct UpstreamClient: Sendable {
         try await get("/users", as: [User].self) ?? []
     }
 
-    private func get<T: Decodable>(_ path: String, as type: T.Type) async throws -> T? {
+    /// Writes a new version of user `id`; `nil` when there is no such user.
+    func write(_ id: Int64) async throws -> User? {
+        try await get("/users/\(id)", method: .PUT, as: User.self)
+    }
+
+    /// Writes a new version of each of `ids` that exists; returns them.
+    func write(_ ids: [Int64]) async throws -> [User] {
+        try await get(
+            "/users/versions", method: .POST, body: ids.map(String.init).joined(separator: ","), as: [User].self) ?? []
+    }
+
+    private func get<T: Decodable>(
+        _ path: String, method: HTTPMethod = .GET, body: String? = nil, as type: T.Type
+    ) async throws -> T? {
         let url = base + path
-        let response = try await client.execute(HTTPClientRequest(url: url), timeout: timeout)
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        if let body { request.body = .bytes(ByteBuffer(string: body)) }
+        let response = try await client.execute(request, timeout: timeout)
         let body = try await response.body.collect(upTo: 256 << 20)
         switch response.status.code {
         case 200: return try JSONDecoder().decode(type, from: Data(body.readableBytesView), keySet: .api)

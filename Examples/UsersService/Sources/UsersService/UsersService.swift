@@ -35,6 +35,9 @@ struct UsersService: AsyncParsableCommand {
     @Option(help: "Connections to the upstream at most (HTTP/1.1, one request each at a time).")
     var upstreamConnections = 64
     @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
+    #if Replicas
+    @OptionGroup(title: "Replicas (invalidations over PostgreSQL)") var replicas: ReplicaOptions
+    #endif
 
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
@@ -74,22 +77,30 @@ struct UsersService: AsyncParsableCommand {
             )
         ) { id in try await api.user(id) }
         let sessions = try HoardPersistDriver(store: store, collection: "sessions")
+        var services: [any Service] = [StoreMaintenance(store: store).service, sessions]
+        #if Replicas
+        let bus = replicas.bus(store: store)
+        if let bus { services.append(bus) }
+        #else
+        let bus: Bus? = nil
+        #endif
 
         let router = Router()
         router.add(middleware: MetricsMiddleware())
         router.add(middleware: CloseWhenShuttingDown())
         addRoutes(to: router, users: users, api: api, sessions: sessions, registry: registry)
+        addWriteRoutes(to: router, users: users.collection, api: api, bus: bus)
 
         let portFile = portFile
         let app = Application(
             router: router,
             configuration: .init(address: .hostname(host, port: port), serverName: "users-service"),
             // Shut down in reverse order: the server first (no new requests; those in flight
-            // finish), then synchronize, sessions and the store's maintenance.
-            services: [
-                StoreMaintenance(store: store).service, sessions,
+            // finish), then synchronize, the bus (it leaves the replicas), sessions and the
+            // store's maintenance.
+            services: services + [
                 SynchronizeService(
-                    users: users.collection, upstream: api, interval: .seconds(syncInterval), logger: logger),
+                    users: users.collection, upstream: api, interval: .seconds(syncInterval), logger: logger)
             ],
             onServerRunning: { channel in
                 let bound = channel.localAddress?.port ?? 0
