@@ -66,6 +66,7 @@ extension PostgresBus {
                     }
                 }
                 connectionChanged(up: false, error: "the listening connection ended")
+                connectionLost.signal()
             } catch is CancellationError {
                 watchdog.cancel()
                 break
@@ -73,6 +74,7 @@ extension PostgresBus {
                 watchdog.cancel()
                 if Task.isCancelled { break }
                 connectionChanged(up: false, error: "\(String(reflecting: error))")
+                connectionLost.signal()
                 logger.warning(
                     "PostgresBus: the listening connection failed; reads go on from the store",
                     metadata: ["error": "\(String(reflecting: error))", "retryIn": "\(delay)"])
@@ -88,7 +90,7 @@ extension PostgresBus {
         while !Task.isCancelled {
             let generation = changesSignal.generation
             do {
-                try await withTimeout(configuration.operationTimeout, "catching up") { try await self.catchUp() }
+                try await bounded("catching up") { try await self.catchUp() }
             } catch is CancellationError {
                 break
             } catch {
@@ -107,7 +109,7 @@ extension PostgresBus {
             let (applied, reported) = shared.state.withLock { ($0.applied, $0.reported) }
             if applied > reported {
                 do {
-                    try await withTimeout(configuration.operationTimeout, "reporting") {
+                    try await bounded("reporting") {
                         try await self.reportApplied(applied)
                     }
                 } catch is CancellationError {
@@ -151,7 +153,7 @@ extension PostgresBus {
             do {
                 let identity = try store.replication.identity()
                 let trimming = beats % 15 == 1
-                try await withTimeout(configuration.operationTimeout, "the heartbeat") {
+                try await bounded("the heartbeat") {
                     try await self.client.query(
                         """
                         UPDATE hoard_replicas SET heartbeat_at = now()
@@ -172,6 +174,12 @@ extension PostgresBus {
     }
 
     // MARK: - The steps
+
+    /// Runs a step with PostgreSQL, giving it up after ``Configuration/operationTimeout``, or as
+    /// soon as the listening connection is lost (``connectionLost``).
+    func bounded<R: Sendable>(_ what: String, _ operation: @escaping @Sendable () async throws -> R) async throws -> R {
+        try await withTimeout(configuration.operationTimeout, what, abandonedBy: connectionLost, operation)
+    }
 
     /// Records this replica in `hoard_replicas` (or refreshes its row).
     func register() async throws {

@@ -85,6 +85,9 @@ public final class PostgresBus: Service, Sendable {
     let appliedSignal = Wakeup()
     /// Wakes the reporter: the store applied more of the log, or a heartbeat.
     let reportSignal = Wakeup()
+    /// Signalled when the listening connection fails or ends: PostgreSQL may be gone, and steps
+    /// under way on other connections are given up (``bounded(_:_:)``) and tried again.
+    let connectionLost = Wakeup()
     /// Serializes publishing (the publisher loop and ``flush()``).
     let publishing = SerialQueue()
 
@@ -191,12 +194,17 @@ public final class PostgresBus: Service, Sendable {
     /// Publishes what the store's outbox holds now and returns the log's sequence number after it:
     /// give it to ``waitUntilApplied(through:timeout:)`` for a read of this write on every replica.
     ///
-    /// - Throws: postgres-nio's `PSQLError` when PostgreSQL cannot be reached (the keys stay in
-    ///   the outbox), `LMDBError` when the store fails.
+    /// - Throws: postgres-nio's `PSQLError` when PostgreSQL cannot be reached, or
+    ///   ``PostgresBusTimeout`` after ``Configuration/operationTimeout`` (the keys stay in the
+    ///   outbox either way); `CancellationError` at once when the task is cancelled; `LMDBError`
+    ///   when the store fails.
     @discardableResult
     public func flush() async throws -> Int64 {
-        try await publishing.run {
-            try await withTimeout(self.configuration.operationTimeout, "publishing") { try await self.publishOutbox() }
+        // Bounded twice: the caller's wait (in the queue, then publishing), which also ends at once
+        // when the caller is cancelled; and the publication itself, so that one stuck on a
+        // connection PostgreSQL dropped does not hold the queue.
+        return try await withTimeout(configuration.operationTimeout, "waiting to publish") {
+            try await self.publishing.run { try await self.bounded("publishing") { try await self.publishOutbox() } }
         }
     }
 
@@ -214,8 +222,10 @@ public final class PostgresBus: Service, Sendable {
             let left = deadline - ContinuousClock.now
             guard left > .zero else { return false }
             do {
-                if try await withTimeout(left, "waiting for replicas", { try await self.replicasBehind(sequence) }) == 0
-                {
+                if try await withTimeout(
+                    left, "waiting for replicas", abandonedBy: connectionLost,
+                    { try await self.replicasBehind(sequence) }
+                ) == 0 {
                     return true
                 }
             } catch is PostgresBusTimeout {

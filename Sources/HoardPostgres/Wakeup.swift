@@ -54,7 +54,9 @@ final class Wakeup: Sendable {
     }
 }
 
-/// Runs operations one at a time, in the order they were asked for.
+/// Runs operations one at a time, in the order they were asked for. An operation whose caller was
+/// cancelled before its turn does not run (PostgreSQL away, callers that gave up must not leave a
+/// queue of publications behind them).
 actor SerialQueue {
     private var tail: Task<Void, Never>?
 
@@ -62,10 +64,15 @@ actor SerialQueue {
         let previous = tail
         let task = Task { () async throws -> R in
             await previous?.value
+            try Task.checkCancellation()
             return try await operation()
         }
         tail = Task { _ = try? await task.value }
-        return try await task.value
+        return try await withTaskCancellationHandler {
+            try await task.value
+        } onCancel: {
+            task.cancel()
+        }
     }
 }
 #endif
@@ -82,13 +89,16 @@ public struct PostgresBusTimeout: Error, CustomStringConvertible, Sendable {
     public var description: String { "PostgresBus: \(operation) took longer than \(limit); PostgreSQL may be away" }
 }
 
-/// Runs `operation`, and gives up on it after `limit`: its task is cancelled and left to end on its
-/// own, and the caller goes on at once. (A task group would wait for a child that does not heed
-/// the cancellation; a query on a connection PostgreSQL dropped was seen to be such a child.)
+/// Runs `operation`, and gives up on it after `limit`, or when `abandonedBy` signals after the
+/// start (the bus's signal that its connection to PostgreSQL was lost: a query on a connection
+/// PostgreSQL dropped may never end, and its retry should not wait for the limit). Its task is
+/// cancelled and left to end on its own, and the caller goes on at once. (A task group would wait
+/// for a child that does not heed the cancellation; such a query was seen to be one.)
 func withTimeout<R: Sendable>(
-    _ limit: Duration, _ what: String, _ operation: @escaping @Sendable () async throws -> R
+    _ limit: Duration, _ what: String, abandonedBy: Wakeup? = nil, _ operation: @escaping @Sendable () async throws -> R
 ) async throws -> R {
     let race = TimeoutRace<R>()
+    let seen = abandonedBy?.generation
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
             race.waiter.withLock { $0 = continuation }
@@ -97,12 +107,19 @@ func withTimeout<R: Sendable>(
                 race.finish(with: result)
             }
             race.work.withLock { $0 = task }
-            let timer = Task {
+            race.add {
                 guard (try? await Task.sleep(for: limit)) != nil else { return }
                 task.cancel()
                 race.finish(with: .failure(PostgresBusTimeout(operation: what, limit: limit)))
             }
-            race.timer.withLock { $0 = timer }
+            if let abandonedBy, let seen {
+                race.add {
+                    await abandonedBy.wait(after: seen)
+                    guard !Task.isCancelled else { return }
+                    task.cancel()
+                    race.finish(with: .failure(PostgresBusConnectionLost(operation: what)))
+                }
+            }
         }
     } onCancel: {
         race.work.withLock { $0 }?.cancel()
@@ -110,15 +127,37 @@ func withTimeout<R: Sendable>(
     }
 }
 
-/// The two sides of ``withTimeout(_:_:_:)``: whichever finishes first resumes the caller.
+/// A bus operation given up because the connection to PostgreSQL was lost while it ran.
+struct PostgresBusConnectionLost: Error, CustomStringConvertible {
+    var operation: String
+    var description: String { "PostgresBus: the connection to PostgreSQL was lost while \(operation)" }
+}
+
+/// The sides of ``withTimeout(_:_:abandonedBy:_:)``: whichever finishes first resumes the caller,
+/// and the watchers are cancelled.
 final class TimeoutRace<R: Sendable>: Sendable {
     let waiter = Mutex<CheckedContinuation<R, any Error>?>(nil)
     let work = Mutex<Task<Void, Never>?>(nil)
-    let timer = Mutex<Task<Void, Never>?>(nil)
+    private let watchers = Mutex<(tasks: [Task<Void, Never>], finished: Bool)>(([], false))
+
+    /// Starts a watcher that may finish the race.
+    func add(_ watcher: @escaping @Sendable () async -> Void) {
+        let task = Task { await watcher() }
+        let finished = watchers.withLock { state in
+            if !state.finished { state.tasks.append(task) }
+            return state.finished
+        }
+        if finished { task.cancel() }
+    }
 
     func finish(with result: Result<R, any Error>) {
         guard let waiter = waiter.withLock({ $0.take() }) else { return }
-        timer.withLock { $0 }?.cancel()
+        let tasks = watchers.withLock { state in
+            state.finished = true
+            defer { state.tasks = [] }
+            return state.tasks
+        }
+        for task in tasks { task.cancel() }
         waiter.resume(with: result)
     }
 }

@@ -54,20 +54,31 @@ for n in 1 2 3; do start_replica "$n"; done
 load() { "$bin/replica-load" "$@"; }
 endpoints=(--services "$(all_ports)" --upstream "$upstream_port")
 
-# Until a write on every replica (with a wait) is applied by all: every announcement made before
-# is then applied everywhere. Prints the milliseconds since $1.
+# Until every replica is connected with its outbox published, then a write on each (at once, with
+# a wait) is applied by all: every change made before is then applied everywhere. Prints the
+# milliseconds since $1.
 caught_up() {  # caught_up SINCE_MS
-    local n code
-    for _ in $(seq 600); do
-        local ok=1
+    local n status
+    for _ in $(seq 12000); do
+        local ready=1
         for n in 1 2 3; do
-            code=$(curl -s -o /dev/null -D - -X PUT "http://127.0.0.1:${ports[$n]}/users/$((199990 + n))?wait=2000" |
-                awk -F': ' 'tolower($1) == "hoard-applied" { print $2 }' | tr -d '\r')
-            [ "$code" = true ] || ok=0
+            status=$(curl -s "http://127.0.0.1:${ports[$n]}/replication")
+            [[ "$status" == *'"connected":true'* && "$status" == *'"pending":0,'* ]] || ready=0
         done
-        if [ "$ok" = 1 ]; then echo $(($(now_ms) - $1)); return 0; fi
+        [ "$ready" = 1 ] && break
+        sleep 0.01
     done
-    echo "error: the replicas did not catch up (600 rounds of writes with a wait)" >&2
+    for _ in $(seq 30); do
+        local writes=() applied=1
+        for n in 1 2 3; do
+            curl -s -o /dev/null -D "$work/marker$n" -X PUT "http://127.0.0.1:${ports[$n]}/users/$((199990 + n))?wait=2000" &
+            writes+=($!)
+        done
+        wait "${writes[@]}" || true
+        for n in 1 2 3; do grep -qi '^hoard-applied: true' "$work/marker$n" || applied=0; done
+        if [ "$applied" = 1 ]; then echo $(($(now_ms) - $1)); return 0; fi
+    done
+    echo "error: the replicas did not catch up" >&2
     return 1
 }
 
@@ -120,6 +131,7 @@ load verify --services "${ports[3]}" --upstream "$upstream_port" --ids 1-20000 >
 kill -KILL "${pids[3]}"
 wait "${pids[3]}" 2>/dev/null || true
 bulk=$(load bulk --service "${ports[1]}" --ids 1-100000 --seconds 60)
+until [[ "$(curl -s "http://127.0.0.1:${ports[1]}/replication")" == *'"pending":0,'* ]]; do sleep 0.01; done
 head=$(psql -c "SELECT greatest(trimmed_through, coalesce((SELECT max(id) FROM hoard_changes), 0)) FROM hoard_bus")
 began=$(now_ms)
 start_replica 3

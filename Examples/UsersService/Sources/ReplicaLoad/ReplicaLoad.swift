@@ -35,7 +35,10 @@ struct Run: AsyncParsableCommand {
     @Option(help: "How long a write waits for every replica to apply it, in milliseconds.") var waitMs = 2_000
 
     func run() async throws {
-        let client = makeClient(connections: readers + 64)
+        // Readers and writers on clients of their own: writes that wait must not take the readers'
+        // connections (a read would then fail in this tool, not in the service).
+        let client = makeClient(connections: readers)
+        let writeClient = makeClient(connections: 64)
         let ports = endpoints.ports
         let applied = AppliedVersions()
         let (readers, readsPerSecond, writesPerSecond, users, waitMs) = (
@@ -79,7 +82,7 @@ struct Run: AsyncParsableCommand {
                         writers.addTask {
                             let begin = ContinuousClock.now
                             do {
-                                let (user, everywhere) = try await write(client, port, id, waitMs: waitMs)
+                                let (user, everywhere) = try await write(writeClient, port, id, waitMs: waitMs)
                                 if everywhere { applied.versions.withLock { $0[id] = max($0[id] ?? 0, user.version) } }
                                 writes.add(ContinuousClock.now - begin, stale: !everywhere)
                             } catch {
@@ -92,6 +95,7 @@ struct Run: AsyncParsableCommand {
         }
         let elapsed = (ContinuousClock.now - started).seconds
         try? await client.shutdown()
+        try? await writeClient.shutdown()
         print(
             "reads \(reads.summary(over: elapsed, staleName: "stale")); writes \(writes.summary(over: elapsed, staleName: "not applied everywhere in \(waitMs) ms"))"
         )
