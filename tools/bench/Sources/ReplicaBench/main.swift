@@ -185,7 +185,9 @@ func propagation() async throws -> String {
     await withTaskGroup(of: Void.self) { group in
         for id in 0..<count {
             let due = start + UInt64(Double(id) * interval)
-            while case let current = now(), current < due { try? await Task.sleep(for: .nanoseconds(Int(due - current))) }
+            while case let current = now(), current < due {
+                try? await Task.sleep(for: .nanoseconds(Int(due - current)))
+            }
             sent.times.withLock { $0[id] = now() }
             let writer = replicas[id % writing].members
             group.addTask {
