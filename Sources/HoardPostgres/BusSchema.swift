@@ -21,9 +21,14 @@ enum BusSchema {
     static let appendLock: Int64 = 0x484F_4152_4441_5050
     static let migrationLock: Int64 = 0x484F_4152_444D_4947
 
-    /// The condition that a replica row is live: it has not left, and its heartbeat is recent.
+    /// The condition that a replica row is live: it has not left, and its heartbeat is recent —
+    /// counted from PostgreSQL's start when that is later: while PostgreSQL was away no replica
+    /// could beat, and one that has not beaten again yet must still be waited for.
     static func live(_ liveness: Duration, _ prefix: String = "") -> String {
-        "\(prefix)left_at IS NULL AND \(prefix)heartbeat_at > now() - make_interval(secs => \(liveness.seconds))"
+        """
+        \(prefix)left_at IS NULL AND greatest(\(prefix)heartbeat_at, pg_postmaster_start_time()) \
+        > now() - make_interval(secs => \(liveness.seconds))
+        """
     }
 
     /// One row: how many changes after `applied` a replica `store` has to apply (those of others),

@@ -68,6 +68,7 @@ caught_up() {  # caught_up SINCE_MS
         [ "$ready" = 1 ] && break
         sleep 0.01
     done
+    local ready_ms=$(($(now_ms) - $1))
     for _ in $(seq 30); do
         local writes=() applied=1
         for n in 1 2 3; do
@@ -76,7 +77,7 @@ caught_up() {  # caught_up SINCE_MS
         done
         wait "${writes[@]}" || true
         for n in 1 2 3; do grep -qi '^hoard-applied: true' "$work/marker$n" || applied=0; done
-        if [ "$applied" = 1 ]; then echo $(($(now_ms) - $1)); return 0; fi
+        if [ "$applied" = 1 ]; then echo "$(($(now_ms) - $1)) ms (all connected, outboxes published: $ready_ms ms)"; return 0; fi
     done
     echo "error: the replicas did not catch up" >&2
     return 1
@@ -101,7 +102,7 @@ for mode in fast immediate; do
     up=$(now_ms)
     caught=$(caught_up "$up")
     wait "$load_pid"
-    echo "restart   -m $mode: PostgreSQL back after $((up - began)) ms, every replica caught up $caught ms later; $(cat "$work/load.out")"
+    echo "restart   -m $mode: PostgreSQL back after $((up - began)) ms, every replica caught up $caught later; $(cat "$work/load.out")"
     verify
 done
 
@@ -122,7 +123,7 @@ pg_ctl start -l "$(dirname "$HOARD_PG_DATA")/server.log" -o "-p $HOARD_PG_PORT -
 up=$(now_ms)
 caught=$(caught_up "$up")
 wait "$load_pid"
-echo "down 60 s: the largest outbox $most keys (of 1,000 users); every replica caught up $caught ms after PostgreSQL was back; $(cat "$work/load.out")"
+echo "down 60 s: the largest outbox $most keys (of 1,000 users); every replica caught up $caught after PostgreSQL was back; $(cat "$work/load.out")"
 verify
 
 # 5. A replica killed while 100,000 users change through another, then restarted.
