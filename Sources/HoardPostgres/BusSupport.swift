@@ -47,12 +47,17 @@ struct CausesOfFailure: LogHandler {
 public enum PostgresBusError: Error, CustomStringConvertible, Sendable {
     /// The database holds the bus's tables in a newer version than this code knows.
     case newerSchema(found: Int, supported: Int)
+    /// A step that was not tried because the bus has no connection to PostgreSQL at the moment.
+    case notConnected(operation: String, lastError: String?)
 
     /// The error in one sentence.
     public var description: String {
         switch self {
         case .newerSchema(let found, let supported):
             "the database holds Hoard's bus tables in version \(found); this code knows version \(supported) and older. Nothing was changed"
+        case .notConnected(let operation, let lastError):
+            "PostgresBus: not connected to PostgreSQL, so \(operation) was not tried"
+                + (lastError.map { " (last error: \($0))" } ?? "")
         }
     }
 }

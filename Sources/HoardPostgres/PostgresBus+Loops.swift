@@ -46,6 +46,7 @@ extension PostgresBus {
                         everConnected = true
                         delay = self.configuration.backoff.first
                         self.changesSignal.signal()
+                        self.appliedSignal.signal()
                         // The sequence does not end when the task is cancelled; closing the
                         // connection ends it (and the pool, which waits for its connections, can stop).
                         try await withTaskCancellationHandler {
@@ -176,9 +177,15 @@ extension PostgresBus {
     // MARK: - The steps
 
     /// Runs a step with PostgreSQL, giving it up after ``Configuration/operationTimeout``, or as
-    /// soon as the listening connection is lost (``connectionLost``).
+    /// soon as the listening connection is lost (``connectionLost``); not tried at all while that
+    /// connection is down: the pool would keep every such step waiting, and once PostgreSQL is
+    /// back serve the pile of them before the steps that matter (measured: replicas caught up
+    /// 10 to 20 s after a restart).
     func bounded<R: Sendable>(_ what: String, _ operation: @escaping @Sendable () async throws -> R) async throws -> R {
-        try await withTimeout(configuration.operationTimeout, what, abandonedBy: connectionLost, operation)
+        guard status.connected else {
+            throw PostgresBusError.notConnected(operation: what, lastError: status.lastError)
+        }
+        return try await withTimeout(configuration.operationTimeout, what, abandonedBy: connectionLost, operation)
     }
 
     /// Records this replica in `hoard_replicas` (or refreshes its row).

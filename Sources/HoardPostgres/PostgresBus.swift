@@ -216,20 +216,26 @@ public final class PostgresBus: Service, Sendable {
         let deadline = ContinuousClock.now + timeout
         // This replica too: its own changes do not wake its applier.
         changesSignal.signal()
-        // PostgreSQL away: the pool would keep the query waiting; the deadline ends the wait.
+        // PostgreSQL away: no query is asked of the pool (it would keep it waiting, and serve the
+        // pile of them first once PostgreSQL is back); the wait goes on until the listening
+        // connection is up again or the deadline passes.
         while true {
             let waiting = appliedSignal.generation
             let left = deadline - ContinuousClock.now
             guard left > .zero else { return false }
-            do {
-                if try await withTimeout(
-                    left, "waiting for replicas", abandonedBy: connectionLost,
-                    { try await self.replicasBehind(sequence) }
-                ) == 0 {
-                    return true
+            if status.connected {
+                do {
+                    if try await withTimeout(
+                        left, "waiting for replicas", abandonedBy: connectionLost,
+                        { try await self.replicasBehind(sequence) }
+                    ) == 0 {
+                        return true
+                    }
+                } catch is PostgresBusTimeout {
+                    return false
+                } catch is PostgresBusConnectionLost {
+                    // Tried again once connected.
                 }
-            } catch is PostgresBusTimeout {
-                return false
             }
             // A notification that a replica applied, or a heartbeat, whichever comes first.
             await appliedSignal.wait(
