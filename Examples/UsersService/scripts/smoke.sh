@@ -38,6 +38,12 @@ request GET /users/7
 [ "$status" = 200 ] && [[ "$body" == *'"user_name":"user7"'* ]] || fail "GET /users/7: $status $body"
 request GET /users/1000
 [ "$status" = 404 ] || fail "GET /users/1000 (absent upstream): $status"
+# A write: the upstream makes version 1 of user 7, the service drops its stored version 0, and the
+# next read fetches the new one.
+request PUT /users/7
+[ "$status" = 200 ] && [[ "$body" == *'"version":1'* ]] || fail "PUT /users/7: $status $body"
+request GET /users/7
+[ "$status" = 200 ] && [[ "$body" == *'"version":1'* ]] || fail "GET /users/7 after the write: $status $body"
 request GET '/users?ids=1,2,3,1000'
 [ "$status" = 200 ] && [ "$(grep -o '"id":' <<<"$body" | wc -l)" = 3 ] || fail "GET /users?ids=…: $status $body"
 request GET /users/7
