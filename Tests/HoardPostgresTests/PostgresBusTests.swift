@@ -114,7 +114,10 @@ final class Replica: Sendable {
     let users: HoardCollection<User>
     private let task: Task<Void, any Error>
 
-    init(database: String, directory: String? = nil, port: Int? = nil, user: String? = nil) throws {
+    init(
+        database: String, directory: String? = nil, port: Int? = nil, user: String? = nil,
+        liveness: Duration = .seconds(30)
+    ) throws {
         let directory =
             directory
             ?? FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -125,7 +128,7 @@ final class Replica: Sendable {
         users = try store.collection(User.self)
         var configuration = PostgresBus.Configuration(
             postgres: try TestServer.configuration(database: database, port: port, user: user),
-            heartbeat: .milliseconds(200), backoff: (.milliseconds(20), .milliseconds(200)))
+            heartbeat: .milliseconds(200), liveness: liveness, backoff: (.milliseconds(20), .milliseconds(200)))
         configuration.replicaName = directory
         let bus = PostgresBus(store: store, configuration: configuration, logger: TestServer.logger)
         self.bus = bus
@@ -338,6 +341,44 @@ final class Replica: Sendable {
         #expect(b.store.replication.resets == 1, "caught up from its position, without a reset")
         await a.stop()
         await b.stop()
+    }
+
+    /// PostgreSQL away for longer than the liveness: no replica could beat meanwhile. A wait for
+    /// replicas once it is back must still wait for a replica that has not connected again yet
+    /// (liveness counts from PostgreSQL's start), here one whose process stopped during the outage
+    /// without being able to say so, and whose bus runs again only after the wait began.
+    @Test func afterAnOutageAReplicaThatHasNotBeatenIsStillWaitedFor() async throws {
+        let database = try await TestServer.makeDatabase()
+        let liveness = Duration.seconds(3)
+        let (a, b) = (
+            try Replica(database: database, liveness: liveness), try Replica(database: database, liveness: liveness)
+        )
+        defer { [a, b].forEach { $0.remove() } }
+        try await a.ready()
+        try await b.ready()
+        try await b.users.put(User(id: 1, name: "v1"))
+
+        try TestServer.pgCtl("-m", "fast", "stop")
+        let stopped = ContinuousClock.now
+        try await until("the buses noticed") { !a.bus.status.connected && !b.bus.status.connected }
+        await b.stop()  // it cannot record that it left: PostgreSQL is down
+        // The fault lasts longer than the liveness: every heartbeat recorded is older by then.
+        try await Task.sleep(until: stopped + liveness + .milliseconds(500))
+        try TestServer.startServer()
+        try await until("A connected again") { a.bus.status.connected }
+
+        try await a.users.invalidate(1)
+        var flushed: Int64?
+        for _ in 0..<10 where flushed == nil { flushed = try? await a.bus.flush() }
+        let sequence = try #require(flushed, "flush failed ten times after PostgreSQL came back")
+        let waiting = Task { try await a.bus.waitUntilApplied(through: sequence, timeout: .seconds(20)) }
+        let again = PostgresBus(store: b.store, configuration: b.bus.configuration, logger: TestServer.logger)
+        let run = Task { try await again.run() }
+        #expect(try await waiting.value)
+        #expect(try b.users.get(1) == nil, "the wait returned before B applied the change")
+        run.cancel()
+        _ = await run.result
+        await a.stop()
     }
 
     @Test func anOlderSchemaIsBroughtUpANewerOneRefused() async throws {
