@@ -74,7 +74,6 @@ func costs() async throws -> [Comparison] {
     for store in [plain, following] { try await store.collection(Member.self).put(members) }
     // A reset as a bus's first catch-up makes one, then the records written again after it.
     try await following.replication.reset(bus: "bench", to: BusPosition(log: "bench", sequence: 0))
-    while Store.systemClock() < following.replication.staleBefore ?? 0 { await Task.yield() }
     try await following.collection(Member.self).put(members)
     let (plainMembers, followingMembers) = (try plain.collection(Member.self), try following.collection(Member.self))
     var random = SplitMix64(seed: 7)
@@ -156,8 +155,6 @@ func propagation() async throws -> String {
     defer { runs.forEach { $0.cancel() } }
     for replica in replicas {
         try await waitUntilFollowing(replica.bus)
-        let resetAt = replica.store.replication.staleBefore ?? 0
-        while Store.systemClock() < resetAt { await Task.yield() }
         try await replica.members.put((0..<count).map { sample($0) })
     }
     // Invalidation `id` is made on replica `id % writers`, and watched on every other replica.
@@ -269,8 +266,6 @@ func catchUp(changes: Int) async throws -> String {
     }
     var (bus, run) = start()
     try await waitUntilFollowing(bus)
-    let resetAt = store.replication.staleBefore ?? 0
-    while Store.systemClock() < resetAt { await Task.yield() }
     let total = changes * 2
     for start in stride(from: 0, to: total, by: 20_000) {
         try await members.put((start..<min(total, start + 20_000)).map { sample($0) })
