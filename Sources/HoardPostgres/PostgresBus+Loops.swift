@@ -23,7 +23,7 @@ extension PostgresBus {
             // postgres-nio's pool retries a connection that fails and keeps the lease waiting, so the
             // failure is reported from here after the connect timeout, with the cause the pool logged.
             let timeout = configuration.postgres.options.connectTimeout
-            let watchdog = Task {
+            let watchdog = outstanding.spawn {
                 try await Task.sleep(for: timeout)
                 let cause = self.shared.state.withLock { $0.lastPoolError } ?? "no answer"
                 self.connectionChanged(
@@ -38,7 +38,7 @@ extension PostgresBus {
                     try await connection.listen(on: BusSchema.channel) { notifications in
                         // Bounded: a cancellation while these wait for a second connection must
                         // still let this closure end and give its connection back to the pool.
-                        try await withTimeout(self.configuration.operationTimeout, "migrating") {
+                        try await withTimeout(self.configuration.operationTimeout, "migrating", in: self.outstanding) {
                             try await BusSchema.migrate(self.client, logger: self.logger)
                             try await self.register()
                         }
@@ -185,7 +185,8 @@ extension PostgresBus {
         guard status.connected else {
             throw PostgresBusError.notConnected(operation: what, lastError: status.lastError)
         }
-        return try await withTimeout(configuration.operationTimeout, what, abandonedBy: connectionLost, operation)
+        return try await withTimeout(
+            configuration.operationTimeout, what, abandonedBy: connectionLost, in: outstanding, operation)
     }
 
     /// Records this replica in `hoard_replicas` (or refreshes its row).
@@ -199,8 +200,7 @@ extension PostgresBus {
     }
 
     /// Marks this replica as not live (a stop, not a failure): its row stays, with its position.
-    /// Tried again until it succeeds or the task is cancelled: the pool may first hand it the
-    /// listening connection, which is closing.
+    /// Tried again until it succeeds or the task is cancelled: a connection may fail under it.
     func leave() async throws {
         let identity = try store.replication.identity()
         while true {

@@ -88,8 +88,10 @@ public final class PostgresBus: Service, Sendable {
     /// Signalled when the listening connection fails or ends: PostgreSQL may be gone, and steps
     /// under way on other connections are given up (``bounded(_:_:)``) and tried again.
     let connectionLost = Wakeup()
+    /// The unstructured tasks the bus started; ``run()`` returns once none runs.
+    let outstanding = Outstanding()
     /// Serializes publishing (the publisher loop and ``flush()``).
-    let publishing = SerialQueue()
+    let publishing: SerialQueue
 
     /// A bus between `store` and the PostgreSQL of `configuration`. Nothing connects before ``run()``.
     public init(
@@ -99,6 +101,7 @@ public final class PostgresBus: Service, Sendable {
         self.store = store
         self.configuration = configuration
         self.logger = logger
+        publishing = SerialQueue(outstanding: outstanding)
         metrics = BusMetrics(factory: metricsFactory ?? MetricsSystem.factory)
         // The pool logs why a connection failed, and otherwise keeps it to itself: its log goes
         // through here, which keeps the last such error for ``status``.
@@ -151,8 +154,11 @@ public final class PostgresBus: Service, Sendable {
         // The pool runs in a task that the cancellation of this one does not reach, so that it is
         // still there to say that this replica leaves; it is cancelled after that.
         let pool = Task { await self.client.run() }
+        // The listener too: its connection stays up until this replica has left. Closed, it goes
+        // back to the pool, which may hand it to the leaving query, and a query on a connection
+        // that is closing was seen to wait forever.
+        let listening = Task { await self.keepListening() }
         await withTaskGroup(of: Void.self) { loops in
-            loops.addTask { await self.keepListening() }
             loops.addTask { await self.keepApplying() }
             loops.addTask { await self.keepReporting() }
             loops.addTask { await self.keepPublishing() }
@@ -168,14 +174,22 @@ public final class PostgresBus: Service, Sendable {
                 self.stopped.signal()
             }
             loops.cancelAll()
-            // Leaving: the others no longer wait for this replica (``waitUntilApplied(through:timeout:)``)
-            // nor keep the log for it; it registers again when it runs again. A heartbeat still under
-            // way does not bring it back (it updates only a replica that has not left).
-            try? await Task { try await withTimeout(.seconds(2), "leaving") { try await self.leave() } }.value
-            // Then the pool, which also ends what the loops still wait for.
-            pool.cancel()
         }
+        // Leaving: the others no longer wait for this replica (``waitUntilApplied(through:timeout:)``)
+        // nor keep the log for it; it registers again when it runs again. The heartbeat has
+        // stopped, so it does not bring the replica back. In a task of its own, which this task's
+        // cancellation does not reach.
+        try? await Task {
+            try await withTimeout(.seconds(2), "leaving", in: self.outstanding) { try await self.leave() }
+        }.value
+        listening.cancel()
+        await listening.value
+        // Then the pool, which also ends what the loops still wait for.
+        pool.cancel()
         await pool.value
+        // The steps given up on, which the pool's shutdown ends: none may still hold the store
+        // when this returns (its file would stay open). Bounded, for a query postgres-nio lost.
+        await outstanding.drained(within: configuration.operationTimeout, logger: logger)
     }
 
     let stopped = Wakeup()
@@ -203,7 +217,7 @@ public final class PostgresBus: Service, Sendable {
         // Bounded twice: the caller's wait (in the queue, then publishing), which also ends at once
         // when the caller is cancelled; and the publication itself, so that one stuck on a
         // connection PostgreSQL dropped does not hold the queue.
-        return try await withTimeout(configuration.operationTimeout, "waiting to publish") {
+        return try await withTimeout(configuration.operationTimeout, "waiting to publish", in: outstanding) {
             try await self.publishing.run { try await self.bounded("publishing") { try await self.publishOutbox() } }
         }
     }
@@ -226,7 +240,7 @@ public final class PostgresBus: Service, Sendable {
             if status.connected {
                 do {
                     if try await withTimeout(
-                        left, "waiting for replicas", abandonedBy: connectionLost,
+                        left, "waiting for replicas", abandonedBy: connectionLost, in: outstanding,
                         { try await self.replicasBehind(sequence) }
                     ) == 0 {
                         return true

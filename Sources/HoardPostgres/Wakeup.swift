@@ -1,4 +1,5 @@
 #if Postgres
+internal import Logging
 internal import Synchronization
 
 /// A wake-up that many may wait for: each ``signal()`` moves its generation on and resumes every
@@ -59,10 +60,13 @@ final class Wakeup: Sendable {
 /// queue of publications behind them).
 actor SerialQueue {
     private var tail: Task<Void, Never>?
+    private let outstanding: Outstanding
+
+    init(outstanding: Outstanding) { self.outstanding = outstanding }
 
     func run<R: Sendable>(_ operation: @escaping @Sendable () async throws -> R) async throws -> R {
         let previous = tail
-        let task = Task { () async throws -> R in
+        let task = outstanding.spawn { () async throws -> R in
             await previous?.value
             try Task.checkCancellation()
             return try await operation()
@@ -73,6 +77,64 @@ actor SerialQueue {
         } onCancel: {
             task.cancel()
         }
+    }
+}
+
+/// Counts the unstructured tasks the bus starts, so that ``PostgresBus/run()`` returns only once
+/// none of them runs. Each holds the bus, and through it the store: one still ending after `run()`
+/// returned would keep the store's file open, and the application's next open of that store in
+/// the same process would fail with `alreadyOpen`.
+final class Outstanding: Sendable {
+    private let count = Mutex(0)
+    private let emptied = Wakeup()
+
+    /// Starts `body` in a task of its own, counted until `body` has returned and been released.
+    func spawn<R: Sendable>(_ body: @escaping @Sendable () async throws -> R) -> Task<R, any Error> {
+        count.withLock { $0 += 1 }
+        let held = HeldBody(body)
+        return Task {
+            let result = await held.run()
+            if self.count.withLock({ count in
+                count -= 1
+                return count == 0
+            }) {
+                self.emptied.signal()
+            }
+            return try result.get()
+        }
+    }
+
+    /// Returns `true` once no counted task runs, or `false` at `deadline`.
+    func drained(until deadline: ContinuousClock.Instant) async -> Bool {
+        while true {
+            let seen = emptied.generation
+            if count.withLock({ $0 }) == 0 { return true }
+            if ContinuousClock.now >= deadline { return false }
+            await emptied.wait(after: seen, until: deadline)
+        }
+    }
+
+    /// Returns once no counted task runs, or after `limit` with a warning.
+    func drained(within limit: Duration, logger: Logger) async {
+        if await !drained(until: .now + limit) {
+            logger.warning(
+                "PostgresBus: a step on PostgreSQL has not ended \(limit) after the bus stopped; it still holds the store",
+                metadata: ["steps": "\(count.withLock { $0 })"])
+        }
+    }
+}
+
+/// A task's body, which the task lets go of before it counts as finished (what a closure captures
+/// is otherwise released only as its task completes, after the count moved).
+private final class HeldBody<R: Sendable>: Sendable {
+    private let body: Mutex<(@Sendable () async throws -> R)?>
+
+    init(_ body: @escaping @Sendable () async throws -> R) { self.body = Mutex(body) }
+
+    /// Runs the body once; it is released when this returns.
+    func run() async -> Result<R, any Error> {
+        guard let body = body.withLock({ $0.take() }) else { return .failure(CancellationError()) }
+        return await Result(catching: body)
     }
 }
 #endif
@@ -92,17 +154,19 @@ public struct PostgresBusTimeout: Error, CustomStringConvertible, Sendable {
 /// Runs `operation`, and gives up on it after `limit`, or when `abandonedBy` signals after the
 /// start (the bus's signal that its connection to PostgreSQL was lost: a query on a connection
 /// PostgreSQL dropped may never end, and its retry should not wait for the limit). Its task is
-/// cancelled and left to end on its own, and the caller goes on at once. (A task group would wait
-/// for a child that does not heed the cancellation; such a query was seen to be one.)
+/// cancelled and left to end on its own, counted in `outstanding`, and the caller goes on at once.
+/// (A task group would wait for a child that does not heed the cancellation; such a query was seen
+/// to be one.)
 func withTimeout<R: Sendable>(
-    _ limit: Duration, _ what: String, abandonedBy: Wakeup? = nil, _ operation: @escaping @Sendable () async throws -> R
+    _ limit: Duration, _ what: String, abandonedBy: Wakeup? = nil, in outstanding: Outstanding,
+    _ operation: @escaping @Sendable () async throws -> R
 ) async throws -> R {
     let race = TimeoutRace<R>()
     let seen = abandonedBy?.generation
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
             race.waiter.withLock { $0 = continuation }
-            let task = Task {
+            let task = outstanding.spawn {
                 let result = await Result(catching: operation)
                 race.finish(with: result)
             }
@@ -137,7 +201,7 @@ struct PostgresBusConnectionLost: Error, CustomStringConvertible {
 /// and the watchers are cancelled.
 final class TimeoutRace<R: Sendable>: Sendable {
     let waiter = Mutex<CheckedContinuation<R, any Error>?>(nil)
-    let work = Mutex<Task<Void, Never>?>(nil)
+    let work = Mutex<Task<Void, any Error>?>(nil)
     private let watchers = Mutex<(tasks: [Task<Void, Never>], finished: Bool)>(([], false))
 
     /// Starts a watcher that may finish the race.
