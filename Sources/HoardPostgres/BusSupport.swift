@@ -17,6 +17,8 @@ struct BusState {
     var skippedRows = 0
     var lastError: String?
     var lastPoolError: String?
+    /// Connections the pools failed to make.
+    var poolFailures = 0
 }
 
 /// Passes log messages on, keeping the `psql_error` of those that carry one.
@@ -26,7 +28,7 @@ struct CausesOfFailure: LogHandler {
 
     func log(event: LogEvent) {
         if let cause = event.metadata?["psql_error"] ?? inner.metadata["psql_error"] { keep("\(cause)") }
-        inner.log(event: event)
+        if event.level >= inner.logLevel { inner.log(event: event) }
     }
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -37,8 +39,10 @@ struct CausesOfFailure: LogHandler {
         get { inner.metadata }
         set { inner.metadata = newValue }
     }
+    /// At most `info`, the level at which the pool says why a connection failed: the cause is
+    /// kept whatever the level of the application's log, which gets only what its level lets through.
     var logLevel: Logger.Level {
-        get { inner.logLevel }
+        get { min(inner.logLevel, .info) }
         set { inner.logLevel = newValue }
     }
 }

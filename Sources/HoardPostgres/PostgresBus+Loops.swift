@@ -19,22 +19,15 @@ extension PostgresBus {
         var everConnected = false
         // The payload of this store's own changes (the identity is read once: it never changes).
         let own = (try? store.replication.identity()).map { "c" + $0.uuidString.lowercased() }
+        var outage = Outage()
         while !Task.isCancelled {
-            // postgres-nio's pool retries a connection that fails and keeps the lease waiting, so the
-            // failure is reported from here after the connect timeout, with the cause the pool logged.
-            let timeout = configuration.postgres.options.connectTimeout
-            let watchdog = outstanding.spawn {
-                try await Task.sleep(for: timeout)
-                let cause = self.shared.state.withLock { $0.lastPoolError } ?? "no answer"
-                self.connectionChanged(
-                    up: false, error: "no connection to PostgreSQL within \(timeout): \(cause)")
-                self.logger.warning(
-                    "PostgresBus: cannot connect to PostgreSQL; reads go on from the store",
-                    metadata: ["error": "\(cause)"])
-            }
+            let attempt = pools.generation
+            let watchdog = outstanding.spawn { [outage] in try await self.watchConnecting(outage) }
+            var connected = false
             do {
                 try await client.withConnection { connection in
                     watchdog.cancel()
+                    connected = true
                     try await connection.listen(on: BusSchema.channel) { notifications in
                         // Bounded: a cancellation while these wait for a second connection must
                         // still let this closure end and give its connection back to the pool.
@@ -74,16 +67,42 @@ extension PostgresBus {
             } catch {
                 watchdog.cancel()
                 if Task.isCancelled { break }
+                // The pool it waited on was replaced: the new one is tried at once.
+                if pools.generation != attempt { continue }
                 connectionChanged(up: false, error: "\(String(reflecting: error))")
                 connectionLost.signal()
                 logger.warning(
                     "PostgresBus: the listening connection failed; reads go on from the store",
                     metadata: ["error": "\(String(reflecting: error))", "retryIn": "\(delay)"])
             }
+            // An outage begins when a connection that was up is lost.
+            if connected { outage = Outage() }
             try? await Task.sleep(for: delay)
             delay = min(delay * 2, configuration.backoff.longest)
         }
         connectionChanged(up: false, error: nil)
+    }
+
+    /// Watches an attempt of the listening loop to get a connection: postgres-nio's pool retries
+    /// one that fails and keeps the lease waiting. Every ``Configuration/backoff``'s longest wait,
+    /// a pool that failed meanwhile is replaced (``Pools``), which ends the wait; once the outage
+    /// has lasted the connect timeout, the bus reports it (once), with the cause the pool logged.
+    func watchConnecting(_ outage: Outage) async throws {
+        let timeout = configuration.postgres.options.connectTimeout
+        while true {
+            try await Task.sleep(for: configuration.backoff.longest)
+            let failures = shared.state.withLock { $0.poolFailures }
+            if pools.replace(ifFailedBefore: failures) {
+                logger.debug("PostgresBus: replaced the connection pool, which failed to connect")
+            }
+            if outage.since.duration(to: .now) >= timeout, outage.report() {
+                let cause = shared.state.withLock { $0.lastPoolError } ?? "no answer"
+                connectionChanged(up: false, error: "no connection to PostgreSQL within \(timeout): \(cause)")
+                logger.warning(
+                    "PostgresBus: cannot connect to PostgreSQL; reads go on from the store",
+                    metadata: ["error": "\(cause)"])
+            }
+        }
     }
 
     /// Applies the log's changes whenever woken.
@@ -408,6 +427,22 @@ extension PostgresBus {
             UPDATE hoard_bus SET trimmed_through = greatest(trimmed_through, (SELECT max(id) FROM deleted))
             WHERE EXISTS (SELECT 1 FROM deleted)
             """, logger: logger)
+    }
+
+    /// A time without a listening connection, reported once.
+    struct Outage: Sendable {
+        let since = ContinuousClock.now
+        private let reported = Reported()
+
+        /// Returns `true` the first time only.
+        func report() -> Bool {
+            reported.flag.withLock { flag in
+                defer { flag = true }
+                return !flag
+            }
+        }
+
+        private final class Reported: Sendable { let flag = Mutex(false) }
     }
 
     func connectionChanged(up: Bool, reconnect: Bool = false, error: String? = nil) {

@@ -74,7 +74,10 @@ public final class PostgresBus: Service, Sendable {
     public let store: Store
     /// The configuration.
     public let configuration: Configuration
-    let client: PostgresClient
+    /// postgres-nio's pool, replaced while PostgreSQL cannot be reached (``Pools``).
+    let pools: Pools
+    /// The current pool: a step takes it anew each time.
+    var client: PostgresClient { pools.client }
     let logger: Logger
     let metrics: BusMetrics
     /// What the bus knows of itself, shared with the pool's log handler.
@@ -108,7 +111,10 @@ public final class PostgresBus: Service, Sendable {
         let shared = self.shared
         var poolLogger = logger
         poolLogger.handler = CausesOfFailure(inner: logger.handler) { cause in
-            shared.state.withLock { $0.lastPoolError = cause }
+            shared.state.withLock { state in
+                state.lastPoolError = cause
+                state.poolFailures += 1
+            }
         }
         // The bus's statements are small; compiling them (PostgreSQL's JIT, which a planner's guess
         // on unanalyzed tables can trigger) cost 5 to 10 ms each when measured. Off for its
@@ -117,7 +123,9 @@ public final class PostgresBus: Service, Sendable {
         if !postgres.options.additionalStartupParameters.contains(where: { $0.0 == "jit" }) {
             postgres.options.additionalStartupParameters.append(("jit", "off"))
         }
-        client = PostgresClient(configuration: postgres, backgroundLogger: poolLogger)
+        pools = Pools(failures: 0) { [postgres, poolLogger] in
+            PostgresClient(configuration: postgres, backgroundLogger: poolLogger)
+        }
     }
 
     /// What the bus knows of itself now.
@@ -153,7 +161,7 @@ public final class PostgresBus: Service, Sendable {
     public func run() async throws {
         // The pool runs in a task that the cancellation of this one does not reach, so that it is
         // still there to say that this replica leaves; it is cancelled after that.
-        let pool = Task { await self.client.run() }
+        pools.start()
         // The listener too: its connection stays up until this replica has left. Closed, it goes
         // back to the pool, which may hand it to the leaving query, and a query on a connection
         // that is closing was seen to wait forever.
@@ -185,8 +193,7 @@ public final class PostgresBus: Service, Sendable {
         listening.cancel()
         await listening.value
         // Then the pool, which also ends what the loops still wait for.
-        pool.cancel()
-        await pool.value
+        await pools.stop()
         // The steps given up on, which the pool's shutdown ends: none may still hold the store
         // when this returns (its file would stay open). Bounded, for a query postgres-nio lost.
         await outstanding.drained(within: configuration.operationTimeout, logger: logger)

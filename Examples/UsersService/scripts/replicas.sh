@@ -54,8 +54,10 @@ for n in 1 2 3; do start_replica "$n"; done
 load() { "$bin/replica-load" "$@"; }
 endpoints=(--services "$(all_ports)" --upstream "$upstream_port")
 
-# Until every replica is connected with its outbox published, then a write on each (at once, with
-# a wait) is applied by all: every change made before is then applied everywhere. Prints the
+# Until every replica is connected again, then until a write on each (at once, with a wait) is
+# applied by all: each write's publication carries its replica's whole outbox, so every change
+# made before is then applied everywhere. (An outbox is never empty on all three replicas at one
+# moment under 100 writes/s, so "every outbox empty" is not what is waited for.) Prints the
 # milliseconds since $1.
 caught_up() {  # caught_up SINCE_MS
     local n status
@@ -63,7 +65,7 @@ caught_up() {  # caught_up SINCE_MS
         local ready=1
         for n in 1 2 3; do
             status=$(curl -s "http://127.0.0.1:${ports[$n]}/replication")
-            [[ "$status" == *'"connected":true'* && "$status" == *'"pending":0,'* ]] || ready=0
+            [[ "$status" == *'"connected":true'* ]] || ready=0
         done
         [ "$ready" = 1 ] && break
         sleep 0.01
@@ -77,7 +79,7 @@ caught_up() {  # caught_up SINCE_MS
         done
         wait "${writes[@]}" || true
         for n in 1 2 3; do grep -qi '^hoard-applied: true' "$work/marker$n" || applied=0; done
-        if [ "$applied" = 1 ]; then echo "$(($(now_ms) - $1)) ms (all connected, outboxes published: $ready_ms ms)"; return 0; fi
+        if [ "$applied" = 1 ]; then echo "$(($(now_ms) - $1)) ms (all connected: $ready_ms ms)"; return 0; fi
     done
     echo "error: the replicas did not catch up" >&2
     return 1
