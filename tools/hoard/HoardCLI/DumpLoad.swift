@@ -14,6 +14,13 @@ struct Dump: StoreCommand {
             entry and one line per record: its ID and readable fields, plus the exact key (hex) and \
             record bytes (base64) that `hoard load` restores byte for byte. From one read snapshot. \
             Read-only.
+
+            Every record is checked as `hoard verify` checks it. A damaged record is left out and \
+            named on standard error (with --json, as the object `verify --json` lists it); the rest \
+            is dumped, and the last line on standard error counts what was left out: the exit \
+            status is then 1. With --include-damaged, damaged records are written too, byte for \
+            byte, for inspection; the dump says so, and `hoard load` loads such a dump only with \
+            --skip-damaged.
             """
     )
 
@@ -21,6 +28,9 @@ struct Dump: StoreCommand {
 
     @Argument(help: "Only this collection.")
     var collection: String?
+
+    @Flag(help: "Write damaged records too, byte for byte, for inspection (`hoard load` then needs --skip-damaged).")
+    var includeDamaged = false
 
     func run() throws {
         let opened = try openStore(store.path)
@@ -34,27 +44,61 @@ struct Dump: StoreCommand {
                 "\(error); nothing was dumped. The other collections can be dumped by name (hoard dump \(store.path) COLLECTION); \(name)'s records only as raw bytes, e.g. with mdb_dump -s c:\(name)"
             )
         }
-        say(DumpLine.header.text)
+        say(DumpLine.header(includesDamaged: includeDamaged).text)
         let line = JSONWriter()
+        var (records, damaged) = (0, 0)
         try opened.read { txn in
             for handle in handles {
                 say(DumpLine.collection(handle.shape).text)
+                let check = RecordCheck(handle.shape)
                 var progress = Progress("dump \(handle.name)", total: try txn.count(in: handle.database))
                 var done = 0
                 try txn.forEach(in: handle.database) { key, record in
-                    line.removeAll()
-                    DumpLine.writeRecord(handle.shape, key: key, record: record, into: line)
-                    Output.standard.line(line.bytes)
                     done += 1
                     if done & 0x3FF == 0 {
                         try checkInterrupt()
                         progress.update(done)
                     }
+                    line.removeAll()
+                    switch check.intact(key: key, record: record) {
+                    case .success(let intact):
+                        DumpLine.writeRecord(handle.shape, key: key, record: record, intact: intact, into: line)
+                    case .failure(let problem):
+                        damaged += 1
+                        report(.record(problem))
+                        guard includeDamaged else { return .next }
+                        DumpLine.writeRecord(handle.shape, key: key, record: record, into: line)
+                    }
+                    Output.standard.line(line.bytes)
                     return .next
                 }
+                records += done
                 progress.finish()
             }
         }
+        guard damaged > 0 else { return }
+        let written = includeDamaged ? records : records - damaged
+        if store.json {
+            printError(
+                JSON.object([
+                    ("records", .int(Int64(records))), ("damaged", .int(Int64(damaged))),
+                    ("dumped", .int(Int64(written))), ("includesDamaged", .bool(includeDamaged)),
+                ]).text)
+        } else if includeDamaged {
+            printError(
+                "hoard dump: \(damaged) of \(records) records are damaged (named above); they are in the dump, as --include-damaged asks, and `hoard load` loads it only with --skip-damaged"
+            )
+        } else {
+            printError(
+                "hoard dump: left out \(damaged) damaged record\(damaged == 1 ? "" : "s") (named above); the dump holds the other \(written) of \(records)"
+            )
+        }
+        throw ExitCode(1)
+    }
+
+    /// Names a damaged record on standard error, as `verify` does on standard output.
+    private func report(_ problem: Verify.Problem) {
+        printError(store.json ? problem.json.text : "\(problem.label): \(problem.reason)")
     }
 }
 
@@ -62,7 +106,12 @@ struct Dump: StoreCommand {
 enum DumpLine {
     static let format = 1
 
-    static var header: JSON { .object([("hoard", .string("dump")), ("format", .int(Int64(format)))]) }
+    /// The first line. A dump that holds damaged records (`--include-damaged`) says so, for `load`.
+    static func header(includesDamaged: Bool) -> JSON {
+        .object(
+            [("hoard", .string("dump")), ("format", .int(Int64(format)))]
+                + (includesDamaged ? [("includesDamaged", .bool(true))] : []))
+    }
 
     static func collection(_ handle: CollectionShape) -> JSON {
         guard case .object(let members) = handle.schemaJSON else { return handle.schemaJSON }
@@ -76,6 +125,42 @@ enum DumpLine {
         _ handle: CollectionShape, key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer,
         into line: JSONWriter
     ) {
+        if let (header, payload) = try? RecordHeader.parse(record), (try? CBORValue.validate(payload)) != nil {
+            writeRecord(handle, key: key, record: record, intact: (header, payload), into: line)
+            return
+        }
+        // A damaged one says what is wrong, with whatever could be read.
+        writeStart(handle, key: key, into: line)
+        let view = RecordView(record)
+        if let header = view.header { writeHeader(header, into: line) }
+        if let damage = view.damage {
+            line.append(#","damage":"#)
+            line.append(quoted: damage)
+        }
+        if let payload = view.payload {
+            line.append(#","value":"#)
+            line.append(cbor: payload)
+        }
+        writeEnd(key: key, record: record, into: line)
+    }
+
+    /// Writes the line of an intact record whose header and payload (validated CBOR) are already
+    /// parsed: `dump` has checked them, and does not parse them twice.
+    static func writeRecord(
+        _ handle: CollectionShape, key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer,
+        intact: (header: RecordHeader, payload: UnsafeRawBufferPointer), into line: JSONWriter
+    ) {
+        writeStart(handle, key: key, into: line)
+        writeHeader(intact.header, into: line)
+        line.append(#","value":"#)
+        // Written from its bytes when it can be.
+        if !line.append(validatedCBOR: intact.payload), let value = try? CBORValue(decoding: Array(intact.payload)) {
+            line.append(cbor: value)
+        }
+        writeEnd(key: key, record: record, into: line)
+    }
+
+    private static func writeStart(_ handle: CollectionShape, key: UnsafeRawBufferPointer, into line: JSONWriter) {
         line.append(#"{"kind":"record","collection":"#)
         line.append(quoted: handle.name)
         line.append(#","id":"#)
@@ -87,26 +172,9 @@ enum DumpLine {
         } else {
             line.append(quoted: handle.describeKey(key))
         }
-        if let (header, payload) = try? RecordHeader.parse(record), (try? CBORValue.validate(payload)) != nil {
-            // An intact record: its payload is written from its bytes when it can be.
-            writeHeader(header, into: line)
-            line.append(#","value":"#)
-            if !line.append(validatedCBOR: payload), let value = try? CBORValue(decoding: Array(payload)) {
-                line.append(cbor: value)
-            }
-        } else {
-            // A damaged one says what is wrong, with whatever could be read.
-            let view = RecordView(record)
-            if let header = view.header { writeHeader(header, into: line) }
-            if let damage = view.damage {
-                line.append(#","damage":"#)
-                line.append(quoted: damage)
-            }
-            if let payload = view.payload {
-                line.append(#","value":"#)
-                line.append(cbor: payload)
-            }
-        }
+    }
+
+    private static func writeEnd(key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer, into line: JSONWriter) {
         line.append(#","key":""#)
         line.append(hex: key)
         line.append(#"","record":""#)

@@ -28,7 +28,8 @@ struct HoardCommand: ParsableCommand {
             service that is writing to the store; the commands that write (load, migrate, \
             purge-expired, rm) say so.
 
-            Exit status: 0 ok; 1 problems found (verify), an ID not found, or a damaged store; \
+            Exit status: 0 ok; 1 problems found (verify; damaged records that dump left out or \
+            load skipped), an ID not found, or a damaged store; \
             2 wrong usage or an unknown collection; 3 the store cannot be opened or is not a \
             Hoard store.
 

@@ -17,11 +17,14 @@ struct Load: StoreCommand {
         abstract: "Import a dump from standard input (writes; creates the store when missing).",
         discussion: """
             Every line must be a line as `hoard dump` writes it (edited lines are refused: the \
-            record bytes are what is restored), every record intact (header and checksum) and of a \
-            version its collection's registry knows. All records are written in one transaction: \
-            all of them or none, the first bad line ending the load with nothing written. A record \
-            whose ID already holds different bytes is an error unless --replace. Standard input \
-            that is not a file is first copied to a temporary file in $TMPDIR (or /tmp).
+            record bytes are what is restored), and every record pass the checks `hoard verify` \
+            makes (header, checksum, a version its collection's registry knows, payload, key). All \
+            records are written in one transaction: all of them or none, the first bad line ending \
+            the load with nothing written. With --skip-damaged, a damaged record's line is skipped \
+            and named instead, the others are loaded, and the exit status is 1; a dump written \
+            with `hoard dump --include-damaged` loads only so. A record whose ID already holds \
+            different bytes is an error unless --replace. Standard input that is not a file is \
+            first copied to a temporary file in $TMPDIR (or /tmp).
             """
     )
 
@@ -30,6 +33,9 @@ struct Load: StoreCommand {
 
     @Flag(help: "Overwrite records that already exist with other bytes.")
     var replace = false
+
+    @Flag(help: "Skip the lines of damaged records (each is named), load the rest, and exit 1.")
+    var skipDamaged = false
 
     func run() throws {
         let input = try DumpInput.standardInput()
@@ -43,11 +49,12 @@ struct Load: StoreCommand {
             databases[name] = database
         }
         var progress = Progress("load", total: input.size, unit: "bytes")
-        let (written, same) = try store.write { txn in
+        let (written, same, skipped) = try store.write { txn in
             for name in plan.order {
                 if let schema = plan.schemas[name] { try store.record(schema, in: txn) }
             }
-            var writer = RecordWriter(plan: plan, databases: databases, replace: replace, progress: progress)
+            var writer = RecordWriter(
+                plan: plan, databases: databases, replace: replace, skipDamaged: skipDamaged, progress: progress)
             try input.forEachLine { number, line, offset in
                 try writer.load(line, number: number, offset: offset, txn: txn)
             }
@@ -56,13 +63,19 @@ struct Load: StoreCommand {
                 if let database = databases[name] { try store.keepCapacity(of: name, database: database, in: txn) }
             }
             progress = writer.progress
-            return (writer.written, writer.same)
+            return (writer.written, writer.same, writer.skipped)
         }
         progress.finish()
         let count = plan.order.count
         say(
             "loaded \(written) records into \(count) collection\(count == 1 ? "" : "s") of \(path)\(same > 0 ? " (\(same) already there)" : "")"
         )
+        // Named once the load committed: a write that runs again after the map grew reads the
+        // input again.
+        guard !skipped.isEmpty else { return }
+        for line in skipped { printError(line) }
+        printError("hoard load: skipped \(skipped.count) damaged record\(skipped.count == 1 ? "" : "s") (named above)")
+        throw ExitCode(1)
     }
 
     /// What the first pass found: the collections' registry entries, in the order they come.
@@ -105,6 +118,11 @@ struct Load: StoreCommand {
                 "stdin line \(number): dump format \(object["format"] ?? "?") is not format \(DumpLine.format), which this hoard reads"
             )
         }
+        if object["includesDamaged"] as? Bool == true && !skipDamaged {
+            throw CLIError.problem(
+                "stdin line \(number): this dump holds damaged records (hoard dump --include-damaged); nothing was loaded. Load the others with --skip-damaged"
+            )
+        }
     }
 }
 
@@ -113,10 +131,17 @@ private struct RecordWriter {
     let plan: Load.Plan
     let databases: [String: Database]
     let replace: Bool
+    let skipDamaged: Bool
     var progress: Progress
 
     var written = 0
     var same = 0
+    /// A line per damaged record skipped (--skip-damaged).
+    var skipped: [String] = []
+    /// The checks of each collection, made once.
+    var checks: [String: RecordCheck] = [:]
+    /// What `verify` would find wrong with the record of the line just read, or `nil`.
+    var damage: Verify.Problem?
     /// The collections whose collection line has been read (a record must come after it).
     var seen: Set<String> = []
     /// Per collection, the greatest key stored: a greater key is new, so it is appended
@@ -124,13 +149,14 @@ private struct RecordWriter {
     var greatestKey: [String: [UInt8]] = [:]
 
     // Reused from line to line.
-    var current: (name: [UInt8], shape: CollectionShape, database: Database)?
+    var current: (name: [UInt8], shape: CollectionShape, database: Database, check: RecordCheck)?
     var key: [UInt8] = []
     var record: [UInt8] = []
     let rendered = JSONWriter()
 
-    init(plan: Load.Plan, databases: [String: Database], replace: Bool, progress: Progress) {
-        (self.plan, self.databases, self.replace, self.progress) = (plan, databases, replace, progress)
+    init(plan: Load.Plan, databases: [String: Database], replace: Bool, skipDamaged: Bool, progress: Progress) {
+        (self.plan, self.databases, self.replace, self.skipDamaged) = (plan, databases, replace, skipDamaged)
+        self.progress = progress
     }
 
     mutating func load(
@@ -147,6 +173,15 @@ private struct RecordWriter {
         }
         guard let found = try recordLine(line) ?? slowCheck(line, number: number) else { return }
         let (shape, database) = found
+        if let damage {
+            guard skipDamaged else {
+                throw CLIError.problem(
+                    "stdin line \(number): \(damage.label): the record is damaged: \(damage.reason); nothing was loaded (--skip-damaged loads the others)"
+                )
+            }
+            skipped.append("stdin line \(number): \(damage.label): \(damage.reason); skipped")
+            return
+        }
         let greatest = try greatestKey[shape.name] ?? lastKey(of: database, named: shape.name, txn: txn)
         if !greatest.lexicographicallyPrecedes(key) {
             if let existing = try txn.value(forKey: key, in: database) {
@@ -166,6 +201,14 @@ private struct RecordWriter {
             greatestKey[shape.name] = key
         }
         written += 1
+    }
+
+    /// The checks of `shape`'s collection, made once.
+    private mutating func check(of shape: CollectionShape) -> RecordCheck {
+        if let check = checks[shape.name] { return check }
+        let check = RecordCheck(shape)
+        checks[shape.name] = check
+        return check
     }
 
     /// The greatest key `database` holds when the load reaches it (`[]` when it is empty).
@@ -196,22 +239,33 @@ private struct RecordWriter {
             guard seen.contains(text), let schema = plan.schemas[text], let database = databases[text] else {
                 return nil
             }
-            current = (Array(name), CollectionShape(schema), database)
+            let shape = CollectionShape(schema)
+            current = (Array(name), shape, database, check(of: shape))
         }
-        guard let (shape, database) = current.map({ ($0.shape, $0.database) }),
+        guard let (shape, database, check) = current.map({ ($0.shape, $0.database, $0.check) }),
             let (keyText, recordText) = Self.keyAndRecord(line),
             Self.decodeHex(keyText, into: &key), !key.isEmpty,
-            Self.decodeBase64(recordText, into: &record),
-            let header = record.withUnsafeBytes({ try? RecordHeader.parse($0).0 }),
-            shape.schema.versions[header.version] != nil
+            Self.decodeBase64(recordText, into: &record)
         else { return nil }
-        rendered.removeAll()
-        key.withUnsafeBytes { key in
-            record.withUnsafeBytes { record in DumpLine.writeRecord(shape, key: key, record: record, into: rendered) }
+        // The record checked and rendered from one parse of its header and payload.
+        let rendered = self.rendered
+        let problem = key.withUnsafeBytes { key in
+            record.withUnsafeBytes { record -> HoardError? in
+                rendered.removeAll()
+                switch check.intact(key: key, record: record) {
+                case .success(let intact):
+                    DumpLine.writeRecord(shape, key: key, record: record, intact: intact, into: rendered)
+                    return nil
+                case .failure(let problem):
+                    DumpLine.writeRecord(shape, key: key, record: record, into: rendered)
+                    return problem
+                }
+            }
         }
         let same =
             rendered.count == line.count && memcmp(rendered.bytes.baseAddress!, line.baseAddress!, line.count) == 0
         guard same else { return nil }
+        damage = problem.map { .record($0) }
         return (shape, database)
     }
 
@@ -226,7 +280,12 @@ private struct RecordWriter {
             return nil
         }
         (key, record) = (entry.key, entry.record)
-        return (CollectionShape(schema), database)
+        let shape = CollectionShape(schema)
+        let check = self.check(of: shape)
+        damage = key.withUnsafeBytes { key in
+            record.withUnsafeBytes { record in check.problem(key: key, record: record).map { .record($0) } }
+        }
+        return (shape, database)
     }
 
     /// The hex key and base64 record at the end of a record line: `…,"key":"<hex>","record":"<base64>"}`.
@@ -372,17 +431,8 @@ enum DumpLineCheck {
         else {
             throw CLIError.problem("stdin line \(number): the key (hex) or record (base64) is missing or malformed")
         }
+        // Whether the record is damaged is for the caller to check (``RecordCheck``).
         let record = [UInt8](data)
-        let check: String? = record.withUnsafeBytes { bytes in
-            do throws(RecordDamage) {
-                let (header, _) = try RecordHeader.parse(bytes)
-                return schema.versions[header.version] == nil
-                    ? "version \(header.version) is not in the collection's registry" : nil
-            } catch {
-                return "the record is damaged: \(error.reason)"
-            }
-        }
-        if let check { throw CLIError.problem("stdin line \(number) (\(name)): \(check)") }
         let rendered = JSONWriter()
         key.withUnsafeBytes { key in
             record.withUnsafeBytes {

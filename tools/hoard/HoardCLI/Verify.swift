@@ -50,6 +50,17 @@ struct Verify: StoreCommand {
             case .collection(_, let reason): reason
             }
         }
+
+        /// The problem as `verify --json` lists it, and `dump --json` reports a record it skipped.
+        var json: JSON {
+            .object([
+                ("collection", .string(collection)), ("id", .string(key?.text ?? "-")),
+                ("key", .string(hexString(key?.bytes ?? []))), ("problem", .string(reason)),
+            ])
+        }
+
+        /// What the problem is about: `Collection[ID]`.
+        var label: String { "\(collection)[\(key?.text ?? "-")]" }
     }
 
     func run() throws {
@@ -77,14 +88,11 @@ struct Verify: StoreCommand {
         }
         try opened.read { txn in
             for (name, schema, database) in found {
-                let shape = CollectionShape(schema)
-                let topLevel = schema.versions.mapValues {
-                    KeyNames(Set($0.values.map { String($0.prefix { $0 != "." }) }))
-                }
+                let check = RecordCheck(CollectionShape(schema))
                 var progress = Progress("verify \(name)", total: try txn.count(in: database))
                 var done = 0
                 try txn.forEach(in: database) { key, record in
-                    if let problem = check(key: key, record: record, shape: shape, topLevel: topLevel) {
+                    if let problem = check.problem(key: key, record: record) {
                         problems.append(.record(problem))
                     }
                     done += 1
@@ -105,19 +113,11 @@ struct Verify: StoreCommand {
                     ("records", .int(Int64(records))),
                     (
                         "problems",
-                        .array(
-                            problems.map {
-                                .object([
-                                    ("collection", .string($0.collection)), ("id", .string($0.key?.text ?? "-")),
-                                    ("key", .string(hexString($0.key?.bytes ?? []))), ("problem", .string($0.reason)),
-                                ])
-                            })
+                        .array(problems.map(\.json))
                     ),
                 ]).text)
         } else {
-            for problem in problems {
-                say("\(problem.collection)[\(problem.key?.text ?? "-")]: \(Terminal.red(problem.reason))")
-            }
+            for problem in problems { say("\(problem.label): \(Terminal.red(problem.reason))") }
             let summary = "verified \(records) records in \(names.count) collection\(names.count == 1 ? "" : "s"): "
             say(
                 summary
@@ -127,32 +127,56 @@ struct Verify: StoreCommand {
         }
         if !problems.isEmpty { throw ExitCode(1) }
     }
+}
 
-    /// What is wrong with one record, or `nil`. Payloads are validated in place, without
-    /// building values: verify must keep up with hundreds of thousands of records a second.
-    private func check(
-        key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer, shape: CollectionShape, topLevel: [Int: KeyNames]
-    ) -> HoardError? {
+/// The checks `verify` makes of one record, which `dump` and `load` make too: the key of the
+/// collection's ID kind, the header and checksum, a version the registry knows (not newer than its
+/// current one), a payload that is one well-formed CBOR map whose keys are key names of its version.
+struct RecordCheck {
+    let shape: CollectionShape
+    /// The top-level key names of each version.
+    private let topLevel: [Int: KeyNames]
+
+    init(_ shape: CollectionShape) {
+        self.shape = shape
+        topLevel = shape.schema.versions.mapValues {
+            KeyNames(Set($0.values.map { String($0.prefix { $0 != "." }) }))
+        }
+    }
+
+    /// What is wrong with one record, or `nil`.
+    func problem(key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer) -> HoardError? {
+        if case .failure(let problem) = intact(key: key, record: record) { problem } else { nil }
+    }
+
+    /// The record's header and payload when it passes every check, else what is wrong. Payloads
+    /// are validated in place, without building values: verify must keep up with hundreds of
+    /// thousands of records a second.
+    func intact(
+        key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer
+    ) -> Result<(header: RecordHeader, payload: UnsafeRawBufferPointer), HoardError> {
         // The key is copied only for a record with a problem.
         var stored: StoredKey { StoredKey(key, kind: shape.keyKind) }
         let damaged = { (reason: String) in
             HoardError.corruptRecord(collection: shape.name, key: stored, reason: reason)
         }
         if !shape.keyKind.accepts(key) {
-            return damaged("the key 0x\(hexString(key)) is not a \(shape.keyKind.rawValue) ID")
+            return .failure(damaged("the key 0x\(hexString(key)) is not a \(shape.keyKind.rawValue) ID"))
         }
         let header: RecordHeader
         let payload: UnsafeRawBufferPointer
         do throws(RecordDamage) {
             (header, payload) = try RecordHeader.parse(record)
         } catch {
-            return damaged(error.reason)
+            return .failure(damaged(error.reason))
         }
         guard let known = topLevel[header.version] else {
-            return header.version > shape.schema.currentVersion
-                ? .newerRecord(
-                    collection: shape.name, key: stored, version: header.version, current: shape.schema.currentVersion)
-                : damaged("written with key-set version \(header.version), which the registry does not record")
+            return .failure(
+                header.version > shape.schema.currentVersion
+                    ? .newerRecord(
+                        collection: shape.name, key: stored, version: header.version,
+                        current: shape.schema.currentVersion)
+                    : damaged("written with key-set version \(header.version), which the registry does not record"))
         }
         var seen = KeyNames.Seen()
         do {
@@ -167,13 +191,13 @@ struct Verify: StoreCommand {
                     throw PayloadProblem("the payload has key '\(known.names[index])' twice")
                 }
             }
-            if major != 5 { return damaged("the payload is not a CBOR map") }
+            if major != 5 { return .failure(damaged("the payload is not a CBOR map")) }
         } catch let problem as PayloadProblem {
-            return damaged(problem.reason)
+            return .failure(damaged(problem.reason))
         } catch {
-            return damaged("the payload is not valid CBOR: \(error)")
+            return .failure(damaged("the payload is not valid CBOR: \(error)"))
         }
-        return nil
+        return .success((header, payload))
     }
 }
 
