@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the DocC documentation of Hoard, VariableCoding, LMDB, HoardTesting and HoardServiceLifecycle into .build/docs/<module>
+# Builds the DocC documentation of Hoard, VariableCoding, LMDB, HoardTesting, HoardServiceLifecycle and
+# HoardPostgres (with the Postgres trait, as tools/test.sh builds) into .build/docs/<module>
 # (static sites: open .build/docs/Hoard/index.html through any web server, or
 # `python3 -m http.server -d .build/docs/Hoard` and http://localhost:8000/documentation/hoard).
 # Fails on any DocC warning (a broken link, an undocumented parameter) and on a public symbol
@@ -11,12 +12,12 @@ source tools/scripts/ensure-deps.sh
 
 # HOARD_DOCS=1 adds the DocC plugin to the package (Package.swift says why only then).
 export HOARD_DOCS=1
-modules=(Hoard VariableCoding LMDB HoardTesting HoardServiceLifecycle)
+modules=(Hoard VariableCoding LMDB HoardTesting HoardServiceLifecycle HoardPostgres)
 out=.build/docs
 mkdir -p "$out"
 for module in "${modules[@]}"; do
     echo "docs: $module" >&2
-    swift package --allow-writing-to-directory "$out" generate-documentation \
+    swift package --traits Postgres --allow-writing-to-directory "$out" generate-documentation \
         --target "$module" --output-path "$out/$module" \
         --experimental-skip-synthesized-symbols --warnings-as-errors \
         --transform-for-static-hosting --hosting-base-path "$module" \

@@ -158,6 +158,8 @@ public final class PostgresBus: Service, Sendable {
     /// the changes of the others, listens for wake-ups on a connection of its own (reconnecting
     /// with backoff), reports a heartbeat and trims the log. Errors are logged and counted, never
     /// thrown: the application keeps serving from its store while PostgreSQL is away.
+    ///
+    /// - Throws: nothing; the signature is swift-service-lifecycle's `Service.run()`.
     public func run() async throws {
         // The pool runs in a task that the cancellation of this one does not reach, so that it is
         // still there to say that this replica leaves; it is cancelled after that.
