@@ -17,8 +17,6 @@ struct BusState {
     var skippedRows = 0
     var lastError: String?
     var lastPoolError: String?
-    /// Connections the pools failed to make.
-    var poolFailures = 0
 }
 
 /// Passes log messages on, keeping the `psql_error` of those that carry one.

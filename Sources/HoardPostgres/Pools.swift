@@ -12,18 +12,21 @@ internal import Synchronization
 final class Pools: Sendable {
     private struct State {
         var client: PostgresClient
-        /// The pool failures counted when `client` was made.
-        var failuresAtStart: Int
+        /// Whether `client` has failed to make a connection.
+        var failed: Failed
         var generation = 0
         var running: [Int: Task<Void, Never>] = [:]
         var stopped = false
     }
     private let state: Mutex<State>
-    private let make: @Sendable () -> PostgresClient
+    private let make: @Sendable (_ failed: @escaping @Sendable () -> Void) -> PostgresClient
 
-    init(failures: Int, make: @escaping @Sendable () -> PostgresClient) {
+    /// Pools made by `make`, which passes each the function to call when it fails to make a
+    /// connection (its log handler calls it: the pool tells nothing else).
+    init(make: @escaping @Sendable (_ failed: @escaping @Sendable () -> Void) -> PostgresClient) {
         self.make = make
-        state = Mutex(State(client: make(), failuresAtStart: failures))
+        let failed = Failed()
+        state = Mutex(State(client: make { failed.set() }, failed: failed))
     }
 
     /// The current pool.
@@ -40,21 +43,22 @@ final class Pools: Sendable {
         }
     }
 
-    /// Replaces the pool with a fresh one, and stops the old one (what waits for one of its
-    /// connections fails), when the pool failures counted moved past `failures` since it was made.
-    /// Returns whether it did.
-    func replace(ifFailedBefore failures: Int) -> Bool {
-        let old = state.withLock { state -> Task<Void, Never>? in
-            guard !state.stopped, failures > state.failuresAtStart else { return nil }
+    /// Replaces the pool with a fresh one when it has failed to make a connection, and stops the
+    /// old one (what waits for one of its connections fails). Returns whether it did.
+    func replaceIfFailed() -> Bool {
+        let (replaced, old) = state.withLock { state -> (Bool, Task<Void, Never>?) in
+            guard !state.stopped, state.failed.value else { return (false, nil) }
+            // Left in `running` until it has ended: ``stop()`` waits for it too.
             let old = state.running[state.generation]
+            let failed = Failed()
             state.generation += 1
-            state.client = make()
-            state.failuresAtStart = failures
+            state.client = make { failed.set() }
+            state.failed = failed
             run(state.client, generation: state.generation, in: &state)
-            return old
+            return (true, old)
         }
         old?.cancel()
-        return old != nil
+        return replaced
     }
 
     /// Stops every pool, and returns once they have ended.
@@ -72,6 +76,13 @@ final class Pools: Sendable {
             await client.run()
             self.state.withLock { _ = $0.running.removeValue(forKey: generation) }
         }
+    }
+
+    /// Set once a pool fails to make a connection.
+    final class Failed: Sendable {
+        private let flag = Mutex(false)
+        var value: Bool { flag.withLock { $0 } }
+        func set() { flag.withLock { $0 = true } }
     }
 }
 #endif

@@ -91,8 +91,7 @@ extension PostgresBus {
         let timeout = configuration.postgres.options.connectTimeout
         while true {
             try await Task.sleep(for: configuration.backoff.longest)
-            let failures = shared.state.withLock { $0.poolFailures }
-            if pools.replace(ifFailedBefore: failures) {
+            if pools.replaceIfFailed() {
                 logger.debug("PostgresBus: replaced the connection pool, which failed to connect")
             }
             if outage.since.duration(to: .now) >= timeout, outage.report() {

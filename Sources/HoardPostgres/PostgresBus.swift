@@ -106,16 +106,6 @@ public final class PostgresBus: Service, Sendable {
         self.logger = logger
         publishing = SerialQueue(outstanding: outstanding)
         metrics = BusMetrics(factory: metricsFactory ?? MetricsSystem.factory)
-        // The pool logs why a connection failed, and otherwise keeps it to itself: its log goes
-        // through here, which keeps the last such error for ``status``.
-        let shared = self.shared
-        var poolLogger = logger
-        poolLogger.handler = CausesOfFailure(inner: logger.handler) { cause in
-            shared.state.withLock { state in
-                state.lastPoolError = cause
-                state.poolFailures += 1
-            }
-        }
         // The bus's statements are small; compiling them (PostgreSQL's JIT, which a planner's guess
         // on unanalyzed tables can trigger) cost 5 to 10 ms each when measured. Off for its
         // sessions, unless the configuration says otherwise.
@@ -123,8 +113,17 @@ public final class PostgresBus: Service, Sendable {
         if !postgres.options.additionalStartupParameters.contains(where: { $0.0 == "jit" }) {
             postgres.options.additionalStartupParameters.append(("jit", "off"))
         }
-        pools = Pools(failures: 0) { [postgres, poolLogger] in
-            PostgresClient(configuration: postgres, backgroundLogger: poolLogger)
+        // A pool logs why a connection failed, and otherwise keeps it to itself: its log goes
+        // through a handler that keeps the last such error for ``status``, and marks the pool
+        // as failed (``Pools``).
+        let shared = self.shared
+        pools = Pools { [postgres, logger] failed in
+            var poolLogger = logger
+            poolLogger.handler = CausesOfFailure(inner: logger.handler) { cause in
+                shared.state.withLock { $0.lastPoolError = cause }
+                failed()
+            }
+            return PostgresClient(configuration: postgres, backgroundLogger: poolLogger)
         }
     }
 
