@@ -155,7 +155,7 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // The crash-recovery harness (issue 8): seeded operations, the reference model and the
+        // The crash-recovery harness: seeded operations, the reference model and the
         // driver that kills the workload process and checks the store; used by the tests and the soak.
         .target(
             name: "CrashHarness",

@@ -14,6 +14,8 @@ export HOARD_PYTHON="$PWD/.build-py/bin/python"
 # Tests tools Package.swift` applies it.
 swift format lint --strict -r Sources Tests tools Package.swift Examples/UsersService/Sources \
     Examples/UsersService/Tests Examples/UsersService/Package.swift
+# Docs, comments and tool output describe the product as it is: none names a session or an issue.
+python3 tools/scripts/check-history.py .
 
 # A throwaway PostgreSQL on loopback for HoardPostgres's tests (installed with apt when missing,
 # stopped and removed when this script exits).

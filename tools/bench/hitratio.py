@@ -24,7 +24,8 @@ SCAN_EVERY = 100_000
 SCAN_LENGTH = 20_000
 CAPACITIES = [OBJECTS // 100, OBJECTS // 10]
 PLOT_CAPACITIES = [500, 1_000, 2_000, 5_000, 10_000, 20_000]
-# The five the budget is measured against, then the optimum for reference.
+# The five the hit-ratio budget (best of five less one point) is measured against, then the optimum
+# for reference.
 REFERENCES = [("LRU", "LRU"), ("ARC", "ARC"), ("SIEVE", "Sieve"), ("S3-FIFO", "S3FIFO"), ("W-TinyLFU", "WTinyLFU")]
 OPTIMUM = ("Belady", "Belady")
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Hit ratios of a bounded Hoard collection beside libCacheSim's LRU, ARC, SIEVE, S3-FIFO,
-# W-TinyLFU and Belady's optimum on the same traces (issue 23), one command: builds
+# W-TinyLFU and Belady's optimum on the same traces, one command: builds
 # hitratio-bench in release mode, installs libcachesim, numpy and matplotlib into
 # tools/bench/.build-sim (a Python venv) when missing, and writes docs/benchmarks/hitratio.json,
 # hitratio.md (the table in BENCHMARKS.md) and hitratio.png. Exits 1 when Hoard is more than one

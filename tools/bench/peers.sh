@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The peers comparison (issue 21), one command: builds peers-bench in release mode, runs it
+# The peers comparison, one command: builds peers-bench in release mode, runs it
 # (Hoard, GRDB, JSON in LMDB, a file per key; options pass through, e.g. --records 20000
 # --rounds 1 for a quick look), keeps the results in docs/benchmarks/peers.json and the table in
 # docs/benchmarks/peers.md, and draws the plots into docs/benchmarks/ with matplotlib (installed

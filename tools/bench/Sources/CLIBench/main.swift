@@ -1,7 +1,7 @@
-// cli-bench: `hoard verify` and `hoard stat` on a store of N Member records (issue 7), each
+// cli-bench: `hoard verify` and `hoard stat` on a store of N Member records, each
 // against a walk of the same records with the C API (a cursor over every record) in the same run;
 // `hoard dump` against LMDB's `mdb_dump`, and `hoard dump | hoard load` against
-// `mdb_dump | mdb_load` with the loader's peak memory (issue 22). mdb_dump and mdb_load are
+// `mdb_dump | mdb_load` with the loader's peak memory. mdb_dump and mdb_load are
 // Debian's lmdb-utils (`apt-get install lmdb-utils`; without them those rows are skipped).
 //
 //   swift build -c release --product hoard                      (at the repository root)

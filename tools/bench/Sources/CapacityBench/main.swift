@@ -1,4 +1,4 @@
-// capacity-bench: what a capacity costs (issue 23), as ratios in one run.
+// capacity-bench: what a capacity costs, as ratios in one run.
 // - a get of a bounded collection (within its bound, so nothing is evicted) against the same get
 //   of an unbounded one: budget ≤ 1.1×; slices of 2,000 gets alternate, as in readthrough-bench;
 // - a bulk put of new records (1,000, then 10,000 a put) into a full bounded collection, evicting as

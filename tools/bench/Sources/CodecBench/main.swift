@@ -1,5 +1,5 @@
 // codec-bench: the CBOR coder against Foundation's JSONEncoder/JSONDecoder on the same models,
-// in the same run. Budget (issue 4): CBOR encode + decode ≥ 5× faster than JSON.
+// in the same run. Budget: CBOR encode + decode ≥ 5× faster than JSON.
 //
 //   swift run -c release --package-path tools/bench codec-bench [--models N] [--rounds R]
 import BenchModels

@@ -1,5 +1,5 @@
 // lmdb-bench: the Swift LMDB layer against the same operations made directly on the C API,
-// on the same data, in the same run. Budget (issue 2): the Swift layer ≤ 1.15× the C calls.
+// on the same data, in the same run. Budget: the Swift layer ≤ 1.15× the C calls.
 //
 //   swift run -c release --package-path tools/bench lmdb-bench [--records N] [--rounds R]
 import BenchSupport

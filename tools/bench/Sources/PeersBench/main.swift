@@ -1,4 +1,4 @@
-// peers-bench: Hoard beside what a Swift developer would use instead for a cache (issue 21):
+// peers-bench: Hoard beside what a Swift developer would use instead for a cache:
 // GRDB 7 (SQLite) as its documentation recommends and in its fastest expert form, a file per
 // key as Swift disk caches keep entries, and JSON in LMDB; the same 6-field model, the same data,
 // the same workloads. Each round runs every peer in a process of its own (so that each has its

@@ -1,4 +1,4 @@
-// readthrough-bench: the hit path of read-through (issue 24), and what metrics cost on the get path (issue 25): `get(_:orFetch:)` of a fresh record
+// readthrough-bench: the hit path of read-through, and what metrics cost on the get path: `get(_:orFetch:)` of a fresh record
 // against a plain `get` of the same record, each a read transaction of its own, in random order.
 // Budget: ≤ 1.2×. The two alternate every 2,000 gets (a round is 100 such pairs of slices, each
 // pair in the other order than the last), so that the machine's drift, which moves a whole round
@@ -68,7 +68,7 @@ report(
     "read-through hit path, \(count) records, \(rounds) rounds (medians), each get its own read transaction", [result])
 removeStore(in: directory)
 
-// What metrics cost on the get path (issue 25): the same gets, on a second store whose
+// What metrics cost on the get path: the same gets, on a second store whose
 // instruments go to a backend that counts (CountingMetrics), against a store whose instruments
 // are this process's no-op default (no backend bootstrapped), slice by slice in turn as above.
 let metricsDirectory = temporaryDirectory("metrics")

@@ -1,5 +1,5 @@
 // store-bench: Hoard collections against the same bytes put and got directly with the C API,
-// and records written two versions ago against current ones, in the same run (issue 5).
+// and records written two versions ago against current ones, in the same run.
 //
 //   swift run -c release --package-path tools/bench store-bench [--records N] [--rounds R]
 import BenchModels

@@ -1,5 +1,5 @@
 // sync-bench: synchronize against writing the same models, and against the quadratic
-// compare-every-pair algorithm it replaces, in the same run (issue 6).
+// compare-every-pair algorithm it replaces, in the same run.
 //
 //   swift run -c release --package-path tools/bench sync-bench [--models N] [--small M] [--rounds R]
 import BenchModels
