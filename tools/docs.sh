@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the DocC documentation of Hoard, VariableCoding, LMDB, HoardTesting, HoardServiceLifecycle and
 # HoardPostgres (with the Postgres trait, as tools/test.sh builds) into .build/docs/<module>
-# (static sites: open .build/docs/Hoard/index.html through any web server, or
-# `python3 -m http.server -d .build/docs/Hoard` and http://localhost:8000/documentation/hoard).
+# (static sites, each built for the base path of its name: serve the whole folder with
+# `python3 -m http.server -d .build/docs` and open http://localhost:8000/Hoard/documentation/hoard/;
+# served from .build/docs/Hoard itself, the pages stay blank, since their scripts load from /Hoard/).
 # Fails on any DocC warning (a broken link, an undocumented parameter) and on a public symbol
 # without a summary or a throwing one without `- Throws:` (tools/scripts/check-docs.py).
 # tools/test.sh runs it, so CI does.

@@ -32,6 +32,13 @@ fi
 # The DocC documentation: a warning (a broken link, an undocumented parameter) or a public symbol
 # without a summary fails the run.
 tools/docs.sh >/dev/null
+# The documentation site as the README says to view it (served over HTTP from .build/docs), in
+# headless Chromium: a landing page and an article of each catalog must render their titles.
+if ! command -v chromium >/dev/null 2>&1; then
+    source tools/scripts/apt-install.sh
+    hoard_apt_install "rendering the documentation site" chromium
+fi
+python3 tools/scripts/check-docs-site.py .build/docs
 swift test --skip-build --traits Postgres
 
 # The example service (its own package, Examples/UsersService): its tests, then both of its

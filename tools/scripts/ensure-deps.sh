@@ -16,21 +16,8 @@ if [ ${#hoard_missing[@]} -gt 0 ]; then
     if [ "$(uname -s)" = Darwin ]; then
         echo "error: missing ${hoard_missing[*]}; run: brew install lmdb pkg-config python3" >&2
         exit 1
-    elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "Installing ${hoard_missing[*]} with apt-get…" >&2
-        export DEBIAN_FRONTEND=noninteractive
-        hoard_log=$(mktemp)
-        if ! { apt-get update -qq && apt-get install -y -qq "${hoard_missing[@]}"; } >"$hoard_log" 2>&1; then
-            cat "$hoard_log" >&2
-            echo "error: apt-get install ${hoard_missing[*]} failed (output above)" >&2
-            exit 1
-        fi
-        rm -f "$hoard_log"
-        unset hoard_log
-    else
-        echo "error: missing system packages: ${hoard_missing[*]}" >&2
-        echo "       run: sudo apt-get install -y ${hoard_missing[*]}" >&2
-        exit 1
     fi
+    source "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
+    hoard_apt_install "building Hoard" "${hoard_missing[@]}"
 fi
 unset hoard_missing

@@ -10,19 +10,8 @@
 hoard_pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
 
 if [ -z "$(hoard_pg_bin)" ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "Installing postgresql with apt-get…" >&2
-        hoard_log=$(mktemp)
-        if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; } >"$hoard_log" 2>&1; then
-            cat "$hoard_log" >&2
-            echo "error: apt-get install postgresql failed (output above)" >&2
-            exit 1
-        fi
-        rm -f "$hoard_log"
-    else
-        echo "error: PostgreSQL's server is not installed; run: sudo apt-get install -y postgresql" >&2
-        exit 1
-    fi
+    source "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
+    hoard_apt_install "a throwaway PostgreSQL server" postgresql
 fi
 
 HOARD_PG_BIN=$(hoard_pg_bin)

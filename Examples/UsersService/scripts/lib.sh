@@ -7,13 +7,8 @@ repo_dir="$(cd "$example_dir/../.." && pwd)"
 # Installs a Debian package when its command is missing (as root), or says what to run.
 need() {  # need COMMAND PACKAGE
     command -v "$1" >/dev/null 2>&1 && return 0
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        echo "Installing $2…" >&2
-        (apt-get install -y -qq "$2" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "$2"; }) >&2
-    else
-        echo "error: $1 is missing; install it with: sudo apt-get install $2" >&2
-        exit 1
-    fi
+    source "$repo_dir/tools/scripts/apt-install.sh"
+    hoard_apt_install "the example's scripts" "$2"
 }
 
 # Builds the example in CONFIG (debug or release) and sets $bin to its binaries' directory.
