@@ -16,6 +16,8 @@ swift format lint --strict -r Sources Tests tools Package.swift Examples/UsersSe
     Examples/UsersService/Tests Examples/UsersService/Package.swift
 # Docs, comments and tool output describe the product as it is: none names a session or an issue.
 python3 tools/scripts/check-history.py .
+# Every link between the Markdown pages (README, BENCHMARKS, docs/) leads to a file and a heading.
+python3 tools/scripts/check-links.py .
 
 # A throwaway PostgreSQL on loopback for HoardPostgres's tests (installed with apt when missing,
 # stopped and removed when this script exits).
