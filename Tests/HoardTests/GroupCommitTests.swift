@@ -37,6 +37,32 @@ func waitUntilQueued(_ count: Int, in store: Store) async {
     while store.writeStatistics.queued < count { await Task.yield() }
 }
 
+/// Makes `count` async writes (`write(i)` for each) queue behind a writer lock held by another
+/// process, so that they go into one commit when it is released; `whileQueued` runs before the
+/// release. Returns each write's outcome.
+func queuedWrites(
+    _ count: Int, store: Store, path: String, whileQueued: () throws -> Void = {},
+    _ write: @escaping @Sendable (Int) async throws -> Void
+) async throws -> [Result<Void, any Error>] {
+    let holder = try WriterLockHolder(path: path)
+    let writes = (0..<count).map { i in
+        Task { () -> Result<Void, any Error> in
+            do {
+                try await write(i)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+    await waitUntilQueued(count, in: store)
+    try whileQueued()
+    try holder.release()
+    var outcomes: [Result<Void, any Error>] = []
+    for write in writes { outcomes.append(await write.value) }
+    return outcomes
+}
+
 @Suite("Group commit")
 struct GroupCommitTests {
     @Test(
@@ -48,33 +74,25 @@ struct GroupCommitTests {
             let store = try Store(path: path, options: testOptions)
             let notes = try store.collection(Note.self)
             let tags = try store.collection(Tag.self)
-            let holder = try WriterLockHolder(path: path)
-            let writes = (0..<20).map { i in
-                Task { () -> Result<Void, any Error> in
-                    do {
-                        switch i {
-                        case 5:  // a key longer than LMDB allows
-                            try await tags.put(Tag(id: String(repeating: "k", count: 600), uses: i))
-                        case 11:  // a closure that writes, then throws: what it wrote is undone
-                            try await store.write { txn in
-                                try notes.put(Note(id: 11, text: "undone", stars: 0, pinned: false), in: txn)
-                                throw Refused(index: i)
-                            }
-                        default:
-                            try await notes.put(Note(id: Int64(i), text: "note \(i)", stars: i % 6, pinned: false))
-                        }
-                        return .success(())
-                    } catch {
-                        return .failure(error)
+            // Nothing is stored while the writes wait for the lock.
+            let outcomes = try await queuedWrites(
+                20, store: store, path: path,
+                whileQueued: {
+                    let stored = try notes.count(); #expect(stored == 0)
+                }
+            ) { i in
+                switch i {
+                case 5:  // a key longer than LMDB allows
+                    try await tags.put(Tag(id: String(repeating: "k", count: 600), uses: i))
+                case 11:  // a closure that writes, then throws: what it wrote is undone
+                    try await store.write { txn in
+                        try notes.put(Note(id: 11, text: "undone", stars: 0, pinned: false), in: txn)
+                        throw Refused(index: i)
                     }
+                default:
+                    try await notes.put(Note(id: Int64(i), text: "note \(i)", stars: i % 6, pinned: false))
                 }
             }
-            await waitUntilQueued(20, in: store)
-            #expect(try notes.count() == 0)
-            try holder.release()
-            var outcomes: [Result<Void, any Error>] = []
-            for write in writes { outcomes.append(await write.value) }
-
             for (i, outcome) in outcomes.enumerated() {
                 switch (i, outcome) {
                 case (5, .failure(let error as HoardError)): #expect(error.kind == .invalidID)
@@ -171,6 +189,40 @@ struct GroupCommitTests {
             try holder.release()
             try await write.value  // no CancellationError: the write went through
             #expect(try notes.get(1)?.text == "kept")
+        }
+    }
+
+    @Test(
+        "a put that throws after it wrote, in the batch's own transaction, is still undone alone; the batch commits once"
+    )
+    func directWriteUndoneAlone() async throws {
+        try await withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            let store = try Store(path: path, options: testOptions)
+            let notes = try store.collection(Note.self)
+            // Bounded at 3 records: a put of 4 new ones writes all four, then finds it cannot keep
+            // the bound without evicting what it wrote itself, and throws.
+            let small = try store.collection(Tag.self, capacity: .records(3))
+            let outcomes = try await queuedWrites(12, store: store, path: path) { i in
+                if i == 6 {
+                    try await small.put((0..<4).map { Tag(id: "tag \($0)", uses: $0) })
+                } else {
+                    try await notes.put(Note(id: Int64(i), text: "note \(i)", stars: 0, pinned: false))
+                }
+            }
+            for (i, outcome) in outcomes.enumerated() {
+                switch (i, outcome) {
+                case (6, .failure(let error as HoardError)): #expect(error.kind == .overCapacity)
+                case (6, _): Issue.record("write 6: \(outcome)")
+                case (_, .failure(let error)): Issue.record("write \(i) failed: \(error)")
+                case (_, .success): break
+                }
+            }
+            #expect(try small.count() == 0)
+            #expect(try notes.scan().map(\.id) == (0..<12).filter { $0 != 6 }.map(Int64.init))
+            let statistics = store.writeStatistics
+            #expect(
+                statistics.commits == 1 && statistics.writes == 11 && statistics.failedWrites == 1, "\(statistics)")
         }
     }
 

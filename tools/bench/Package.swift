@@ -69,10 +69,13 @@ let package = Package(
             ],
             path: "Sources/CLIBench"
         ),
+        // Counts the flushes of the process it is linked into (write-bench): fsync, fdatasync and
+        // writes through O_DSYNC descriptors, with their time.
+        .target(name: "SyncCounter", path: "Sources/SyncCounter"),
         .executableTarget(
             name: "write-bench",
             dependencies: [
-                "BenchSupport", "BenchModels", "GRDBModels", .product(name: "Hoard", package: "Hoard"),
+                "BenchSupport", "BenchModels", "GRDBModels", "SyncCounter", .product(name: "Hoard", package: "Hoard"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Sources/WriteBench"

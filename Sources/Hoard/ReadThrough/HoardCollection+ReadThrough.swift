@@ -294,7 +294,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             do {
                 let replication = store.replicationState
                 let metrics = store.metrics
-                try await store.write { txn in
+                try await store.submit(nested: false) { txn in
                     try self.migratePending(in: txn)
                     // Checked inside the write: LMDB serializes it with the invalidations' writes.
                     let current = models.filter {

@@ -46,7 +46,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     /// - Throws: ``HoardError/invalidID(collection:reason:)``, or the `LMDBError` of a commit that
     ///   failed (then nothing is removed or announced).
     public func invalidate(_ ids: [Model.ID]) async throws {
-        try await store.submit { txn in try self.invalidate(ids, in: txn) }
+        try await store.submit(nested: false) { txn in try self.invalidate(ids, in: txn) }
     }
 
     /// Removes the record of `id` and announces the change (`invalidate(_:)` of an array).
@@ -63,7 +63,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     ///
     /// - Throws: as `put(_:expiry:)` does.
     public func put(_ model: Model, expiry: Expiry = .collectionDefault, announce: Bool) async throws {
-        try await store.submit { txn in
+        try await store.submit(nested: false) { txn in
             try self.migratePending(in: txn)
             try self.put(model, expiry: expiry, in: txn)
             if announce { try self.announce([model.id.keyBytes], in: txn) }

@@ -45,7 +45,7 @@ extension HoardCollection where Model: Sendable {
     /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed
     ///   (then nothing of the batch is stored).
     public func put(_ model: Model, expiry: Expiry = .collectionDefault) async throws {
-        try await store.submit { txn in
+        try await store.submit(nested: false) { txn in
             try self.migratePending(in: txn)
             try self.put(model, expiry: expiry, in: txn)
         }
@@ -56,7 +56,7 @@ extension HoardCollection where Model: Sendable {
     /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed
     ///   (then nothing of the batch is stored).
     public func put(_ models: [Model], expiry: Expiry = .collectionDefault) async throws {
-        try await store.submit { txn in
+        try await store.submit(nested: false) { txn in
             try self.migratePending(in: txn)
             try self.put(models, expiry: expiry, in: txn)
         }
@@ -68,7 +68,7 @@ extension HoardCollection where Model: Sendable {
     ///   (then nothing of the batch is stored).
     @discardableResult
     public func delete(_ id: Model.ID) async throws -> Bool {
-        try await store.submit { txn in
+        try await store.submit(nested: false) { txn in
             try self.migratePending(in: txn)
             return try self.delete(id, in: txn)
         }
@@ -80,7 +80,7 @@ extension HoardCollection where Model: Sendable {
     ///   (then nothing of the batch is stored).
     @discardableResult
     public func purgeExpired() async throws -> Int {
-        try await store.submit { txn in try self.purgeExpired(in: txn) }
+        try await store.submit(nested: false) { txn in try self.purgeExpired(in: txn) }
     }
 
     /// Rewrites the records remembered for a lazy migration, as one write of the store's next group commit.
@@ -89,6 +89,6 @@ extension HoardCollection where Model: Sendable {
     ///   (then nothing of the batch is stored).
     @discardableResult
     public func flushMigrations() async throws -> Int {
-        try await store.submit { txn in try self.migratePending(in: txn) }
+        try await store.submit(nested: false) { txn in try self.migratePending(in: txn) }
     }
 }

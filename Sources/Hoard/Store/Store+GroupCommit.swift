@@ -8,8 +8,14 @@ internal import Synchronization
 // (up to a bound) and one commit makes them all durable. A lone writer finds the queue empty and
 // commits at once: nothing ever waits on a timer to gather more.
 //
-// Each write runs in a transaction nested in the batch's (LMDB's nested transactions), so a write
-// that throws is undone alone and reported to its caller; the others commit. The batch runs on
+// A write that throws is undone alone and reported to its caller; the others commit. A caller's
+// own closure (`store.write { }`) runs in a transaction nested in the batch's (LMDB's nested
+// transactions), which undoes it alone. Hoard's own writes (a put, a delete) run in the batch's
+// transaction directly: a nested transaction copies every page the write touches that the batch
+// has already touched and allocates some 3 MB of lists, about half of what a write costs on the
+// writer thread, and these writes almost never throw. When one does, the batch's transaction is
+// abandoned and the batch runs again from its first write, with that one nested: it is undone
+// alone all the same, at the price of one more run of the batch (no flush). The batch runs on
 // the store's serial writer queue, a Dispatch thread, so waiting for LMDB's writer lock never
 // blocks a thread of Swift's cooperative pool.
 
@@ -61,12 +67,18 @@ extension Store {
 
     /// Runs `body` as one write of the next group commit and returns its result once that commit
     /// is durable (in the store's durability mode); see ``write(_:)``.
-    func submit<R: Sendable>(_ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R) async throws -> R {
+    ///
+    /// - Parameter nested: whether `body` runs in a nested transaction from the start (a caller's
+    ///   closure, which may throw by design), or in the batch's transaction until it throws (one
+    ///   of Hoard's own writes, which rarely does): either way a write that throws is undone alone.
+    func submit<R: Sendable>(
+        nested: Bool = true, _ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R
+    ) async throws -> R {
         let enqueued = ContinuousClock.now
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
             let result = ResultBox<R>()
             let request = GroupCommit.Request(
-                enqueued: enqueued, run: { txn in result.value = try body(txn) },
+                enqueued: enqueued, nested: nested, run: { txn in result.value = try body(txn) },
                 finish: { outcome in
                     switch (outcome, result.value) {
                     case (.success, let value?): continuation.resume(returning: value)
@@ -88,8 +100,8 @@ extension Store {
         }
     }
 
-    /// Takes queued writes into one write transaction, each in a nested transaction of its own,
-    /// until the queue is empty or a limit is reached, commits, and tells each caller.
+    /// Takes queued writes into one write transaction until the queue is empty or a limit is
+    /// reached, commits, and tells each caller.
     private func commitOneBatch() {
         let limits = options.groupCommit
         var taken: [GroupCommit.Request] = []
@@ -98,19 +110,30 @@ extension Store {
         var committed = true
         let start = monotonicNanoseconds()
         do {
-            try environment.write { txn in
-                // A map that had to grow makes LMDB run this again from the start: the writes
-                // taken in the failed attempt run again first, in their order.
-                outcomes.removeAll(keepingCapacity: true)
-                for request in taken { outcomes.append(Result { try txn.nested { try request.run($0) } }) }
-                while taken.count < limits.writes, txn.bytesWritten < limits.bytes, let request = groupCommit.dequeue()
-                {
-                    waited += ContinuousClock.now - request.enqueued
-                    taken.append(request)
-                    let outcome = Result { try txn.nested { try request.run($0) } }
-                    outcomes.append(outcome)
-                    // A full map: LMDB runs the batch again once the map has grown; take no more now.
-                    if case .failure(let error as LMDBError) = outcome, error.kind == .mapFull { break }
+            // Each attempt runs the batch from its first write: after the map grew (LMDB's
+            // environment runs the closure again), or after a write that ran directly threw
+            // (`GroupCommit.RunNested`: this loop runs the batch again with that write nested).
+            while true {
+                do {
+                    try environment.write { txn in
+                        outcomes.removeAll(keepingCapacity: true)
+                        for index in taken.indices {
+                            outcomes.append(try GroupCommit.run(taken[index], index, in: txn))
+                        }
+                        while taken.count < limits.writes, txn.bytesWritten < limits.bytes,
+                            let request = groupCommit.dequeue()
+                        {
+                            waited += ContinuousClock.now - request.enqueued
+                            taken.append(request)
+                            let outcome = try GroupCommit.run(request, taken.count - 1, in: txn)
+                            outcomes.append(outcome)
+                            // A full map: LMDB runs the batch again once the map has grown; take no more now.
+                            if case .failure(let error as LMDBError) = outcome, error.kind == .mapFull { break }
+                        }
+                    }
+                    break
+                } catch let again as GroupCommit.RunNested {
+                    taken[again.index].nested = true
                 }
             }
         } catch {
@@ -150,8 +173,35 @@ extension Store {
 final class GroupCommit: Sendable {
     struct Request: Sendable {
         let enqueued: ContinuousClock.Instant
+        /// Whether the write runs in a nested transaction; a write that runs directly in the
+        /// batch's transaction and throws is set to run nested when the batch runs again.
+        var nested: Bool
         let run: @Sendable (borrowing WriteTransaction) throws -> Void
         let finish: @Sendable (Result<Void, any Error>) -> Void
+    }
+
+    /// Thrown out of a batch's transaction when the write at `index`, run directly in it, threw:
+    /// the transaction holds part of that write and cannot commit, so it is abandoned and the
+    /// batch runs again with that write nested.
+    struct RunNested: Error {
+        let index: Int
+    }
+
+    /// Runs `request` in `txn`: nested, its failure is its outcome; directly, a failure abandons
+    /// the batch's attempt (`RunNested`), except a full map, which the environment answers by
+    /// growing the map and running the batch again.
+    static func run(
+        _ request: Request, _ index: Int, in txn: borrowing WriteTransaction
+    ) throws -> Result<Void, any Error> {
+        if request.nested { return Result { try txn.nested { try request.run($0) } } }
+        do {
+            try request.run(txn)
+            return .success(())
+        } catch let error as LMDBError where error.kind == .mapFull {
+            throw error
+        } catch {
+            throw RunNested(index: index)
+        }
     }
 
     struct Queue {

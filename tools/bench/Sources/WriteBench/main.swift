@@ -4,13 +4,17 @@
 // make every acknowledged write durable. Both hold the same stored records first; each round,
 // W tasks each update their share of records with one durable write per update. Rounds of the
 // two alternate; the medians are compared. Afterwards both must hold the same models.
+// Per side it reports each write's latency (p50, p99) and the flushes its rounds made, counted in
+// this process by SyncCounter (fsync, fdatasync, writes through O_DSYNC), with their time: so the
+// ratio can be read against what a flush costs on the machine, in the same run.
 //
-//   write-bench [--records 20000] [--writes 2000] [--rounds 5]
+//   write-bench [--records 20000] [--writes 2000] [--rounds 5] [--profile N]
 import BenchModels
 import BenchSupport
 import GRDB
 import GRDBModels
 import Hoard
+import SyncCounter
 
 #if canImport(Glibc)
 import Glibc
@@ -29,23 +33,59 @@ func member(_ id: Int, version: Int) -> Member {
 }
 
 /// A round's writes: `writers` tasks, each updating its own IDs in turn, one durable write each.
+/// Returns the round's time and each write's own (from its call to its return).
 func writeRound(
     writers: Int, round: Int, _ write: @escaping @Sendable (Member) async throws -> Void
-) async throws -> UInt64 {
+) async throws -> (elapsed: UInt64, latencies: [UInt64]) {
     let start = now()
-    try await withThrowingTaskGroup(of: Void.self) { group in
+    let latencies = try await withThrowingTaskGroup(of: [UInt64].self) { group in
         for writer in 0..<writers {
             group.addTask {
                 var index = writer
+                var mine: [UInt64] = []
                 while index < writesPerRound {
+                    let begun = now()
                     try await write(member(index % stored, version: round))
+                    mine.append(now() - begun)
                     index += writers
                 }
+                return mine
             }
         }
-        try await group.waitForAll()
+        return try await group.reduce(into: [UInt64]()) { $0 += $1 }
     }
-    return now() - start
+    return (now() - start, latencies)
+}
+
+/// One side's rounds at one number of writers: times, every write's latency, and the flushes
+/// its rounds made (counted by SyncCounter around each round).
+struct Side {
+    var times: [UInt64] = []
+    var latencies: [UInt64] = []
+    var flushes = 0
+    var flushNanos = 0
+
+    mutating func measure(_ round: () async throws -> (elapsed: UInt64, latencies: [UInt64])) async rethrows {
+        let before = sync_counts()
+        let (elapsed, latencies) = try await round()
+        let after = sync_counts()
+        times.append(elapsed)
+        self.latencies += latencies
+        flushes += Int(after.fsyncs - before.fsyncs + after.syncedWrites - before.syncedWrites)
+        flushNanos += Int(after.fsyncNanos - before.fsyncNanos + after.syncedWriteNanos - before.syncedWriteNanos)
+    }
+
+    var writes: Int { latencies.count }
+    /// Microseconds a write: the median round's time over its writes.
+    var microsPerWrite: Double { Double(median(times)) / Double(writesPerRound) / 1000 }
+    var writesPerSecond: Double { Double(writesPerRound) * 1e9 / Double(median(times)) }
+    func percentile(_ p: Double) -> Double {
+        let sorted = latencies.sorted()
+        return Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1000
+    }
+    var flushesPerWrite: Double { Double(flushes) / Double(max(writes, 1)) }
+    /// Microseconds of one flush (an fsync, an fdatasync or a write through O_DSYNC), on average.
+    var microsPerFlush: Double { Double(flushNanos) / Double(max(flushes, 1)) / 1000 }
 }
 
 let directory = temporaryDirectory("write")
@@ -62,6 +102,21 @@ func openHoard(_ name: String, options: Store.Options) throws -> (Store, HoardCo
 let (hoardStore, hoard) = try openHoard("hoard", options: Store.Options())
 let (_, hoardNoMetaSync) = try openHoard("hoard-nometasync", options: .cache)
 
+// `--profile N`: only Hoard's 64 writers, N rounds, for a profiler; no comparison.
+let profileRounds = option("profile", default: 0)
+if profileRounds > 0 {
+    let start = hoardStore.writeStatistics
+    var elapsed: UInt64 = 0
+    for round in 0..<profileRounds {
+        elapsed += try await writeRound(writers: 64, round: round) { model in try await hoard.put(model) }.elapsed
+    }
+    let end = hoardStore.writeStatistics
+    print(
+        "profile: \(profileRounds * writesPerRound) writes by 64 tasks, \(format(Double(elapsed) / Double(profileRounds * writesPerRound) / 1000, 2)) µs a write, \(format(Double(end.writes - start.writes) / Double(end.commits - start.commits), 1)) a commit"
+    )
+    exit(0)
+}
+
 let pool = try openDurableMemberPool(path: "\(directory)/grdb.sqlite")
 try pool.write { db in
     for id in 0..<stored { try MemberRow(member(id, version: -1)).insert(db) }
@@ -73,32 +128,47 @@ print(
 print("GRDB: DatabasePool, journal_mode=wal, synchronous=FULL (checked); Hoard: durable, async put")
 print("")
 print(
-    "| writers | GRDB writes/s | Hoard writes/s | Hoard ÷ GRDB | µs per write, GRDB | µs per write, Hoard | writes per commit, Hoard |"
+    "| writers | side | writes/s | µs a write | p50 µs | p99 µs | flushes a write | writes a commit | µs a flush |"
 )
-print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 
 var round = 0
+var verdicts: [String] = []
 for writers in [1, 8, 64] {
-    var grdbTimes: [UInt64] = []
-    var hoardTimes: [UInt64] = []
+    var grdb = Side()
+    var mine = Side()
     let before = hoardStore.writeStatistics
     for _ in 0..<rounds {
         round += 1
         let r = round
-        grdbTimes.append(
+        try await grdb.measure {
             try await writeRound(writers: writers, round: r) { model in
                 try await pool.write { db in try MemberRow(model).update(db) }
-            })
-        hoardTimes.append(try await writeRound(writers: writers, round: r) { model in try await hoard.put(model) })
+            }
+        }
+        try await mine.measure {
+            try await writeRound(writers: writers, round: r) { model in try await hoard.put(model) }
+        }
     }
     let after = hoardStore.writeStatistics
-    let batched = Double(after.writes - before.writes) / Double(max(after.commits - before.commits, 1))
-    let grdb = median(grdbTimes), mine = median(hoardTimes)
-    let perSecond = { (nanos: UInt64) in Double(writesPerRound) * 1e9 / Double(nanos) }
-    print(
-        "| \(writers) | \(format(perSecond(grdb), 0)) | \(format(perSecond(mine), 0)) | \(format(perSecond(mine) / perSecond(grdb), 2))× | \(format(Double(grdb) / Double(writesPerRound) / 1000, 1)) | \(format(Double(mine) / Double(writesPerRound) / 1000, 1)) | \(format(batched, 1)) |"
+    let commits = max(after.commits - before.commits, 1)
+    let perCommit = Double(after.writes - before.writes) / Double(commits)
+    // GRDB makes one transaction a write: a commit holds one write by construction.
+    for (name, side, batch) in [("GRDB", grdb, 1.0), ("Hoard", mine, perCommit)] {
+        print(
+            "| \(writers) | \(name) | \(Int(side.writesPerSecond.rounded())) | \(format(side.microsPerWrite, 1)) | \(format(side.percentile(0.5), 1)) | \(format(side.percentile(0.99), 1)) | \(format(side.flushesPerWrite, 2)) | \(format(batch, 1)) | \(Int(side.microsPerFlush.rounded())) |"
+        )
+    }
+    let ratio = mine.writesPerSecond / grdb.writesPerSecond
+    // What a write would cost if a commit cost only its flushes, shared by the writes it carries.
+    let flushesPerCommit = Double(mine.flushes) / Double(commits)
+    let floor = flushesPerCommit * mine.microsPerFlush / perCommit
+    verdicts.append(
+        "\(writers) writers: Hoard \(format(ratio, 2))× GRDB's writes/s; \(format(mine.microsPerWrite, 1)) µs a write against its commit's flushes (\(format(flushesPerCommit, 2)) × \(Int(mine.microsPerFlush.rounded())) µs) shared by \(format(perCommit, 1)) writes: \(format(floor, 1)) µs, so \(format(mine.microsPerWrite - floor, 1)) µs a write above them"
     )
 }
+print("")
+for verdict in verdicts { print(verdict) }
 
 // Validation: both wrote the same models in the same rounds.
 func validate(_ hoard: HoardCollection<Member>, _ what: String) throws {
@@ -120,8 +190,9 @@ for _ in 0..<rounds {
     grdbLone.append(
         try await writeRound(writers: 1, round: r) { model in
             try await pool.write { db in try MemberRow(model).update(db) }
-        })
-    hoardLone.append(try await writeRound(writers: 1, round: r) { model in try await hoardNoMetaSync.put(model) })
+        }.elapsed)
+    hoardLone.append(
+        try await writeRound(writers: 1, round: r) { model in try await hoardNoMetaSync.put(model) }.elapsed)
 }
 print("")
 print(
