@@ -12,7 +12,7 @@ internal import Synchronization
 // own closure (`store.write { }`) runs in a transaction nested in the batch's (LMDB's nested
 // transactions), which undoes it alone. Hoard's own writes (a put, a delete) run in the batch's
 // transaction directly: a nested transaction copies every page the write touches that the batch
-// has already touched and allocates some 3 MB of lists, about half of what a write costs on the
+// has already touched and allocates some 3 MB of lists, about a quarter of what a write costs on the
 // writer thread, and these writes almost never throw. When one does, the batch's transaction is
 // abandoned and the batch runs again from its first write, with that one nested: it is undone
 // alone all the same, at the price of one more run of the batch (no flush). The batch runs on
