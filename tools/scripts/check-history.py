@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Fails when a doc, a source comment or a tool's output names the project's own history.
 
-The docs describe the product as it is: a reader cannot look up "session 12" or "issue 23",
-and the history they stand for lives in the commit messages. Checked: every tracked text file
+The docs describe the product as it is: a reader cannot look up a session or an issue of ours by
+its number, and the history it stands for lives in the commit messages. Checked: every tracked text file
 under docs/, Sources/, Tests/, tools/ and Examples/, plus README.md, BENCHMARKS.md and
 Package.swift. A reference to another project's tracker stays, written with that project's name
-directly before the number (`etcd#16596`, `FusionCache #628`); a bare `#123` does not.
+directly before the number (`etcd#16596`, `FusionCache #628`); a bare number after "#" does not.
 
 Usage: check-history.py [REPOSITORY]   (tools/test.sh runs it)
 """
@@ -16,7 +16,8 @@ import sys
 
 PATHS = ["docs", "Sources", "Tests", "tools", "Examples", "README.md", "BENCHMARKS.md", "Package.swift"]
 
-# "session 12", "Sessions 3-5", "issue 23", "issue #23", "the issue's", "this issue".
+# The word session or issue (either number, any case) followed by a number, with or without "#";
+# and the word issue after "the" or "this".
 NAMED = re.compile(r"\b(sessions?|issues?) #?[0-9]+|\b(the|this) issue\b", re.IGNORECASE)
 # "#23", unless a project's name comes first: joined to it ("etcd#16596") or, capitalized, a space
 # before it ("FusionCache #628"). A colour in quotes ("#999999") is not a reference.
@@ -42,8 +43,6 @@ def main():
     repository = sys.argv[1] if len(sys.argv) > 1 else "."
     found = []
     for name in tracked_files(repository):
-        if name == "tools/scripts/check-history.py":
-            continue  # this file names what it looks for
         try:
             with open(f"{repository}/{name}", encoding="utf-8") as handle:
                 lines = handle.read().splitlines()

@@ -63,24 +63,25 @@ int close(int fd) {
     return real_close(fd);
 }
 
-ssize_t pwrite(int fd, const void *buffer, size_t count, off_t offset) {
-    REAL(pwrite);
-    if (!synced(fd)) return real_pwrite(fd, buffer, count, offset);
+// A write through `write`, timed and counted when its descriptor writes through.
+static ssize_t counted(ssize_t (*write)(int, const void *, size_t, off_t), int fd, const void *buffer, size_t count,
+                       off_t offset) {
+    if (!synced(fd)) return write(fd, buffer, count, offset);
     int64_t start = nanos();
-    ssize_t result = real_pwrite(fd, buffer, count, offset);
+    ssize_t result = write(fd, buffer, count, offset);
     atomic_fetch_add(&syncedWriteNanos, nanos() - start);
     atomic_fetch_add(&syncedWrites, 1);
     return result;
 }
 
+ssize_t pwrite(int fd, const void *buffer, size_t count, off_t offset) {
+    REAL(pwrite);
+    return counted(real_pwrite, fd, buffer, count, offset);
+}
+
 ssize_t pwrite64(int fd, const void *buffer, size_t count, off_t offset) {
     REAL(pwrite64);
-    if (!synced(fd)) return real_pwrite64(fd, buffer, count, offset);
-    int64_t start = nanos();
-    ssize_t result = real_pwrite64(fd, buffer, count, offset);
-    atomic_fetch_add(&syncedWriteNanos, nanos() - start);
-    atomic_fetch_add(&syncedWrites, 1);
-    return result;
+    return counted(real_pwrite64, fd, buffer, count, offset);
 }
 
 SyncCounts sync_counts(void) {
