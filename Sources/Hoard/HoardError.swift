@@ -38,6 +38,9 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     /// store follows, or not after the position it has applied (``Replication/apply(_:through:bus:)``).
     /// Nothing was changed.
     case busPosition(bus: String, reason: String)
+    /// Change observation cannot go on: the change log holds an entry this code cannot read, or
+    /// the watch of other processes could not be set up. Nothing stored was changed.
+    case observation(reason: String)
 
     /// The cases without their values, to match on (`catch let error as HoardError where error.kind == .newerRecord`).
     public enum Kind: Sendable, Hashable {
@@ -67,6 +70,8 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
         case overCapacity
         /// ``HoardError/busPosition(bus:reason:)``
         case busPosition
+        /// ``HoardError/observation(reason:)``
+        case observation
     }
 
     /// Which case this is.
@@ -85,6 +90,7 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
         case .invalidCapacity: .invalidCapacity
         case .overCapacity: .overCapacity
         case .busPosition: .busPosition
+        case .observation: .observation
         }
     }
 
@@ -133,6 +139,8 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
             return "\(collection): the write exceeds the collection's capacity: \(reason); nothing of it was stored"
         case .busPosition(let bus, let reason):
             return "change bus \(bus): \(reason); nothing was changed"
+        case .observation(let reason):
+            return "change observation: \(reason); nothing stored was changed"
         }
     }
 }

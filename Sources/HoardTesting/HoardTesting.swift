@@ -35,7 +35,7 @@ extension Store.Options {
     /// operating-system crash during a test loses nothing that matters) and, when given, a
     /// ``ManualClock``.
     public static func testing(clock: ManualClock? = nil) -> Store.Options {
-        Store.Options(durability: .riskStoreOnOSCrash, clock: clock?.read)
+        Store.Options(durability: .riskStoreOnOSCrash, clock: clock?.read, sleepUntil: clock?.sleepUntil)
     }
 }
 
@@ -91,19 +91,62 @@ struct TemporaryDirectory {
 /// A clock that stands still until told to move, for `Store.Options.testing(clock:)`: expiry
 /// can then be tested without waiting. It starts 1,000 seconds after 1970.
 public final class ManualClock: Sendable {
-    private let milliseconds = Mutex<Int64>(1_000_000)
+    private let state = Mutex(State())
+
+    private struct State {
+        var milliseconds: Int64 = 1_000_000
+        /// Who waits for a moment (`sleep(until:)`), by a number of its own.
+        var sleepers: [Int: (until: Int64, continuation: CheckedContinuation<Void, any Error>)] = [:]
+        var nextSleeper = 0
+    }
 
     /// A clock at 1,000 seconds after 1970.
     public init() {}
 
-    /// Moves the clock on by `duration` (records keep times to the millisecond).
+    /// Moves the clock on by `duration` (records keep times to the millisecond), and resumes
+    /// those waiting for a moment it reached.
     public func advance(by duration: Duration) {
         let (seconds, attoseconds) = duration.components
-        milliseconds.withLock { $0 += seconds * 1000 + attoseconds / 1_000_000_000_000_000 }
+        let woken = state.withLock { state in
+            state.milliseconds += seconds * 1000 + attoseconds / 1_000_000_000_000_000
+            let now = state.milliseconds
+            let due = state.sleepers.filter { $0.value.until <= now }
+            for key in due.keys { state.sleepers[key] = nil }
+            return due.values.map(\.continuation)
+        }
+        for continuation in woken { continuation.resume() }
     }
 
+    /// Returns once the clock has been moved to `moment` or past it.
+    ///
+    /// - Throws: `CancellationError` when the task is cancelled first.
+    public func sleep(until moment: Date) async throws {
+        let until = Int64((moment.timeIntervalSince1970 * 1000).rounded(.down))
+        let number = state.withLock { state in
+            defer { state.nextSleeper += 1 }
+            return state.nextSleeper
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let now = state.withLock { state -> Bool in
+                    if state.milliseconds >= until || Task.isCancelled { return true }
+                    state.sleepers[number] = (until, continuation)
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let sleeper = state.withLock { $0.sleepers.removeValue(forKey: number) }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+        try Task.checkCancellation()
+    }
+
+    /// ``sleep(until:)`` as `Store.Options.sleepUntil` takes it.
+    public var sleepUntil: @Sendable (Date) async throws -> Void { { [self] in try await sleep(until: $0) } }
+
     /// The time now, in milliseconds since 1970, as records store it (compare with `RecordHeader`'s times).
-    public var nowMilliseconds: Int64 { milliseconds.withLock { $0 } }
+    public var nowMilliseconds: Int64 { state.withLock { $0.milliseconds } }
 
     /// The time now.
     public var now: Date { Date(timeIntervalSince1970: Double(nowMilliseconds) / 1000) }

@@ -77,12 +77,21 @@ extension Environment {
             let sizeAtStart = try info().mapSize
             let txn = try begin(writing: true)
             let state = WriteState()
+            let listener = currentCommitListener
+            let id = mdb_txn_id(txn)
+            // Whether the listener was told this transaction is about to commit.
+            var announced = false
             let result: R
             do {
                 result = try body(txn, state)
+                if let listener, !state.mapFull {
+                    announced = true
+                    try listener.willCommit(WriteTransaction(handle: txn, environment: self, state: state))
+                }
             } catch {
                 mdb_txn_abort(txn)
                 gate.leave(writing: true)
+                if announced { listener?.didNotCommit(transaction: id) }
                 afterEachAttempt()
                 if state.mapFull {
                     try growMap(from: sizeAtStart)
@@ -100,12 +109,14 @@ extension Environment {
             }
             let rc = mdb_txn_commit(txn)  // frees the transaction whatever the outcome
             gate.leave(writing: true)
+            if rc != 0, announced { listener?.didNotCommit(transaction: id) }
             afterEachAttempt()
             if rc == MDB_MAP_FULL {
                 try growMap(from: sizeAtStart)
                 continue
             }
             try check(rc, "mdb_txn_commit", path)
+            listener?.didCommit(transaction: id, local: { state.locals[$0] })
             for action in state.afterCommit { action() }
             return result
         }

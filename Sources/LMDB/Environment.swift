@@ -120,6 +120,9 @@ public final class Environment: @unchecked Sendable {
     let databaseOpenLock = Lock()
     /// How the keys of some databases read in error messages, by `dbi` (``describeKeys(of:with:)``).
     let keyDescribers = Mutex<[UInt32: @Sendable (UnsafeRawBufferPointer) -> String]>([:])
+    /// Told about every write transaction (``setCommitListener(_:)``); the flag spares a writer the lock when none is set.
+    let commitListener = Mutex<(any CommitListener)?>(nil)
+    let hasCommitListener = Atomic<Bool>(false)
 
     /// Environments open in this process, by data-file identity.
     private static let registry = Mutex<Set<FileIdentity>>([])

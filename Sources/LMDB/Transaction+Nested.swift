@@ -27,14 +27,21 @@ extension Transaction where Access == ReadWriteAccess {
         let result: R
         // What the child asks to run on commit goes with the child's writes when it is undone.
         let actionsBefore = state?.afterCommit.count ?? 0
+        let marks = state?.journalMarks() ?? []
         do {
             result = try body(WriteTransaction(handle: child, environment: environment, state: state))
         } catch {
             mdb_txn_abort(child)
             state?.afterCommit.removeSubrange(actionsBefore...)
+            state?.undoJournals(to: marks)
             throw error
         }
         let rc = mdb_txn_commit(child)  // frees the child whatever the outcome
+        if rc != 0 {
+            // The child's writes are gone: so is what it recorded.
+            state?.afterCommit.removeSubrange(actionsBefore...)
+            state?.undoJournals(to: marks)
+        }
         if rc == MDB_MAP_FULL { state?.mapFull = true }
         try check(rc, "mdb_txn_commit", "a nested transaction in \(environment.path)")
         return result
@@ -45,7 +52,8 @@ extension Transaction where Access == ReadWriteAccess {
     /// The object kept with this write transaction under `key`, made by `make` at the first call:
     /// for what a layer above must remember from one call to the next within a transaction (the
     /// keys it wrote, say) and forget when it ends. The transactions nested in this one share it,
-    /// and a nested transaction that is undone does not undo what it kept here. A write that runs
+    /// and a nested transaction that is undone does not undo what it kept here, unless the object
+    /// is a ``TransactionJournal``, which is told to forget what was recorded in it. A write that runs
     /// again after the map grew starts with nothing kept.
     public func local<T: AnyObject>(_ key: ObjectIdentifier, make: () -> T) -> T {
         guard let state else { return make() }

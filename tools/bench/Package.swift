@@ -119,6 +119,11 @@ let package = Package(
             path: "Sources/ReplicaBench"
         ),
         .executableTarget(
+            name: "observation-bench",
+            dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard")],
+            path: "Sources/ObservationBench"
+        ),
+        .executableTarget(
             name: "lmdb-bench",
             dependencies: ["CLMDBRaw", "BenchSupport", .product(name: "LMDB", package: "Hoard")],
             path: "Sources/LMDBBench"

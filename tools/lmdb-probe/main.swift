@@ -30,6 +30,14 @@
 //                             of 0 to 288 bytes) and a delete of the round's first ID in a write
 //                             of its own every fourth round; answers "committed N" after round N,
 //                             then "done"
+//   LMDBProbe observed PATH [--change-log N]
+//                             opens the store (keeping a change log of N transactions when asked),
+//                             answers "open ok", then writes collection Sized, one commit each:
+//       put ID TEXT           -> "ok TXN" (TXN: the transaction id a read sees after the commit)
+//       delete ID             -> "ok TXN"
+//       clear                 -> "ok TXN" (deleteAll)
+//       random SEED WRITES IDS -> "done" after WRITES puts or deletes (one in eight) of IDs below IDS
+//       exit                  -> ends the process
 //
 // Every answer is one line, so the parent waits on the pipe, never on a timer.
 import CBOR
@@ -161,6 +169,19 @@ case "bounded":
     } catch {
         reply("error \(error)")
     }
+case "observed":
+    // A writer of collection Sized for the observation tests: commands on stdin, one reply each.
+    do {
+        var options = Store.Options(durability: .riskStoreOnOSCrash)
+        if let index = arguments.firstIndex(of: "--change-log"), index + 1 < arguments.count {
+            options.changeLog = Int(arguments[index + 1])
+        }
+        let store = try Store(path: arguments[2], options: options)
+        reply("open ok")
+        try serveObserved(store, try store.collection(Sized.self))
+    } catch {
+        reply("error \(error)")
+    }
 case "open":
     var options = Environment.Options(durability: .riskStoreOnOSCrash)
     options.readOnly = arguments.contains("--read-only")
@@ -281,5 +302,44 @@ func writeBounded(_ words: [String]) throws {
         if round % 4 == 0 { try sized.delete(next) }
         next += Int64(batch)
         reply("committed \(round)")
+    }
+}
+
+/// Serves `put ID TEXT`, `delete ID`, `clear` and `random SEED WRITES IDS` (that many single
+/// writes, each a put or now and then a delete of an ID below IDS, from a seeded generator), then
+/// `exit`; each command is answered once it committed.
+func serveObserved(_ store: Store, _ sized: HoardCollection<Sized>) throws {
+    while let line = readLine() {
+        let words = line.split(separator: " ").map(String.init)
+        switch (words.first, words.count) {
+        case ("put", 3):
+            try sized.put(Sized(id: Int64(words[1]) ?? 0, text: words[2]))
+            reply("ok \(try store.read { $0.id })")
+        case ("delete", 2):
+            try sized.delete(Int64(words[1]) ?? 0)
+            reply("ok \(try store.read { $0.id })")
+        case ("clear", 1):
+            try sized.deleteAll()
+            reply("ok \(try store.read { $0.id })")
+        case ("random", 4):
+            guard let seed = UInt64(words[1]), let writes = Int(words[2]), let ids = Int64(words[3]) else {
+                reply("error usage: random SEED WRITES IDS")
+                continue
+            }
+            var generator = SeededGenerator(seed: seed)
+            for write in 0..<writes {
+                let id = Int64.random(in: 0..<ids, using: &generator)
+                if Int.random(in: 0..<8, using: &generator) == 0 {
+                    try sized.delete(id)
+                } else {
+                    try sized.put(Sized(id: id, text: "child-\(seed)-\(write)"))
+                }
+            }
+            reply("done")
+        case ("exit", 1):
+            return
+        default:
+            reply("error unknown command \(line)")
+        }
     }
 }

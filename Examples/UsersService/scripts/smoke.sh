@@ -20,7 +20,7 @@ build_example debug
 
 work=$(mktemp -d)
 cleanup() {
-    kill "${service_pid:-}" "${upstream_pid:-}" 2>/dev/null || true
+    kill "${service_pid:-}" "${upstream_pid:-}" "${events_pid:-}" 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -52,6 +52,31 @@ request POST /sessions '{"userID": 7}'
 token=$(sed -E 's/.*"token":"([^"]+)".*/\1/' <<<"$body")
 request GET "/sessions/$token"
 [ "$status" = 200 ] && [[ "$body" == *'"userID":7'* ]] || fail "GET /sessions/$token: $status $body"
+# Server-sent events of user 9, fed by observe: absent (nothing stored yet), stored by a read
+# that fetched it, absent again after a write (its invalidation), then the new version once a
+# read fetched that. The stream stays open until the SIGTERM below ends it.
+curl -sN "http://127.0.0.1:$service_port/users/9/events" >"$work/events" &
+events_pid=$!
+events_reach() {  # events_reach COUNT: waits (at most 10 s) until the stream holds COUNT events
+    for _ in $(seq 100); do
+        [ "$(grep -c '^event: ' "$work/events")" -ge "$1" ] && return 0
+        sleep 0.1
+    done
+    fail "the event stream holds $(grep -c '^event: ' "$work/events") events, not $1: $(cat "$work/events")"
+}
+events_reach 1
+request GET /users/9
+events_reach 2
+request PUT /users/9
+[ "$status" = 200 ] || fail "PUT /users/9: $status $body"
+events_reach 3
+request GET /users/9
+events_reach 4
+kinds=$(grep '^event: ' "$work/events" | cut -d' ' -f2 | paste -sd, -)
+[ "$kinds" = "absent,user,absent,user" ] || fail "events of user 9: $kinds"
+grep '^data: ' "$work/events" | sed -n 4p | grep -q '"version":1' || fail "the last event is not version 1: $(cat "$work/events")"
+echo "smoke: server-sent events of user 9: $kinds"
+
 request GET /metrics
 hits=$(metric_sum "$body" hoard_gets_total 'collection="User"' 'result="hit"')
 [ "$hits" -ge 1 ] || fail "no hit counted in /metrics"
@@ -66,6 +91,10 @@ took=$(( $(date +%s) - started ))
 [ "$code" = 0 ] || fail "the service exited with $code after SIGTERM"
 [ "$took" -le 10 ] || fail "the service took ${took}s to stop"
 grep -q 'stopped' "$work/service.log" || fail "no 'stopped' in the log"
+# The graceful shutdown ended the event stream, so curl ends too.
+for _ in $(seq 50); do kill -0 "$events_pid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$events_pid" 2>/dev/null && fail "the event stream outlived the service"
+wait "$events_pid" || true
 echo "smoke: SIGTERM: exited 0 in ${took}s"
 
 # The upstream gone, a restarted service serves what it stored (a session and a user).

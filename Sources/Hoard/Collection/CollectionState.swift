@@ -7,7 +7,11 @@ final class CollectionState: Sendable {
     /// The collection's swift-metrics instruments.
     let metrics: CollectionMetrics
 
-    init(metrics: CollectionMetrics) {
+    /// The collection's name.
+    let name: String
+
+    init(name: String, metrics: CollectionMetrics) {
+        self.name = name
         self.metrics = metrics
         counters = Counters(metrics: metrics)
     }
@@ -79,6 +83,11 @@ final class CollectionState: Sendable {
     let absent = Mutex<[[UInt8]: Int64]>([:])
     /// The most IDs ``absent`` remembers: past it, the expired answers go, then the oldest half.
     static let absentLimit = 10_000
+
+    /// The subscribers to the collection's changes in this process (Observation/), and how many
+    /// there are: a writer records changes only while there is one (or a change log is kept).
+    let observers = Mutex(CollectionObservers())
+    let observerCount = Atomic<Int>(0)
 
     /// The counters behind ``HoardCollection/statistics()``.
     let counters: Counters

@@ -46,7 +46,8 @@ extension HoardCollection {
         in txn: borrowing WriteTransaction
     ) throws {
         let batch = PutBatch(
-            header: header(for: expiry), options: insertOnly ? .noOverwrite : [], tracker: try boundTracker(in: txn))
+            header: header(for: expiry), options: insertOnly ? .noOverwrite : [], tracker: try boundTracker(in: txn),
+            journal: store.changeJournal(for: state, in: txn))
         if let table = currentEmitted {
             try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
         } else {
@@ -70,7 +71,8 @@ extension HoardCollection {
         in txn: borrowing WriteTransaction
     ) throws {
         let batch = PutBatch(
-            header: header(for: expiry), options: insertOnly ? .noOverwrite : [], tracker: try boundTracker(in: txn))
+            header: header(for: expiry), options: insertOnly ? .noOverwrite : [], tracker: try boundTracker(in: txn),
+            journal: store.changeJournal(for: state, in: txn))
         // Counted once a call (a counter call per record would add a few percent to a bulk put).
         var stored = 0
         defer {
@@ -118,6 +120,8 @@ extension HoardCollection {
         let options: PutOptions
         /// The bound's bookkeeping; `nil` for a collection without a capacity.
         let tracker: BoundTracker?
+        /// Where the puts are recorded for observers; `nil` when none would read them.
+        let journal: ChangeJournal?
     }
 
     /// The header of a record written now with `expiry`.
@@ -166,6 +170,7 @@ extension HoardCollection {
     ) throws {
         try batch.tracker?.willStore(key, recordSize: RecordHeader.size + payload.count, in: txn)
         try batch.header.store(payload: payload, forKey: key, in: database, options: batch.options, txn: txn)
+        batch.journal?.record(state, key: key, .stored)
     }
 
     /// Removes the record under `id` in a transaction of its own; returns whether there was one.
@@ -197,7 +202,10 @@ extension HoardCollection {
         if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
         let deleted = try txn.delete(key, in: database)
         try tracker?.finish(in: txn)
-        if deleted { state.metrics.deletes.increment() }
+        if deleted {
+            state.metrics.deletes.increment()
+            store.changeJournal(for: state, in: txn)?.record(state, key: key, .deleted)
+        }
         return deleted
     }
 
@@ -207,6 +215,7 @@ extension HoardCollection {
     public func deleteAll() throws {
         try store.environment.write { txn in
             try txn.clear(database)
+            store.changeJournal(for: state, in: txn)?.record(state, key: [], .cleared)
             if let tracker = try boundTracker(in: txn) {
                 tracker.emptied()
                 try tracker.finish(in: txn)

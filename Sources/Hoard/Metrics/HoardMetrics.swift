@@ -31,6 +31,8 @@ final class CollectionMetrics: Sendable {
     let getDuration: Timer
     let putDuration: Timer
     let synchronizeDuration: Timer
+    /// Live subscribers to the collection's changes in this process (``HoardCollection/changes(limit:)``, ``HoardCollection/observe(_:)``).
+    let observers: Gauge
 
     init(collection: String, factory: any MetricsFactory) {
         let labels = [("collection", collection)]
@@ -57,6 +59,7 @@ final class CollectionMetrics: Sendable {
         getDuration = timer("hoard_get_duration_seconds")
         putDuration = timer("hoard_put_duration_seconds")
         synchronizeDuration = timer("hoard_synchronize_duration_seconds")
+        observers = Gauge(label: "hoard_observers", dimensions: labels, factory: factory)
     }
 }
 

@@ -179,21 +179,29 @@ struct RemoteTarget {
             return onError > revalidate ? now - revalidate : nil
         }
         let tracker = try BoundTracker.open(collection, keyKind: .custom, database: database, store: store, txn: txn)
+        let recording = store.changeJournal(forCollection: collection, in: txn)
         for key in keys where !key.isEmpty && key.count <= store.environment.maxKeySize {
-            if let expireAs, try markExpired(key, at: expireAs, in: txn) {
+            if let expireAs, let marked = try markExpired(key, at: expireAs, in: txn) {
                 result.markedExpired += 1
+                if marked, let (journal, state) = recording {
+                    journal.record(state, key: key, .expired)
+                }
                 continue
             }
             if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
-            if try txn.delete(key, in: database) { result.removed += 1 }
+            if try txn.delete(key, in: database) {
+                result.removed += 1
+                if let (journal, state) = recording { journal.record(state, key: key, .deleted) }
+            }
         }
         try tracker?.finish(in: txn)
         store.replicationState.invalidations.noteRemoved(collection: collection, keys: keys)
     }
 
-    /// Rewrites the record under `key` with the expiry `at` (or its own, if earlier); `false` when
-    /// there is no readable record to keep (a damaged one is then removed by the caller).
-    private func markExpired(_ key: [UInt8], at expiry: Int64, in txn: borrowing WriteTransaction) throws -> Bool {
+    /// Rewrites the record under `key` with the expiry `at` (or its own, if earlier): whether it
+    /// was rewritten (`false`: it expires earlier already), or `nil` when there is no readable
+    /// record to keep (a damaged one is then removed by the caller).
+    private func markExpired(_ key: [UInt8], at expiry: Int64, in txn: borrowing WriteTransaction) throws -> Bool? {
         let rewritten = try txn.withValue(forKey: key, in: database) { record -> [UInt8]? in
             guard let (header, payload) = try? RecordHeader.parse(record) else { return nil }
             if let expiresAt = header.expiresAt, expiresAt <= expiry { return [] }
@@ -203,8 +211,8 @@ struct RemoteTarget {
                 count = record.count
             }
         }
-        guard let rewritten = rewritten ?? nil else { return false }
+        guard let rewritten = rewritten ?? nil else { return nil }
         if !rewritten.isEmpty { try txn.put(rewritten, forKey: key, in: database) }
-        return true
+        return !rewritten.isEmpty
     }
 }

@@ -58,6 +58,18 @@ public final class Store: Sendable {
         public var logger: Logger
         /// How many async writes one commit gathers at most (see ``Store/write(_:)-44i3``).
         public var groupCommit: GroupCommitLimits
+        /// How this process notices the commits other processes make to the store, while one of
+        /// its collections has observers (``HoardCollection/changes(limit:)``).
+        public var otherProcesses: OtherProcessChanges
+        /// How many of the last write transactions the store's change log keeps (docs/FORMAT.md):
+        /// with it, observers in other processes learn which records a commit changed; without
+        /// it (`nil`, the default), they learn only that something changed. Costs a writer one
+        /// more record a commit, and every change is recorded whether observed or not.
+        public var changeLog: Int?
+        /// How the store waits until a moment of its ``clock`` (for ``HoardCollection/observe(_:)``
+        /// to report a record's expiry, which makes no commit): `nil`, the default, sleeps on the
+        /// system's clock; a manual clock in tests resumes it when moved past that moment.
+        public var sleepUntil: (@Sendable (Date) async throws -> Void)?
         /// Where the store's counters, timers and gauges go (the Metrics article lists them);
         /// `nil`, the default, for the backend the application bootstrapped with swift-metrics'
         /// `MetricsSystem` (none: they cost a call that does nothing).
@@ -79,7 +91,10 @@ public final class Store: Sendable {
             clock: (@Sendable () -> Date)? = nil,
             logger: Logger = Logger(label: "hoard", factory: { _ in SwiftLogNoOpLogHandler() }),
             groupCommit: GroupCommitLimits = GroupCommitLimits(),
-            metricsFactory: (any MetricsFactory)? = nil
+            metricsFactory: (any MetricsFactory)? = nil,
+            otherProcesses: OtherProcessChanges = .watchFile,
+            changeLog: Int? = nil,
+            sleepUntil: (@Sendable (Date) async throws -> Void)? = nil
         ) {
             self.durability = durability
             self.maxMapSize = maxMapSize
@@ -91,6 +106,9 @@ public final class Store: Sendable {
             self.logger = logger
             self.groupCommit = groupCommit
             self.metricsFactory = metricsFactory
+            self.otherProcesses = otherProcesses
+            self.changeLog = changeLog.map { max($0, 1) }
+            self.sleepUntil = sleepUntil
         }
 
         /// The factory the store's instruments are made with.
@@ -130,6 +148,8 @@ public final class Store: Sendable {
     let outbox: Database?
     /// What replication keeps in memory: the identity, the last reset, the race guard.
     let replicationState = ReplicationState()
+    /// The subscribers to changes, the commit listener and the change log (Observation/).
+    let observation: Observation
 
     /// Opens the store at `path`, creating it (unless read-only) when it does not exist.
     ///
@@ -139,11 +159,12 @@ public final class Store: Sendable {
     public init(path: String, options: Options = Options()) throws {
         self.options = options
         metrics = StoreMetrics(factory: options.metrics)
+        observation = Observation(options: options)
         environment = try Environment(
             path: path,
-            // maxDatabases: the collections, the meta database and the outbox.
+            // maxDatabases: the collections, the meta database, the outbox and the change log.
             options: .init(
-                maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 2,
+                maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 3,
                 maxReaders: options.maxReaders, readOnly: options.readOnly, durability: options.durability
             ))
         let names = try Self.databaseNames(environment)
@@ -189,6 +210,10 @@ public final class Store: Sendable {
             throw HoardError.notAHoardStore(path: path, found: names)
         }
         outbox = try Self.openOutbox(environment, readOnly: options.readOnly || meta == nil)
+        if options.changeLog != nil, !options.readOnly {
+            observation.changeLog = try environment.openDatabase(ChangeLogFormat.databaseName, create: true)
+            environment.setCommitListenerOnce(observation)
+        }
         if let meta,
             let resetAt = try environment.read({ txn in
                 try txn.value(forKey: Array(MetaKey.staleBefore.utf8), in: meta)
@@ -295,7 +320,8 @@ public final class Store: Sendable {
     func state(of name: String) -> CollectionState {
         collectionStates.withLock { states in
             if let state = states[name] { return state }
-            let state = CollectionState(metrics: CollectionMetrics(collection: name, factory: options.metrics))
+            let state = CollectionState(
+                name: name, metrics: CollectionMetrics(collection: name, factory: options.metrics))
             states[name] = state
             return state
         }

@@ -90,6 +90,7 @@ struct UsersService: AsyncParsableCommand {
         router.add(middleware: CloseWhenShuttingDown())
         addRoutes(to: router, users: users, api: api, sessions: sessions, registry: registry)
         addWriteRoutes(to: router, users: users.collection, api: api, bus: bus)
+        addEventRoutes(to: router, users: users.collection)
 
         let portFile = portFile
         let app = Application(

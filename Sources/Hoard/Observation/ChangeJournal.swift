@@ -1,0 +1,145 @@
+internal import LMDB
+
+/// The changes one write transaction made to observed collections, kept with the transaction
+/// (``Transaction/local(_:make:)``) and published when it commits: one ``RawChanges`` a
+/// collection, built as the writes go (keys back to back in one buffer), so that publishing
+/// copies nothing. A collection observed only by ``HoardCollection/observe(_:)`` records only
+/// the keys observed (a hash of the key, looked up in a small table, decides). A nested
+/// transaction that is undone takes its entries with it (``TransactionJournal``), and a write
+/// that LMDB runs again after growing the map starts with a new journal.
+final class ChangeJournal: TransactionJournal {
+    // Unchecked: a journal belongs to one write transaction on one thread, and the checks of
+    // exclusive access cost more than the rest of recording a change.
+    @exclusivity(unchecked) private(set) var collections: [CollectionState] = []
+    @exclusivity(unchecked) private(set) var batches: [RawChanges] = []
+    /// Per collection: the hashes of the keys observed, when nothing else is recorded.
+    @exclusivity(unchecked) private var filters: [KeyHashSet?] = []
+    /// The collection of each entry, in order (for undoing the last ones).
+    @exclusivity(unchecked) private var order: [Int] = []
+    private let recordsEverything: Bool
+
+    init(recordsEverything: Bool) {
+        self.recordsEverything = recordsEverything
+    }
+
+    var mark: Int { order.count }
+
+    func undo(to mark: Int) {
+        while order.count > mark, let collection = order.popLast() {
+            batches[collection].removeLast()
+        }
+    }
+
+    func record(_ collection: CollectionState, key: UnsafeRawBufferPointer, _ kind: RecordedKind) {
+        let index = self.index(of: collection)
+        if let filter = filters[index], kind != .cleared, !filter.contains(keyHash(key)) { return }
+        batches[index].append(kind, key: key)
+        order.append(index)
+    }
+
+    func record(_ collection: CollectionState, key: [UInt8], _ kind: RecordedKind) {
+        key.withUnsafeBytes { record(collection, key: $0, kind) }
+    }
+
+    private func index(of collection: CollectionState) -> Int {
+        // Most transactions change one collection: the last one is checked first.
+        if let last = collections.indices.last, collections[last] === collection { return last }
+        if let found = collections.firstIndex(where: { $0 === collection }) { return found }
+        collections.append(collection)
+        batches.append(RawChanges(first: 0, last: 0, origin: .thisProcess))
+        filters.append(recordsEverything ? nil : collection.observedKeyFilter())
+        return collections.count - 1
+    }
+}
+
+/// A ``ChangeKind``, or the emptying of a whole collection.
+enum RecordedKind: UInt8, Sendable {
+    case stored = 1, deleted, evicted, purged, expired
+    case cleared = 0xFF
+
+    init(_ kind: ChangeKind) { self = RecordedKind(rawValue: kind.rawValue) ?? .stored }
+    var kind: ChangeKind? { ChangeKind(rawValue: rawValue) }
+}
+
+/// A batch of changes to one collection before it is handed to a subscriber: keys as bytes,
+/// in the order they changed (a ``RecordedKind/cleared`` entry empties what came before it).
+struct RawChanges: Sendable {
+    var first: Int
+    var last: Int
+    var origin: ChangeOrigin
+    var unknown = false
+    /// A wake-up that is not a commit (a record's expiry came): read again whatever the range says.
+    var expiryTick = false
+    var keys: [UInt8] = []
+    var entries: [Entry] = []
+
+    struct Entry: Sendable {
+        var start: Int
+        var end: Int
+        var kind: RecordedKind
+    }
+
+    init(first: Int, last: Int, origin: ChangeOrigin) {
+        self.first = first
+        self.last = last
+        self.origin = origin
+    }
+
+    var isEmpty: Bool { !unknown && !expiryTick && entries.isEmpty }
+
+    mutating func append(_ kind: RecordedKind, key: UnsafeRawBufferPointer) {
+        let start = keys.count
+        keys.append(contentsOf: key)
+        entries.append(Entry(start: start, end: keys.count, kind: kind))
+    }
+
+    mutating func removeLast() {
+        guard let entry = entries.popLast() else { return }
+        keys.removeSubrange(entry.start...)
+    }
+
+    /// Whether the batch may concern the record under `key`.
+    func mentions(_ key: [UInt8]) -> Bool {
+        if unknown || expiryTick { return true }
+        return key.withUnsafeBytes { key in
+            keys.withUnsafeBytes { keys in
+                entries.contains { entry in
+                    entry.kind == .cleared
+                        || bytesEqual(UnsafeRawBufferPointer(rebasing: keys[entry.start..<entry.end]), key)
+                }
+            }
+        }
+    }
+
+    /// Says only "unknown" from now on, keeping no keys.
+    mutating func forget() {
+        unknown = true
+        keys = []
+        entries = []
+    }
+
+    /// Adds the later batch `next` to this one; past `limit` entries, the batch says only "unknown".
+    mutating func merge(_ next: RawChanges, limit: Int) {
+        first = Swift.min(first, next.first)
+        last = Swift.max(last, next.last)
+        origin.formUnion(next.origin)
+        expiryTick = expiryTick || next.expiryTick
+        // What a later emptying of the collection covers need not be kept, whatever it was.
+        if let clear = next.entries.lastIndex(where: { $0.kind == .cleared }) {
+            unknown = false
+            keys = []
+            entries = []
+            let start = next.entries[clear].start
+            keys.append(contentsOf: next.keys[start...])
+            entries = next.entries[clear...].map { Entry(start: $0.start - start, end: $0.end - start, kind: $0.kind) }
+        } else if next.unknown {
+            forget()
+        } else if !unknown {
+            let offset = keys.count
+            keys.append(contentsOf: next.keys)
+            entries.append(
+                contentsOf: next.entries.map { Entry(start: $0.start + offset, end: $0.end + offset, kind: $0.kind) })
+        }
+        if next.unknown || entries.count > limit { forget() }
+    }
+}

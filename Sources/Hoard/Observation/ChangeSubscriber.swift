@@ -1,0 +1,109 @@
+internal import Synchronization
+
+/// One subscription to a collection's changes: at most one batch waits in it (a new one merges
+/// into it), so a consumer that lags costs bounded memory and never slows a writer.
+final class ChangeSubscriber: Sendable {
+    /// What the subscriber wants: every change (up to `limit` IDs waiting), or only those that
+    /// may concern one key.
+    enum Interest: Sendable {
+        case all(limit: Int)
+        case key([UInt8])
+    }
+
+    let interest: Interest
+    private let state = Mutex(State())
+
+    private struct State: ~Copyable {
+        var pending: RawChanges?
+        var waiter: CheckedContinuation<RawChanges?, Never>?
+        var finished = false
+    }
+
+    init(interest: Interest) {
+        self.interest = interest
+    }
+
+    private var limit: Int {
+        switch interest {
+        case .all(let limit): limit
+        case .key: 1
+        }
+    }
+
+    /// Hands `batch` to the waiting consumer, or merges it into what waits. Never blocks on the
+    /// consumer: a writer's thread calls it.
+    func deliver(_ batch: RawChanges) {
+        var batch = batch
+        switch interest {
+        case .key(let key):
+            guard batch.mentions(key) else { return }
+            // Only the fact matters: the observer reads the record again.
+            batch.forget()
+        case .all(let limit):
+            if batch.entries.count > limit { batch.forget() }
+        }
+        let limit = self.limit
+        let waiter = state.withLock { state -> CheckedContinuation<RawChanges?, Never>? in
+            guard !state.finished else { return nil }
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            if state.pending == nil {
+                state.pending = batch
+            } else {
+                state.pending?.merge(batch, limit: limit)
+            }
+            return nil
+        }
+        waiter?.resume(returning: batch)
+    }
+
+    /// Whether a batch waits to be taken (for tests of when batches are queued).
+    var hasPending: Bool { state.withLock { $0.pending != nil } }
+
+    /// The next batch: what waits, or the next one delivered; `nil` once finished or cancelled.
+    func next() async -> RawChanges? {
+        if let ready = state.withLock({ state -> RawChanges?? in
+            if let pending = state.pending {
+                state.pending = nil
+                return .some(pending)
+            }
+            return state.finished ? .some(nil) : .none
+        }) {
+            return ready
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<RawChanges?, Never>) in
+                let immediate = state.withLock { state -> RawChanges?? in
+                    if let pending = state.pending {
+                        state.pending = nil
+                        return .some(pending)
+                    }
+                    if state.finished || Task.isCancelled { return .some(nil) }
+                    if let previous = state.waiter {
+                        // Two consumers of one subscription: the earlier one ends.
+                        state.waiter = nil
+                        previous.resume(returning: nil)
+                    }
+                    state.waiter = continuation
+                    return .none
+                }
+                if let immediate { continuation.resume(returning: immediate) }
+            }
+        } onCancel: {
+            finish()
+        }
+    }
+
+    /// Ends the subscription: a waiting consumer gets `nil`, and nothing more is kept.
+    func finish() {
+        let waiter = state.withLock { state -> CheckedContinuation<RawChanges?, Never>? in
+            state.finished = true
+            state.pending = nil
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: nil)
+    }
+}

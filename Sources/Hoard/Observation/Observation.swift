@@ -1,0 +1,256 @@
+internal import LMDB
+internal import Logging
+internal import Synchronization
+
+// Change observation. Every write site that changes a record records it in the transaction's
+// ChangeJournal, but only while the collection has subscribers or the store keeps a change log
+// (an atomic load otherwise). The store listens to its environment's commits: just before one,
+// it writes the change log entry; once it committed, it hands each subscriber of each changed
+// collection its batch, on the committing thread, before the write returns (and before any
+// group-commit caller resumes). Commits of other processes are found by ProcessWatcher.
+
+/// What a store does for observers: the subscribers of each collection, the commit listener,
+/// the change log and the watch of other processes' commits.
+final class Observation: CommitListener, @unchecked Sendable {
+    // @unchecked: every mutable field is behind one of the Mutexes; `changeLog` is set once,
+    // while the store is being opened.
+
+    /// How many transactions the change log keeps; `nil` when the store keeps none.
+    let changeLogLength: Int?
+    /// The change log database, when kept.
+    var changeLog: Database?
+    /// How other processes' commits are noticed.
+    let otherProcesses: Store.OtherProcessChanges
+    let logger: Logger
+
+    /// The collections that ever had a subscriber in this process, by name.
+    let observed = Mutex<[String: CollectionState]>([:])
+    /// The commits this process made that the watch has not passed yet: those it is making
+    /// (`true`: the commit has not returned) and those it made.
+    let ownCommits = Mutex<[Int: Bool]>([:])
+    /// Whether ``ownCommits`` is kept (only while a watch runs).
+    let tracksOwnCommits = Atomic<Bool>(false)
+    /// Subscribers alive, for the watch's start and stop.
+    let watch = Mutex<WatchState>(WatchState())
+
+    struct WatchState {
+        var subscribers = 0
+        var watcher: ProcessWatcher?
+    }
+
+    init(options: Store.Options) {
+        changeLogLength = options.changeLog
+        otherProcesses = options.otherProcesses
+        logger = options.logger
+    }
+
+    /// Whether every change is recorded, observed or not (for the change log).
+    var logsChanges: Bool { changeLogLength != nil }
+
+    // MARK: Commits
+
+    func willCommit(_ txn: borrowing WriteTransaction) throws {
+        let id = txn.id
+        if tracksOwnCommits.load(ordering: .acquiring) {
+            ownCommits.withLock { $0[id] = true }
+        }
+        if let changeLogLength, let changeLog {
+            let journal = txn.local(ObjectIdentifier(ChangeJournal.self)) { ChangeJournal(recordsEverything: true) }
+            try ChangeLogFormat.write(journal, transaction: id, keeping: changeLogLength, in: changeLog, txn: txn)
+        }
+    }
+
+    func didCommit(transaction id: Int, local: (ObjectIdentifier) -> AnyObject?) {
+        if let journal = local(ObjectIdentifier(ChangeJournal.self)) as? ChangeJournal {
+            for (state, var batch) in zip(journal.collections, journal.batches)
+            where !batch.isEmpty && state.observerCount.load(ordering: .relaxed) > 0 {
+                (batch.first, batch.last) = (id, id)
+                state.publish(batch)
+            }
+        }
+        if tracksOwnCommits.load(ordering: .acquiring) {
+            ownCommits.withLock { $0[id] = false }
+            // A watch that met this commit while it was being made waits for it to be settled.
+            watch.withLock { $0.watcher }?.settled(id)
+        }
+    }
+
+    /// Forgets a commit this process began but that failed (the id may be another process's next).
+    func didNotCommit(transaction id: Int) {
+        guard tracksOwnCommits.load(ordering: .acquiring) else { return }
+        ownCommits.withLock { _ = $0.removeValue(forKey: id) }
+        watch.withLock { $0.watcher }?.settled(id)
+    }
+
+    // MARK: Subscribers
+
+    /// Adds `subscriber` to `state`'s; starts the watch of other processes with the first one.
+    func subscribe(_ subscriber: ChangeSubscriber, to state: CollectionState, store: Store) {
+        observed.withLock { $0[state.name] = state }
+        state.subscribe(subscriber)
+        store.environment.setCommitListenerOnce(self)
+        let start = watch.withLock { watch -> Bool in
+            watch.subscribers += 1
+            return watch.subscribers == 1 && watch.watcher == nil
+        }
+        if start { startWatch(store: store) }
+    }
+
+    /// Removes `subscriber`; stops the watch with the last one.
+    func unsubscribe(_ subscriber: ChangeSubscriber, from state: CollectionState) {
+        subscriber.finish()
+        state.unsubscribe(subscriber)
+        let stopping = watch.withLock { watch -> ProcessWatcher? in
+            watch.subscribers -= 1
+            guard watch.subscribers == 0 else { return nil }
+            defer { watch.watcher = nil }
+            return watch.watcher
+        }
+        if let stopping {
+            tracksOwnCommits.store(false, ordering: .releasing)
+            stopping.stop()
+            ownCommits.withLock { $0.removeAll() }
+        }
+    }
+
+    private func startWatch(store: Store) {
+        guard otherProcesses.mode != .off else { return }
+        tracksOwnCommits.store(true, ordering: .releasing)
+        let watcher: ProcessWatcher
+        do {
+            watcher = try ProcessWatcher(environment: store.environment, observation: self)
+        } catch {
+            tracksOwnCommits.store(false, ordering: .releasing)
+            logger.error(
+                "cannot watch the store for other processes' commits",
+                metadata: ["path": "\(store.path)", "error": "\(error)"])
+            return
+        }
+        let started = watch.withLock { watch -> Bool in
+            guard watch.subscribers > 0, watch.watcher == nil else { return false }
+            watch.watcher = watcher
+            return true
+        }
+        if started { watcher.start() } else { watcher.stop() }
+    }
+
+    /// Hands `batch` to every subscriber of collection `name`.
+    func publish(_ batch: RawChanges, toCollection name: String) {
+        observed.withLock { $0[name] }?.publish(batch)
+    }
+
+    /// Hands `batch` (unknown changes) to every observed collection.
+    func publishToAll(_ batch: RawChanges) {
+        for state in observed.withLock({ Array($0.values) }) where state.observerCount.load(ordering: .relaxed) > 0 {
+            state.publish(batch)
+        }
+    }
+}
+
+/// The subscribers of one collection in this process, and the keys they observe.
+struct CollectionObservers {
+    var subscribers: [ChangeSubscriber] = []
+    /// The hashes of the keys observed (``HoardCollection/observe(_:)``); `nil` when a subscriber
+    /// wants every change.
+    var keys: KeyHashSet? = KeyHashSet()
+
+    mutating func updateKeys() {
+        var filter = KeyHashSet(capacity: subscribers.count)
+        for subscriber in subscribers {
+            guard case .key(let key) = subscriber.interest else {
+                keys = nil
+                return
+            }
+            filter.insert(key.withUnsafeBytes(keyHash))
+        }
+        keys = filter
+    }
+}
+
+extension CollectionState {
+    func subscribe(_ subscriber: ChangeSubscriber) {
+        observers.withLock { observers in
+            observers.subscribers.append(subscriber)
+            observers.updateKeys()
+        }
+        observerCount.add(1, ordering: .sequentiallyConsistent)
+        metrics.observers.record(observerCount.load(ordering: .relaxed))
+    }
+
+    func unsubscribe(_ subscriber: ChangeSubscriber) {
+        let removed = observers.withLock { observers -> Bool in
+            guard let index = observers.subscribers.firstIndex(where: { $0 === subscriber }) else { return false }
+            observers.subscribers.remove(at: index)
+            observers.updateKeys()
+            return true
+        }
+        if removed { observerCount.subtract(1, ordering: .sequentiallyConsistent) }
+        metrics.observers.record(observerCount.load(ordering: .relaxed))
+    }
+
+    /// What a write records of this collection when no change log is kept: only the keys
+    /// observed (their hashes), or (`nil`) every key.
+    func observedKeyFilter() -> KeyHashSet? {
+        observers.withLock { $0.keys }
+    }
+
+    /// Hands `batch` to every subscriber.
+    func publish(_ batch: RawChanges) {
+        for subscriber in observers.withLock({ $0.subscribers }) { subscriber.deliver(batch) }
+    }
+}
+
+extension Store {
+    /// The journal to record a change of the collection of `state` in, or `nil` when nobody
+    /// would read it (no subscriber in this process, no change log): one atomic load.
+    @inline(__always)
+    func changeJournal(for state: CollectionState, in txn: borrowing WriteTransaction) -> ChangeJournal? {
+        let logsChanges = observation.logsChanges
+        guard state.observerCount.load(ordering: .relaxed) > 0 || logsChanges else { return nil }
+        return txn.local(ObjectIdentifier(ChangeJournal.self)) { ChangeJournal(recordsEverything: logsChanges) }
+    }
+}
+
+extension Store {
+    /// The journal, and the state, to record a change of collection `name` in; `nil` when nobody
+    /// would read it. For writers that know the collection by name (a replica's invalidations).
+    func changeJournal(
+        forCollection name: String, in txn: borrowing WriteTransaction
+    ) -> (ChangeJournal, CollectionState)? {
+        let state = observation.logsChanges ? state(of: name) : existingState(of: name)
+        guard let state, let journal = changeJournal(for: state, in: txn) else { return nil }
+        return (journal, state)
+    }
+}
+
+extension Environment {
+    /// Makes `listener` the environment's commit listener unless it already is.
+    func setCommitListenerOnce(_ listener: Observation) {
+        if let current = currentCommitListener, current === listener { return }
+        setCommitListener(listener)
+    }
+}
+
+extension Store {
+    /// How a process notices the commits of other processes (``Options/otherProcesses``).
+    public struct OtherProcessChanges: Sendable, Hashable {
+        enum Mode: Hashable {
+            case watchFile(fallback: Duration)
+            case poll(Duration)
+            case off
+        }
+
+        let mode: Mode
+
+        /// Watch the data file (inotify on Linux): a commit of another process wakes the watch,
+        /// which costs that process nothing, and no commit means no wake-up. Where the file cannot
+        /// be watched (other platforms, or a file replaced under the store), poll every 100 ms.
+        public static let watchFile = OtherProcessChanges(mode: .watchFile(fallback: .milliseconds(100)))
+        /// Read the last transaction id every `interval`.
+        public static func poll(every interval: Duration) -> OtherProcessChanges {
+            OtherProcessChanges(mode: .poll(interval))
+        }
+        /// Do not look: observers see this process's commits only.
+        public static let off = OtherProcessChanges(mode: .off)
+    }
+}

@@ -1,0 +1,270 @@
+internal import Dispatch
+internal import LMDB
+internal import Logging
+internal import Synchronization
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+/// Notices other processes' commits, while a collection of the store has subscribers.
+///
+/// LMDB writes its data file with `pwrite` (Hoard never maps it writable), the meta page last,
+/// so every commit of every process modifies the file: on Linux an inotify watch of the file
+/// wakes the watch when another process commits, at no cost to that process; elsewhere, or with
+/// ``Store/OtherProcessChanges/poll(every:)``, the watch reads the last transaction id on an
+/// interval. Either way, on waking it opens a read transaction and takes that transaction's own
+/// id as its mark (the environment's "last transaction id" can run ahead of what a new read
+/// transaction sees). The commits between the old mark and the new one that this process did not
+/// make are other processes': the change log names their keys when it has them, and otherwise
+/// every observed collection gets an "unknown" batch for the range.
+final class ProcessWatcher: @unchecked Sendable {
+    // @unchecked: `mark`, `inotify` and `changeLog` belong to the watch's own queue; the rest is
+    // immutable or atomic.
+    private let environment: Environment
+    private let observation: Observation
+    private let queue = DispatchQueue(label: "hoard.observation.watch")
+    /// The read end and write end of a pipe that wakes the watch (a stop, a commit it waits for);
+    /// the write end is closed under its lock, so that no late wake writes to a reused descriptor.
+    private let wakeRead: Int32
+    private let wakeWrite: Mutex<Int32>
+    private let stopped = Atomic<Bool>(false)
+    private let started = Atomic<Bool>(false)
+    /// Signalled when the loop has ended.
+    private let ended = DispatchSemaphore(value: 0)
+    /// The id of this process's commit the watch waits to see settled (0 for none).
+    private let waitingFor = Atomic<Int>(0)
+    /// The inotify descriptor; `-1` when polling.
+    private var inotify: Int32 = -1
+    /// How often to look when polling, in milliseconds.
+    private let pollMilliseconds: Int32
+    /// The last transaction whose changes were handed out.
+    private var mark = 0
+    private var changeLog: Database?
+
+    init(environment: Environment, observation: Observation) throws {
+        self.environment = environment
+        self.observation = observation
+        mark = try environment.read { $0.id }
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw HoardError.observation(reason: "pipe failed: errno \(errno)") }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        wakeRead = fds[0]
+        wakeWrite = Mutex(fds[1])
+        switch observation.otherProcesses.mode {
+        case .poll(let interval):
+            pollMilliseconds = Int32(clamping: max(interval.storedMilliseconds, 1))
+        case .watchFile(let fallback):
+            pollMilliseconds = Int32(clamping: max(fallback.storedMilliseconds, 1))
+            inotify = Self.watch(environment.dataFilePath)
+            if inotify < 0 {
+                observation.logger.warning(
+                    "cannot watch the data file; polling for other processes' commits instead",
+                    metadata: ["path": "\(environment.dataFilePath)", "errno": "\(errno)"])
+            }
+        case .off:
+            pollMilliseconds = -1
+        }
+    }
+
+    /// An inotify watch of `path`'s modifications, or -1 (not Linux, or inotify refused).
+    private static func watch(_ path: String) -> Int32 {
+        #if os(Linux)
+        let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard fd >= 0 else { return -1 }
+        guard inotify_add_watch(fd, path, UInt32(IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF)) >= 0 else {
+            close(fd)
+            return -1
+        }
+        return fd
+        #else
+        return -1
+        #endif
+    }
+
+    func start() {
+        started.store(true, ordering: .releasing)
+        queue.async { self.run() }
+    }
+
+    /// Ends the watch and waits for its loop to end: it holds the environment while it runs,
+    /// and a store closed by its last user must be closed, so that it can be opened again at once.
+    func stop() {
+        stopped.store(true, ordering: .releasing)
+        wake()
+        if started.load(ordering: .acquiring) {
+            ended.wait()
+        } else {
+            closeDescriptors()
+        }
+    }
+
+    /// Wakes the watch if it waits for this process's commit `id` to be settled.
+    func settled(_ id: Int) {
+        if waitingFor.load(ordering: .acquiring) == id { wake() }
+    }
+
+    private func wake() {
+        wakeWrite.withLock { fd in
+            var byte: UInt8 = 1
+            if fd >= 0 { _ = write(fd, &byte, 1) }
+        }
+    }
+
+    private func closeDescriptors() {
+        if inotify >= 0 { close(inotify) }
+        close(wakeRead)
+        wakeWrite.withLock { fd in
+            close(fd)
+            fd = -1
+        }
+    }
+
+    private func run() {
+        defer {
+            closeDescriptors()
+            ended.signal()
+        }
+        while !stopped.load(ordering: .acquiring) {
+            var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+            if inotify >= 0 { fds.append(pollfd(fd: inotify, events: Int16(POLLIN), revents: 0)) }
+            let timeout: Int32 = inotify >= 0 ? -1 : pollMilliseconds
+            let ready = poll(&fds, nfds_t(fds.count), timeout)
+            if ready < 0 && errno != EINTR {
+                observation.logger.error(
+                    "the watch of other processes' commits failed", metadata: ["errno": "\(errno)"])
+                return
+            }
+            if stopped.load(ordering: .acquiring) { return }
+            drain(wakeRead)
+            if inotify >= 0 { readEvents() }
+            do {
+                try check()
+            } catch {
+                observation.logger.error(
+                    "cannot read other processes' commits",
+                    metadata: ["path": "\(environment.path)", "error": "\(error)"])
+            }
+        }
+    }
+
+    private func drain(_ fd: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while read(fd, &buffer, buffer.count) > 0 {}
+    }
+
+    /// Reads the inotify events; a data file deleted or renamed away ends the watch of it
+    /// (an overflow of the queue needs nothing: every wake-up looks at the transaction id).
+    private func readEvents() {
+        #if os(Linux)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var replaced = false
+        while true {
+            let count = read(inotify, &buffer, buffer.count)
+            guard count > 0 else { break }
+            var offset = 0
+            while offset + MemoryLayout<inotify_event>.size <= count {
+                let event = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: inotify_event.self) }
+                if event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 { replaced = true }
+                offset += MemoryLayout<inotify_event>.size + Int(event.len)
+            }
+        }
+        if replaced {
+            observation.logger.warning(
+                "the data file was replaced or removed; polling for other processes' commits from now on",
+                metadata: ["path": "\(environment.dataFilePath)"])
+            close(inotify)
+            inotify = -1
+        }
+        #endif
+    }
+
+    /// Hands out the changes of the commits between the mark and what a read transaction sees now.
+    private func check() throws {
+        // The newest commit of the meta pages (LMDB reads them from the map, which shows what
+        // writers wrote at once): when every commit since the mark is this process's own, the
+        // mark moves without a read transaction (the watch wakes at this process's commits too).
+        let committed = try environment.info().lastTransactionID
+        guard committed > mark else { return }
+        let allOwn = observation.ownCommits.withLock { commits in
+            ((mark + 1)...committed).allSatisfy { commits[$0] == false }
+        }
+        if allOwn {
+            mark = committed
+            observation.ownCommits.withLock { commits in commits = commits.filter { $0.key > committed } }
+            return
+        }
+        // LMDB's window: a writer writes its meta page (the change the file watch sees) before it
+        // publishes the new transaction to readers in the lock file (which no watch sees). When
+        // the meta page is ahead of what a read transaction sees, the commit is that close to
+        // visible: look again until it is (bounded, for a writer killed in between, whose
+        // commit the next writer makes visible).
+        var now = try environment.read { $0.id }
+        var waited = 0
+        while committed > now, waited < 200 {
+            var none = pollfd()
+            _ = poll(&none, 0, waited < 20 ? 0 : 1)
+            waited += 1
+            now = try environment.read { $0.id }
+        }
+        guard now > mark else { return }
+        let range = (mark + 1)...now
+        // This process's commits in the range, and the first one still being made (its outcome
+        // decides whether its id is this process's or, if it failed, the next writer's).
+        let (own, unsettled) = observation.ownCommits.withLock { commits -> (Set<Int>, Int?) in
+            var own = Set<Int>()
+            var unsettled: Int?
+            for (id, inFlight) in commits where range.contains(id) {
+                if inFlight { unsettled = min(unsettled ?? .max, id) } else { own.insert(id) }
+            }
+            return (own, unsettled)
+        }
+        let end = unsettled.map { $0 - 1 } ?? now
+        waitingFor.store(unsettled ?? 0, ordering: .releasing)
+        // Settled between the look and the store: look again rather than wait.
+        if let unsettled, observation.ownCommits.withLock({ $0[unsettled] }) != true {
+            wake()
+        }
+        guard end > mark else { return }
+        let settled = (mark + 1)...end
+        let foreign = settled.count - own.count { settled.contains($0) }
+        if foreign > 0 {
+            let covered = try publishLogged(settled, skipping: own)
+            if covered < foreign {
+                var batch = RawChanges(first: settled.lowerBound, last: settled.upperBound, origin: .otherProcess)
+                batch.unknown = true
+                observation.publishToAll(batch)
+            }
+        }
+        mark = end
+        observation.ownCommits.withLock { commits in commits = commits.filter { $0.key > end } }
+    }
+
+    /// Publishes what the change log says of the commits in `range` not in `own`; returns how
+    /// many of those commits it has entries for.
+    private func publishLogged(_ range: ClosedRange<Int>, skipping own: Set<Int>) throws -> Int {
+        if changeLog == nil {
+            changeLog = observation.changeLog ?? (try? environment.openDatabase(ChangeLogFormat.databaseName))
+        }
+        guard let changeLog else { return 0 }
+        var covered = 0
+        var batches: [(String, RawChanges)] = []
+        try environment.read { txn in
+            try txn.forEach(
+                in: changeLog, range: KeyRange(from: .inclusive(ChangeLogFormat.key(range.lowerBound)))
+            ) { key, value in
+                guard let id = ChangeLogFormat.transaction(of: key), id <= range.upperBound else { return .stop }
+                guard !own.contains(id) else { return .next }
+                covered += 1
+                batches.append(contentsOf: try ChangeLogFormat.batches(value, transaction: id))
+                return .next
+            }
+        }
+        for (collection, batch) in batches { observation.publish(batch, toCollection: collection) }
+        return covered
+    }
+}

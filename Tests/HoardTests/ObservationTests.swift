@@ -1,0 +1,339 @@
+@testable import Hoard
+import HoardTestSupport
+import LMDB
+import MetricsTestKit
+import TestSupport
+import Testing
+
+/// Takes the next batch of `iterator`, failing the test when the sequence ended.
+func nextBatch<ID>(_ iterator: inout ChangeSequence<ID>.Iterator) async throws -> ChangeBatch<ID> {
+    guard let batch = await iterator.next() else { throw TestSupportError("the change sequence ended") }
+    return batch
+}
+
+/// Runs `body` as it is: in async code, its calls are the synchronous ones (a store's writes
+/// have both kinds).
+func synchronously<R>(_ body: () throws -> R) rethrows -> R { try body() }
+
+/// The last transaction a new read transaction sees.
+func lastTransaction(_ store: Store) throws -> Int { try store.read { $0.id } }
+
+extension ChangeBatch.Content {
+    var isUnknown: Bool { if case .unknown = self { true } else { false } }
+}
+
+@Suite("Change observation in this process")
+struct ObservationTests {
+    @Test("each commit that changes a collection is one batch naming its transaction, records and how each changed")
+    func batchesPerCommit() async throws {
+        try await withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions)
+            let notes = try store.collection(Note.self)
+            let tags = try store.collection(Tag.self)
+            var changes = notes.changes().makeAsyncIterator()
+
+            try await notes.put([
+                Note(id: 1, text: "a", stars: 1, pinned: false), Note(id: 2, text: "b", stars: 2, pinned: true),
+            ])
+            let first = try lastTransaction(store)
+            let stored = try await nextBatch(&changes)
+            #expect(stored.transactions == first...first)
+            #expect(stored.origin == .thisProcess)
+            #expect(stored.records == [1: .stored, 2: .stored])
+
+            try await tags.put(Tag(id: "unrelated", uses: 0))  // another collection: no batch here
+            try await notes.delete(99)  // nothing to delete: no change
+            try await notes.delete(1)
+            let second = try lastTransaction(store)
+            let deleted = try await nextBatch(&changes)
+            #expect(deleted.transactions == second...second)
+            #expect(deleted.records == [1: .deleted])
+
+            try notes.deleteAll()
+            let third = try lastTransaction(store)
+            let cleared = try await nextBatch(&changes)
+            #expect(cleared.transactions == third...third)
+            guard case .cleared(then: let after) = cleared.content else {
+                Issue.record("deleteAll gave \(cleared.content), not cleared")
+                return
+            }
+            #expect(after.isEmpty)
+        }
+    }
+
+    @Test("the batch is queued before a synchronous write returns and before a group-commit caller resumes")
+    func queuedBeforeReturn() async throws {
+        try await withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions)
+            let notes = try store.collection(Note.self)
+            let sequence = notes.changes()
+            #expect(!sequence.subscription.subscriber.hasPending)
+            try synchronously { try notes.put(Note(id: 1, text: "sync", stars: 0, pinned: false)) }
+            #expect(sequence.subscription.subscriber.hasPending)
+            var iterator = sequence.makeAsyncIterator()
+            _ = try await nextBatch(&iterator)
+            #expect(!sequence.subscription.subscriber.hasPending)
+            try await notes.put(Note(id: 2, text: "async", stars: 0, pinned: false))
+            #expect(sequence.subscription.subscriber.hasPending)
+            #expect(try await nextBatch(&iterator).records == [2: .stored])
+        }
+    }
+
+    @Test("nothing of an aborted transaction, or of a group-commit write undone alone, is delivered")
+    func onlyCommitted() async throws {
+        try await withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            let store = try Store(path: path, options: testOptions)
+            let notes = try store.collection(Note.self)
+            var changes = notes.changes().makeAsyncIterator()
+
+            // A transaction whose body throws after writing.
+            await #expect(throws: Refused.self) {
+                try await store.write { txn in
+                    try notes.put(Note(id: 1, text: "aborted", stars: 0, pinned: false), in: txn)
+                    throw Refused(index: 1)
+                }
+            }
+            // A nested transaction undone inside one that commits.
+            try await store.write { txn in
+                try notes.put(Note(id: 2, text: "kept", stars: 0, pinned: false), in: txn)
+                _ = try? txn.nested { inner in
+                    try notes.put(Note(id: 3, text: "undone", stars: 0, pinned: false), in: inner)
+                    throw Refused(index: 3)
+                }
+            }
+            #expect(try await nextBatch(&changes).records == [2: .stored])
+
+            // Group commit: queued writes, one of which throws after writing.
+            let outcomes = try await queuedWrites(8, store: store, path: path) { i in
+                if i == 5 {
+                    try await store.write { txn in
+                        try notes.put(Note(id: 100 + Int64(i), text: "undone", stars: 0, pinned: false), in: txn)
+                        throw Refused(index: i)
+                    }
+                } else {
+                    try await notes.put(Note(id: 100 + Int64(i), text: "kept", stars: 0, pinned: false))
+                }
+            }
+            #expect(outcomes.filter { if case .failure = $0 { true } else { false } }.count == 1)
+            var seen: [Int64: ChangeKind] = [:]
+            while seen.count < 7 {
+                let batch = try await nextBatch(&changes)
+                for (id, kind) in batch.records {
+                    #expect(seen[id] == nil, "note \(id) delivered twice")
+                    seen[id] = kind
+                }
+            }
+            let kept: Set<Int64> = [100, 101, 102, 103, 104, 106, 107]
+            #expect(Set(seen.keys) == kept)
+            // A sentinel: anything left of the undone write would come before it.
+            try await notes.put(Note(id: 999, text: "sentinel", stars: 0, pinned: false))
+            #expect(try await nextBatch(&changes).records == [999: .stored])
+        }
+    }
+
+    @Test("a write that LMDB runs again after growing the map is delivered once, with what the last attempt wrote")
+    func mapGrowthDeliversOnce() async throws {
+        try await withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions)
+            let notes = try store.collection(Note.self)
+            var changes = notes.changes().makeAsyncIterator()
+            let mapBefore = try store.environment.info().mapSize
+            // More than the initial map holds, in one transaction.
+            let text = String(repeating: "x", count: 4_000)
+            let models = (0..<Int64(6_000)).map { Note(id: $0, text: text, stars: 0, pinned: false) }
+            try await notes.put(models)
+            #expect(try store.environment.info().mapSize > mapBefore)
+            let batch = try await nextBatch(&changes)
+            #expect(batch.records.count == 6_000)
+            #expect(batch.records.values.allSatisfy { $0 == .stored })
+            try await notes.put(Note(id: -1, text: "sentinel", stars: 0, pinned: false))
+            #expect(try await nextBatch(&changes).records == [-1: .stored])
+        }
+    }
+
+    @Test("evictions and purges are reported as such")
+    func evictionsAndPurges() async throws {
+        try await withTemporaryDirectory { dir in
+            let clock = ManualClock()
+            let store = try Store(path: dir + "/store", options: .testing(clock: clock))
+            let bounded = try store.collection(Note.self, capacity: Capacity(records: 4))
+            let expiring = try store.collection(Tag.self)
+            var evicted = bounded.changes().makeAsyncIterator()
+            var purged = expiring.changes().makeAsyncIterator()
+
+            var kinds: [ChangeKind: Int] = [:]
+            for id in 0..<Int64(10) {
+                try await bounded.put(Note(id: id, text: "n", stars: 0, pinned: false))
+                for kind in try await nextBatch(&evicted).records.values { kinds[kind, default: 0] += 1 }
+            }
+            #expect(kinds == [.stored: 10, .evicted: 6])
+            #expect(try bounded.count() == 4)
+
+            try await expiring.put(Tag(id: "soon", uses: 1), expiry: .after(.seconds(1)))
+            _ = try await nextBatch(&purged)
+            clock.advance(by: .seconds(2))
+            #expect(try await expiring.purgeExpired() == 1)
+            #expect(try await nextBatch(&purged).records == ["soon": .purged])
+        }
+    }
+
+    @Test("a lagging subscriber gets one merged batch, each ID with its last change; past its limit, unknown")
+    func laggingMerges() async throws {
+        try await withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions)
+            let notes = try store.collection(Note.self)
+            var roomy = notes.changes(limit: 1_000).makeAsyncIterator()
+            var tight = notes.changes(limit: 10).makeAsyncIterator()
+            let before = try lastTransaction(store)
+            for i in 0..<Int64(50) {
+                try await notes.put(Note(id: i % 20, text: "v\(i)", stars: 0, pinned: false))
+            }
+            try await notes.delete(3)
+            let after = try lastTransaction(store)
+
+            let merged = try await nextBatch(&roomy)
+            #expect(merged.transactions == (before + 1)...after)
+            #expect(merged.records.count == 20)
+            #expect(merged.records[3] == .deleted)
+            #expect(merged.records.filter { $0.key != 3 }.values.allSatisfy { $0 == .stored })
+
+            let unknown = try await nextBatch(&tight)
+            #expect(unknown.transactions == (before + 1)...after)
+            #expect(unknown.content.isUnknown)
+        }
+    }
+
+    @Test("cancelling the consuming task or dropping the sequence ends the subscription")
+    func endsOnCancelAndDrop() async throws {
+        try await withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions)
+            let notes = try store.collection(Note.self)
+            let state = try #require(store.existingState(of: "Note"))
+            do {
+                let sequence = notes.changes()
+                #expect(state.observerCount.load(ordering: .relaxed) == 1)
+                _ = sequence
+            }
+            #expect(state.observerCount.load(ordering: .relaxed) == 0)
+
+            let consumer = Task { () -> Int in
+                var count = 0
+                for await _ in notes.changes() { count += 1 }
+                return count
+            }
+            while state.observerCount.load(ordering: .relaxed) == 0 { await Task.yield() }
+            try await notes.put(Note(id: 1, text: "one", stars: 0, pinned: false))
+            consumer.cancel()
+            let delivered = await consumer.value
+            #expect(delivered <= 1)
+            #expect(state.observerCount.load(ordering: .relaxed) == 0)
+            // Writes after the end cost no recording: no subscriber, no change log.
+            try synchronously {
+                try store.write { txn in
+                    try notes.put(Note(id: 2, text: "two", stars: 0, pinned: false), in: txn)
+                    #expect(store.changeJournal(for: state, in: txn) == nil)
+                }
+            }
+        }
+    }
+
+    @Test(
+        "observe gives the current value once, then each new one; an equal rewrite or a lazy migration is not a change")
+    func observeValues() async throws {
+        try await withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions)
+            let notes = try store.collection(Note.self, migration: .lazy)
+            // Written by version 2 of the app: the first read migrates it lazily.
+            try writeRecord(Note(id: 7, text: "old", stars: 3, pinned: false), version: 2, in: store)
+            let observation = try notes.observe(7)
+            // Committed after the subscription, before the first read: in the first value, and not again.
+            let v1 = Note(id: 7, text: "one", stars: 1, pinned: false)
+            var iterator = observation.makeAsyncIterator()
+            #expect(try await iterator.next() == .some(Note(id: 7, text: "old", stars: 3, pinned: false)))
+            try await notes.put(v1)
+            #expect(try await iterator.next() == .some(v1))
+            try await notes.put(v1)  // the same value again
+            try await notes.put(Note(id: 8, text: "other", stars: 0, pinned: false))
+            let v2 = Note(id: 7, text: "two", stars: 2, pinned: true)
+            try await notes.put(v2)
+            #expect(try await iterator.next() == .some(v2))
+            try await notes.delete(7)
+            #expect(try await iterator.next() == .some(nil))
+
+            // A record read in an older version and rewritten by the next write: not a change.
+            try writeRecord(Note(id: 9, text: "nine", stars: 9, pinned: false), version: 1, in: store)
+            var nine = try notes.observe(9).makeAsyncIterator()
+            let original = try await nine.next()
+            #expect(original == .some(Note(id: 9, text: "nine", stars: 9, pinned: false)))
+            #expect(try notes.get(9) != nil)  // remembered for the lazy migration
+            try await notes.put(Note(id: 10, text: "ten", stars: 0, pinned: false))  // rewrites 9
+            #expect(try store.read { txn in try notes.header(of: 9, in: txn)?.version } == 3)
+            let next = Note(id: 9, text: "changed", stars: 9, pinned: false)
+            try await notes.put(next)
+            #expect(try await nine.next() == .some(next))
+        }
+    }
+
+    @Test("observe reports a record's first value once even when a commit lands between subscribing and reading")
+    func observeInitialOnce() async throws {
+        try await withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions)
+            let notes = try store.collection(Note.self)
+            try await notes.put(Note(id: 1, text: "before", stars: 0, pinned: false))
+            let observation = try notes.observe(1)
+            let during = Note(id: 1, text: "during", stars: 0, pinned: false)
+            try await notes.put(during)  // its batch waits in the subscription
+            var iterator = observation.makeAsyncIterator()
+            #expect(try await iterator.next() == .some(during))
+            let after = Note(id: 1, text: "after", stars: 0, pinned: false)
+            try await notes.put(after)
+            // Had the batch of `during` been taken as new, `during` would come again here.
+            #expect(try await iterator.next() == .some(after))
+        }
+    }
+
+    @Test("observe yields nil when the record expires, at the time of the store's clock, though expiry commits nothing")
+    func observeExpiry() async throws {
+        try await withTemporaryDirectory { dir in
+            let clock = ManualClock()
+            let store = try Store(path: dir + "/store", options: .testing(clock: clock))
+            let tags = try store.collection(Tag.self)
+            try await tags.put(Tag(id: "t", uses: 1), expiry: .after(.seconds(10)))
+            var iterator = try tags.observe("t").makeAsyncIterator()
+            #expect(try await iterator.next() == .some(Tag(id: "t", uses: 1)))
+            let transaction = try lastTransaction(store)
+            clock.advance(by: .seconds(11))
+            #expect(try await iterator.next() == .some(nil))
+            #expect(try lastTransaction(store) == transaction)
+            // Stored again, and its expiry moved later by a put of the same value: the later one counts.
+            try await tags.put(Tag(id: "t", uses: 2), expiry: .after(.seconds(5)))
+            #expect(try await iterator.next() == .some(Tag(id: "t", uses: 2)))
+            try await tags.put(Tag(id: "t", uses: 2), expiry: .after(.seconds(20)))
+            clock.advance(by: .seconds(6))
+            try await tags.put(Tag(id: "t", uses: 3), expiry: .never)
+            #expect(try await iterator.next() == .some(Tag(id: "t", uses: 3)))
+        }
+    }
+
+    @Test("the hoard_observers gauge counts a collection's live subscribers")
+    func observersGauge() throws {
+        let metrics = TestMetrics()
+        var options = testOptions
+        options.metricsFactory = metrics
+        try withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: options)
+            let notes = try store.collection(Note.self)
+            func gauge() throws -> Double? {
+                try metrics.expectGauge("hoard_observers", [("collection", "Note")]).lastValue
+            }
+            do {
+                let changes = notes.changes()
+                let values = try notes.observe(1)
+                #expect(try gauge() == 2)
+                _ = (changes, values)
+            }
+            #expect(try gauge() == 0)
+        }
+    }
+}

@@ -1,0 +1,368 @@
+// observation-bench: what change observation costs a writer, and how soon a commit reaches an
+// observer, in this process and from another one; all in one run.
+//
+//   swift run -c release --package-path tools/bench observation-bench [--rounds R] [--events N]
+//   observation-bench --only single|bulk [--rounds R]   one workload without observers (callgrind)
+//   observation-bench --child PATH                       the other process of the latency part
+import BenchModels
+import BenchSupport
+import Dispatch
+import Hoard
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+let rounds = option("rounds", default: 9)
+let events = option("events", default: 2_000)
+let singles = 2_000
+let bulk = 10_000
+let members = (0..<Int64(bulk)).map { i in
+    Member(id: i, name: "Member \(i)", email: "m\(i)@example.com", age: Int(i % 90), city: "Lisbon", followers: Int(i))
+}
+let options = Store.Options(
+    durability: .riskStoreOnOSCrash, otherProcesses: argument("other") == "off" ? .off : .watchFile)
+
+func argument(_ name: String) -> String? {
+    let args = CommandLine.arguments
+    guard let index = args.firstIndex(of: "--\(name)"), index + 1 < args.count else { return nil }
+    return args[index + 1]
+}
+
+func openStore(_ name: String, options: Store.Options = options) throws -> (Store, HoardCollection<Member>) {
+    let store = try Store(path: temporaryDirectory(name) + "/store", options: options)
+    let collection = try store.collection(Member.self)
+    try collection.put(members)
+    return (store, collection)
+}
+
+/// `singles` puts of one model, each its own transaction.
+func singlePuts(_ collection: HoardCollection<Member>) throws -> UInt64 {
+    try time {
+        for index in 0..<singles { try collection.put(members[index]) }
+    }
+}
+
+/// One put of `bulk` models.
+func bulkPut(_ collection: HoardCollection<Member>) throws -> UInt64 {
+    try time { try collection.put(members) }
+}
+
+/// Drains `sequence` on a task of its own, as a consumer that keeps up would.
+func drain<ID>(_ sequence: ChangeSequence<ID>) -> Task<Void, Never> {
+    Task.detached { for await _ in sequence {} }
+}
+
+// MARK: - The other process
+
+if let path = argument("child") {
+    // Puts one model a line of input and answers with the time its commit returned.
+    let store = try Store(path: path, options: options)
+    let collection = try store.collection(Member.self)
+    var index = 0
+    while readLine() != nil {
+        try collection.put(members[index % members.count])
+        let line = Array("\(now())\n".utf8)
+        _ = line.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+        index += 1
+    }
+    exit(0)
+}
+
+// MARK: - One workload, for instruction counts
+
+if let only = argument("only") {
+    let (_, collection) = try openStore("only")
+    // With `-changes`, a subscriber that keeps up drains the collection's changes meanwhile.
+    let consumer = only.hasSuffix("-changes") ? drain(collection.changes()) : nil
+    for _ in 0..<rounds {
+        switch only {
+        case "single", "single-changes": _ = try singlePuts(collection)
+        case "bulk", "bulk-changes": _ = try bulkPut(collection)
+        default:
+            print("unknown workload \(only): single, bulk, single-changes or bulk-changes")
+            exit(2)
+        }
+    }
+    consumer?.cancel()
+    exit(0)
+}
+
+// MARK: - Costs
+
+let (_, plain) = try openStore("plain")
+let (_, withChanges) = try openStore("changes")
+let (_, withObservers) = try openStore("observers")
+let consumer = drain(withChanges.changes())
+let observers = try (0..<Int64(8)).map { id in
+    let observation = try withObservers.observe(id * 100)
+    return Task.detached {
+        do { for try await _ in observation {} } catch {}
+    }
+}
+
+/// CPU time of the calling thread, in nanoseconds: what a write costs its own thread, without
+/// the time other threads (a woken consumer, the watch) took from the machine's two cores.
+func threadCPU() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+func cpu(_ body: () throws -> UInt64) rethrows -> UInt64 {
+    let start = threadCPU()
+    _ = try body()
+    return threadCPU() - start
+}
+
+for (title, measure) in [
+    ("What observers cost a writer: the writing thread's CPU time (MDB_NOSYNC, Member records)", true),
+    ("The same, wall-clock time", false),
+] {
+    func round(_ body: @escaping () throws -> UInt64) -> () throws -> UInt64 {
+        measure ? { try cpu(body) } : body
+    }
+    report(
+        title,
+        [
+            try compare(
+                "\(singles) single puts, a changes() subscriber", baseline: "no observer", operations: singles,
+                rounds: rounds, budget: 1.05, baselineRound: round { try singlePuts(plain) },
+                candidateRound: round { try singlePuts(withChanges) }),
+            try compare(
+                "\(singles) single puts, 8 observe(id) subscribers", baseline: "no observer", operations: singles,
+                rounds: rounds, budget: 1.01, baselineRound: round { try singlePuts(plain) },
+                candidateRound: round { try singlePuts(withObservers) }),
+            try compare(
+                "a put of \(bulk), a changes() subscriber", baseline: "no observer", operations: bulk,
+                rounds: rounds, budget: 1.05, baselineRound: round { try bulkPut(plain) },
+                candidateRound: round { try bulkPut(withChanges) }),
+            try compare(
+                "a put of \(bulk), 8 observe(id) subscribers", baseline: "no observer", operations: bulk,
+                rounds: rounds, budget: 1.01, baselineRound: round { try bulkPut(plain) },
+                candidateRound: round { try bulkPut(withObservers) }),
+        ])
+}
+consumer.cancel()
+for observer in observers { observer.cancel() }
+
+// MARK: - Latency
+
+func percentile(_ sorted: [UInt64], _ p: Double) -> Double {
+    Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1000
+}
+
+func describe(_ name: String, _ latencies: [UInt64]) {
+    let sorted = latencies.sorted()
+    print(
+        "| \(name) | \(sorted.count) | \(format(percentile(sorted, 0.5), 1)) µs | \(format(percentile(sorted, 0.99), 1)) µs | \(format(Double(sorted.last ?? 0) / 1000, 1)) µs |"
+    )
+}
+
+/// Times written by one thread and read by another, one slot per event.
+final class Times: @unchecked Sendable {
+    // @unchecked: slot i is written by one thread before a semaphore hands it to the other.
+    var values: [UInt64]
+    init(_ count: Int) { values = Array(repeating: 0, count: count) }
+}
+
+/// Commits one put at a time on a thread of its own (a put's return time in `returned`) and
+/// waits for the consumer to take its batch; the latency is that batch's `next()` return minus
+/// the put's return (0 when the consumer was woken before the put had returned).
+func inProcessLatency() throws -> [UInt64] {
+    let (_, collection) = try openStore("latency")
+    let changes = collection.changes()
+    let returned = Times(events)
+    let received = Times(events)
+    let taken = DispatchSemaphore(value: 0)
+    let consumer = Task.detached {
+        var iterator = changes.makeAsyncIterator()
+        for index in 0..<events {
+            guard await iterator.next() != nil else { return }
+            received.values[index] = now()
+            taken.signal()
+        }
+    }
+    let writer = Thread {
+        for index in 0..<events {
+            try? collection.put(members[index % members.count])
+            returned.values[index] = now()
+            taken.wait()
+        }
+    }
+    writer.run()
+    consumer.cancel()
+    return zip(received.values, returned.values).map { $0 > $1 ? $0 - $1 : 0 }
+}
+
+/// A thread, without Foundation.
+final class Thread: @unchecked Sendable {
+    let body: () -> Void
+    init(_ body: @escaping () -> Void) { self.body = body }
+    func run() {
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue(label: "observation-bench.writer").async {
+            self.body()
+            done.signal()
+        }
+        done.wait()
+    }
+}
+
+/// The other process puts one model a request; this one's consumer notes when the batch came.
+func crossProcessLatency(_ mode: Store.OtherProcessChanges, count: Int) throws -> [UInt64] {
+    var watching = options
+    watching.otherProcesses = mode
+    let (store, collection) = try openStore("cross", options: watching)
+    let changes = collection.changes()
+    let received = Times(count)
+    let taken = DispatchSemaphore(value: 0)
+    let consumer = Task.detached {
+        var iterator = changes.makeAsyncIterator()
+        for index in 0..<count {
+            guard await iterator.next() != nil else { return }
+            received.values[index] = now()
+            taken.signal()
+        }
+    }
+    let child = try Child(CommandLine.arguments[0], ["--child", store.path])
+    var returned: [UInt64] = []
+    for _ in 0..<count {
+        try child.send("go")
+        guard let line = try child.readLine(), let time = UInt64(line) else { break }
+        returned.append(time)
+        taken.wait()
+    }
+    child.finish()
+    consumer.cancel()
+    return zip(received.values, returned).map { $0 > $1 ? $0 - $1 : 0 }
+}
+
+/// Voluntary context switches of every thread of this process (wake-ups), from /proc.
+func wakeUps() -> Int {
+    guard let directory = opendir("/proc/self/task") else { return -1 }
+    defer { closedir(directory) }
+    var total = 0
+    while let entry = readdir(directory) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard !name.hasPrefix(".") else { continue }
+        guard let file = fopen("/proc/self/task/\(name)/status", "r") else { continue }
+        var line = [CChar](repeating: 0, count: 256)
+        while fgets(&line, 256, file) != nil {
+            let text = text(of: line)
+            if text.hasPrefix("voluntary_ctxt_switches:") {
+                total += Int(text.split(separator: ":")[1].trimmingCharacters(in: " \t\n")) ?? 0
+            }
+        }
+        fclose(file)
+    }
+    return total
+}
+
+extension Substring {
+    func trimmingCharacters(in set: String) -> Substring {
+        var text = self
+        while let first = text.first, set.contains(first) { text.removeFirst() }
+        while let last = text.last, set.contains(last) { text.removeLast() }
+        return text
+    }
+}
+
+/// Wake-ups of this process over one second with no commits: with an observer watching in
+/// `mode`, or (`nil`) none.
+func idleWakeUps(_ mode: Store.OtherProcessChanges?) throws -> Int {
+    var watching = options
+    watching.otherProcesses = mode ?? .off
+    let (_, collection) = try openStore("idle", options: watching)
+    let consumer = mode.map { _ in drain(collection.changes()) }
+    usleep(100_000)  // the consumer and the watch settle into their waits first
+    let before = wakeUps()
+    usleep(1_000_000)
+    let after = wakeUps()
+    consumer?.cancel()
+    return after - before
+}
+
+print("## From commit to observer (MDB_NOSYNC)")
+print("")
+print("| path | events | p50 | p99 | max |")
+print("| --- | ---: | ---: | ---: | ---: |")
+describe("this process: put returned → next() returned", try inProcessLatency())
+describe(
+    "another process, file watch: put returned → next() returned",
+    try crossProcessLatency(.watchFile, count: events / 4))
+describe(
+    "another process, polling every 1 ms: put returned → next() returned",
+    try crossProcessLatency(.poll(every: .milliseconds(1)), count: events / 8))
+print("")
+print(
+    "Idle for 1 s, no commits: \(try idleWakeUps(nil)) wake-ups of the process without an observer, \(try idleWakeUps(.watchFile)) with one and the file watch, \(try idleWakeUps(.poll(every: .milliseconds(10)))) polling every 10 ms."
+)
+
+// MARK: - A child process with pipes
+
+final class Child {
+    let pid: pid_t
+    let input: Int32
+    let output: UnsafeMutablePointer<FILE>
+
+    init(_ executable: String, _ arguments: [String]) throws {
+        var toChild: [Int32] = [0, 0]
+        var fromChild: [Int32] = [0, 0]
+        guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else { throw ChildError.spawn("pipe") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
+        for fd in toChild + fromChild { posix_spawn_file_actions_addclose(&actions, fd) }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, executable, &actions, nil, argv, environ) == 0 else {
+            throw ChildError.spawn(executable)
+        }
+        close(toChild[0])
+        close(fromChild[1])
+        self.pid = pid
+        input = toChild[1]
+        guard let output = fdopen(fromChild[0], "r") else { throw ChildError.spawn("fdopen") }
+        self.output = output
+    }
+
+    func send(_ line: String) throws {
+        let bytes = Array((line + "\n").utf8)
+        guard bytes.withUnsafeBytes({ write(input, $0.baseAddress, $0.count) }) == bytes.count else {
+            throw ChildError.spawn("write")
+        }
+    }
+
+    func readLine() throws -> String? {
+        var buffer = [CChar](repeating: 0, count: 64)
+        guard fgets(&buffer, 64, output) != nil else { return nil }
+        return text(of: buffer).trimmingCharacters(in: "\n")
+    }
+
+    func finish() {
+        close(input)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        fclose(output)
+    }
+}
+
+enum ChildError: Error {
+    case spawn(String)
+}
+
+/// The text of a C string in `buffer`, up to its terminating zero.
+func text(of buffer: [CChar]) -> String {
+    String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+extension String {
+    func trimmingCharacters(in set: String) -> String { String(Substring(self).trimmingCharacters(in: set)) }
+}
