@@ -1,5 +1,7 @@
+import Foundation
 import Hoard
 import HoardTestSupport
+import Logging
 import Synchronization
 import TestSupport
 import Testing
@@ -223,6 +225,28 @@ struct ObservationAcrossProcessesTests {
                 for observer in observers { observer.cancel() }
                 for observer in observers { _ = await observer.result }
             }
+        }
+    }
+
+    @Test(
+        "a data file moved under the store ends the file watch: that is logged, and other processes' commits are then found by polling"
+    )
+    func movedDataFile() async throws {
+        try await withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            let entries = CollectingLogHandler.Entries()
+            var options = testOptions
+            options.logger = Logger(label: "test") { _ in CollectingLogHandler(entries: entries) }
+            let store = try Store(path: path, options: options)
+            let changes = try store.collection(Sized.self).changes()
+            // Away and back: the watched file moved (its descriptor, LMDB's, stays valid).
+            #expect(rename(path + "/data.mdb", path + "/data.moved") == 0)
+            #expect(rename(path + "/data.moved", path + "/data.mdb") == 0)
+            let writer = try SizedWriter(path: path)
+            let transaction = try writer.commit("put 1 after-the-move")
+            let taken = try await batches(changes, until: transaction, "a commit after the data file moved")
+            #expect(taken.last?.origin.contains(.otherProcess) == true)
+            #expect(entries.all.contains { $0.message.contains("polling for other processes' commits from now on") })
         }
     }
 }

@@ -77,17 +77,27 @@ if let path = argument("child") {
 if let only = argument("only") {
     let (_, collection) = try openStore("only")
     // With `-changes`, a subscriber that keeps up drains the collection's changes meanwhile.
+    // With `-observers`, 8 observe(id) subscribers.
     let consumer = only.hasSuffix("-changes") ? drain(collection.changes()) : nil
+    let observers: [Task<Void, Never>] =
+        only.hasSuffix("-observers")
+        ? try (0..<Int64(8)).map { id in
+            let values = try collection.observe(id * 100)
+            return Task.detached {
+                do { for try await _ in values {} } catch {}
+            }
+        } : []
     for _ in 0..<rounds {
         switch only {
-        case "single", "single-changes": _ = try singlePuts(collection)
-        case "bulk", "bulk-changes": _ = try bulkPut(collection)
+        case "single", "single-changes", "single-observers": _ = try singlePuts(collection)
+        case "bulk", "bulk-changes", "bulk-observers": _ = try bulkPut(collection)
         default:
-            print("unknown workload \(only): single, bulk, single-changes or bulk-changes")
+            print("unknown workload \(only): single or bulk, alone or with -changes or -observers")
             exit(2)
         }
     }
     consumer?.cancel()
+    for observer in observers { observer.cancel() }
     exit(0)
 }
 
