@@ -77,13 +77,16 @@ extension Environment {
             let sizeAtStart = try info().mapSize
             let txn = try begin(writing: true)
             let state = WriteState()
-            let listener = currentCommitListener
             let id = mdb_txn_id(txn)
+            // The listener as it is when the body has run (not when the transaction began): one set
+            // while a body runs hears about the writes that body made after it was set.
+            var listener: (any CommitListener)?
             // Whether the listener was told this transaction is about to commit.
             var announced = false
             let result: R
             do {
                 result = try body(txn, state)
+                listener = currentCommitListener
                 if let listener, !state.mapFull {
                     announced = true
                     try listener.willCommit(WriteTransaction(handle: txn, environment: self, state: state))

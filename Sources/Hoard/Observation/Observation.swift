@@ -87,8 +87,10 @@ final class Observation: CommitListener, @unchecked Sendable {
     /// Adds `subscriber` to `state`'s; starts the watch of other processes with the first one.
     func subscribe(_ subscriber: ChangeSubscriber, to state: CollectionState, store: Store) {
         observed.withLock { $0[state.name] = state }
-        state.subscribe(subscriber)
+        // The listener first: a write that sees the subscriber (and so records its changes)
+        // commits with the listener set.
         store.environment.setCommitListenerOnce(self)
+        state.subscribe(subscriber)
         let start = watch.withLock { watch -> Bool in
             watch.subscribers += 1
             return watch.subscribers == 1 && watch.watcher == nil
@@ -206,7 +208,7 @@ extension Store {
     @inline(__always)
     func changeJournal(for state: CollectionState, in txn: borrowing WriteTransaction) -> ChangeJournal? {
         let logsChanges = observation.logsChanges
-        guard state.observerCount.load(ordering: .relaxed) > 0 || logsChanges else { return nil }
+        guard state.observerCount.load(ordering: .acquiring) > 0 || logsChanges else { return nil }
         return txn.local(ObjectIdentifier(ChangeJournal.self)) { ChangeJournal(recordsEverything: logsChanges) }
     }
 }
