@@ -137,7 +137,10 @@ final class ProcessWatcher: @unchecked Sendable {
             if ready < 0 && errno != EINTR {
                 observation.logger.error(
                     "the watch of other processes' commits failed", metadata: ["errno": "\(errno)"])
-                return
+                guard inotify >= 0 else { return }
+                // Without the file watch, polling may still work.
+                close(inotify)
+                inotify = -1
             }
             if stopped.load(ordering: .acquiring) { return }
             drain(wakeRead)
@@ -259,8 +262,15 @@ final class ProcessWatcher: @unchecked Sendable {
             ) { key, value in
                 guard let id = ChangeLogFormat.transaction(of: key), id <= range.upperBound else { return .stop }
                 guard !own.contains(id) else { return .next }
-                covered += 1
-                batches.append(contentsOf: try ChangeLogFormat.batches(value, transaction: id))
+                // An entry this code cannot read covers nothing: its commit is an unknown change.
+                do {
+                    batches.append(contentsOf: try ChangeLogFormat.batches(value, transaction: id))
+                    covered += 1
+                } catch {
+                    observation.logger.warning(
+                        "a change log entry cannot be read; its commit is reported as an unknown change",
+                        metadata: ["path": "\(environment.path)", "error": "\(error)"])
+                }
                 return .next
             }
         }
