@@ -57,7 +57,6 @@ enum RecordedKind: UInt8, Sendable {
     case stored = 1, deleted, evicted, purged, expired
     case cleared = 0xFF
 
-    init(_ kind: ChangeKind) { self = RecordedKind(rawValue: kind.rawValue) ?? .stored }
     var kind: ChangeKind? { ChangeKind(rawValue: rawValue) }
 }
 
