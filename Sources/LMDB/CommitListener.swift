@@ -1,4 +1,3 @@
-internal import CLMDB
 import Synchronization
 
 /// What a layer above wants to hear about every write transaction of an environment: the last
