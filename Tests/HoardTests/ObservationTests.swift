@@ -20,6 +20,8 @@ func lastTransaction(_ store: Store) throws -> Int { try store.read { $0.id } }
 
 extension ChangeBatch.Content {
     var isUnknown: Bool { if case .unknown = self { true } else { false } }
+    /// What changed after the collection was emptied, or `nil` when it was not emptied.
+    var afterClearing: [ID: ChangeKind]? { if case .cleared(then: let records) = self { records } else { nil } }
 }
 
 @Suite("Change observation in this process")
@@ -53,11 +55,7 @@ struct ObservationTests {
             let third = try lastTransaction(store)
             let cleared = try await nextBatch(&changes)
             #expect(cleared.transactions == third...third)
-            guard case .cleared(then: let after) = cleared.content else {
-                Issue.record("deleteAll gave \(cleared.content), not cleared")
-                return
-            }
-            #expect(after.isEmpty)
+            #expect(cleared.content.afterClearing == [:], "deleteAll gave \(cleared.content)")
         }
     }
 
@@ -228,7 +226,8 @@ struct ObservationTests {
             let delivered = await consumer.value
             #expect(delivered <= 1)
             #expect(state.observerCount.load(ordering: .relaxed) == 0)
-            // Writes after the end cost no recording: no subscriber, no change log.
+            // Writes after the end cost no recording: no subscriber, no change log, no listener.
+            #expect(store.environment.currentCommitListener == nil)
             try synchronously {
                 try store.write { txn in
                     try notes.put(Note(id: 2, text: "two", stars: 0, pinned: false), in: txn)
@@ -334,6 +333,48 @@ struct ObservationTests {
                 _ = (changes, values)
             }
             #expect(try gauge() == 0)
+        }
+    }
+
+    @Test(
+        "the change log: an entry a committed write transaction, written in it, in the bytes FORMAT.md gives; none for an aborted one; the last N kept; a damaged entry is an error naming its transaction"
+    )
+    func changeLogEntries() throws {
+        try withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions(changeLog: 3))
+            let tags = try store.collection(Tag.self)
+            try store.write { txn in
+                try tags.put(Tag(id: "a", uses: 1), in: txn)
+                _ = try tags.delete("absent", in: txn)  // nothing deleted: no change
+            }
+            let first = try lastTransaction(store)
+            let log = try store.environment.openDatabase("hoard.changes")
+            func entry(_ transaction: Int) throws -> [UInt8]? {
+                try store.read { try $0.value(forKey: ChangeLogFormat.key(transaction), in: log) }
+            }
+            // Format 1; stored (1); the collection "Tag"; the key: 0x01 then "a" (docs/FORMAT.md).
+            #expect(try entry(first) == [1, 1, 0, 3] + Array("Tag".utf8) + [0, 2, 1] + Array("a".utf8))
+            #expect(ChangeLogFormat.key(first) == withUnsafeBytes(of: UInt64(first).bigEndian, Array.init))
+
+            #expect(throws: Refused.self) {
+                try store.write { txn in
+                    try tags.put(Tag(id: "x", uses: 0), in: txn)
+                    throw Refused(index: 0)
+                }
+            }
+            #expect(try entry(first + 1) == nil)
+
+            for index in 0..<5 { try tags.put(Tag(id: "t\(index)", uses: index)) }
+            let last = try lastTransaction(store)
+            let kept = try store.read { txn in try txn.entries(in: log, limit: 100).map(\.key) }
+            #expect(kept == ((last - 2)...last).map { ChangeLogFormat.key($0) })
+
+            let whole = try #require(try entry(last))
+            #expect {
+                try whole.dropLast().withUnsafeBytes { try ChangeLogFormat.batches($0, transaction: last) }
+            } throws: { error in
+                (error as? HoardError)?.kind == .observation && "\(error)".contains("transaction \(last)")
+            }
         }
     }
 }

@@ -98,7 +98,7 @@ final class Subscription: Sendable {
 
     deinit {
         expiryWake.withLock { $0 }?.cancel()
-        store.observation.unsubscribe(subscriber, from: state)
+        store.observation.unsubscribe(subscriber, from: state, store: store)
     }
 
     /// Wakes the subscriber once the store's clock reaches `expiresAt` (replacing an earlier wake).

@@ -87,24 +87,27 @@ final class Observation: CommitListener, @unchecked Sendable {
     /// Adds `subscriber` to `state`'s; starts the watch of other processes with the first one.
     func subscribe(_ subscriber: ChangeSubscriber, to state: CollectionState, store: Store) {
         observed.withLock { $0[state.name] = state }
-        // The listener first: a write that sees the subscriber (and so records its changes)
-        // commits with the listener set.
-        store.environment.setCommitListenerOnce(self)
-        state.subscribe(subscriber)
+        // The listener before the subscriber counts: a write that sees the subscriber (and so
+        // records its changes) commits with the listener set. Set and removed under the watch's
+        // lock, so that the last subscriber leaving never removes a newcomer's listener.
         let start = watch.withLock { watch -> Bool in
             watch.subscribers += 1
+            store.environment.setCommitListenerOnce(self)
             return watch.subscribers == 1 && watch.watcher == nil
         }
+        state.subscribe(subscriber)
         if start { startWatch(store: store) }
     }
 
-    /// Removes `subscriber`; stops the watch with the last one.
-    func unsubscribe(_ subscriber: ChangeSubscriber, from state: CollectionState) {
+    /// Removes `subscriber`; with the last one, stops the watch and, unless the store keeps a
+    /// change log, stops listening to commits (a writer is then back to one atomic load a commit).
+    func unsubscribe(_ subscriber: ChangeSubscriber, from state: CollectionState, store: Store) {
         subscriber.finish()
         state.unsubscribe(subscriber)
         let stopping = watch.withLock { watch -> ProcessWatcher? in
             watch.subscribers -= 1
             guard watch.subscribers == 0 else { return nil }
+            if !logsChanges { store.environment.setCommitListener(nil) }
             defer { watch.watcher = nil }
             return watch.watcher
         }

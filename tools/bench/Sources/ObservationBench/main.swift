@@ -2,7 +2,7 @@
 // observer, in this process and from another one; all in one run.
 //
 //   swift run -c release --package-path tools/bench observation-bench [--rounds R] [--events N]
-//   observation-bench --only single|bulk [--rounds R]   one workload without observers (callgrind)
+//   observation-bench --only single|bulk[-changes|-observers] [--rounds R]   one workload, for a profiler
 //   observation-bench --child PATH                       the other process of the latency part
 import BenchModels
 import BenchSupport
@@ -56,6 +56,16 @@ func drain<ID>(_ sequence: ChangeSequence<ID>) -> Task<Void, Never> {
     Task.detached { for await _ in sequence {} }
 }
 
+/// Eight observers of records that the workloads write (IDs 0, 100, … 700), each on a task.
+func observeEight(_ collection: HoardCollection<Member>) throws -> [Task<Void, Never>] {
+    try (0..<Int64(8)).map { id in
+        let values = try collection.observe(id * 100)
+        return Task.detached {
+            do { for try await _ in values {} } catch {}
+        }
+    }
+}
+
 // MARK: - The other process
 
 if let path = argument("child") {
@@ -72,21 +82,14 @@ if let path = argument("child") {
     exit(0)
 }
 
-// MARK: - One workload, for instruction counts
+// MARK: - One workload, for profiles
 
 if let only = argument("only") {
     let (_, collection) = try openStore("only")
     // With `-changes`, a subscriber that keeps up drains the collection's changes meanwhile.
     // With `-observers`, 8 observe(id) subscribers.
     let consumer = only.hasSuffix("-changes") ? drain(collection.changes()) : nil
-    let observers: [Task<Void, Never>] =
-        only.hasSuffix("-observers")
-        ? try (0..<Int64(8)).map { id in
-            let values = try collection.observe(id * 100)
-            return Task.detached {
-                do { for try await _ in values {} } catch {}
-            }
-        } : []
+    let observers = only.hasSuffix("-observers") ? try observeEight(collection) : []
     for _ in 0..<rounds {
         switch only {
         case "single", "single-changes", "single-observers": _ = try singlePuts(collection)
@@ -107,12 +110,7 @@ let (_, plain) = try openStore("plain")
 let (_, withChanges) = try openStore("changes")
 let (_, withObservers) = try openStore("observers")
 let consumer = drain(withChanges.changes())
-let observers = try (0..<Int64(8)).map { id in
-    let observation = try withObservers.observe(id * 100)
-    return Task.detached {
-        do { for try await _ in observation {} } catch {}
-    }
-}
+let observers = try observeEight(withObservers)
 
 /// CPU time of the calling thread, in nanoseconds: what a write costs its own thread, without
 /// the time other threads (a woken consumer, the watch) took from the machine's two cores.
@@ -135,26 +133,23 @@ for (title, measure) in [
     func round(_ body: @escaping () throws -> UInt64) -> () throws -> UInt64 {
         measure ? { try cpu(body) } : body
     }
-    report(
-        title,
-        [
-            try compare(
-                "\(singles) single puts, a changes() subscriber", baseline: "no observer", operations: singles,
-                rounds: rounds, budget: 1.05, baselineRound: round { try singlePuts(plain) },
-                candidateRound: round { try singlePuts(withChanges) }),
-            try compare(
-                "\(singles) single puts, 8 observe(id) subscribers", baseline: "no observer", operations: singles,
-                rounds: rounds, budget: 1.01, baselineRound: round { try singlePuts(plain) },
-                candidateRound: round { try singlePuts(withObservers) }),
-            try compare(
-                "a put of \(bulk), a changes() subscriber", baseline: "no observer", operations: bulk,
-                rounds: rounds, budget: 1.05, baselineRound: round { try bulkPut(plain) },
-                candidateRound: round { try bulkPut(withChanges) }),
-            try compare(
-                "a put of \(bulk), 8 observe(id) subscribers", baseline: "no observer", operations: bulk,
-                rounds: rounds, budget: 1.01, baselineRound: round { try bulkPut(plain) },
-                candidateRound: round { try bulkPut(withObservers) }),
-        ])
+    // What each candidate store carries, and the budget of its ratio.
+    let candidates = [
+        ("a changes() subscriber", withChanges, 1.05), ("8 observe(id) subscribers", withObservers, 1.01),
+    ]
+    let workloads: [(String, Int, (HoardCollection<Member>) throws -> UInt64)] = [
+        ("\(singles) single puts", singles, singlePuts), ("a put of \(bulk)", bulk, bulkPut),
+    ]
+    var comparisons: [Comparison] = []
+    for (workload, operations, run) in workloads {
+        for (observers, store, budget) in candidates {
+            comparisons.append(
+                try compare(
+                    "\(workload), \(observers)", baseline: "no observer", operations: operations, rounds: rounds,
+                    budget: budget, baselineRound: round { try run(plain) }, candidateRound: round { try run(store) }))
+        }
+    }
+    report(title, comparisons)
 }
 consumer.cancel()
 for observer in observers { observer.cancel() }
