@@ -18,7 +18,7 @@ struct Watch: StoreCommand {
             (stored, deleted, evicted, purged, expired) and the ID; "cleared" when a collection \
             was emptied; "unknown" when a commit's records are not known (the writer keeps no \
             change log: see Store.Options.changeLog). Watches the collections the store has when \
-            it starts. Read-only; it wakes only when the store's data file changes.
+            it starts. Read-only.
             """
     )
 
@@ -43,15 +43,6 @@ struct Watch: StoreCommand {
             }
             finished.signal()
         }
-        // Ctrl-C and SIGTERM end the watch: dispatch sources, not the tool's flag, so that
-        // nothing polls while no commit comes.
-        let stops = [SIGINT, SIGTERM].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number)
-            source.setEventHandler { watching.cancel() }
-            source.resume()
-            return source
-        }
         // The first line says the watch has begun: what commits after it is shown.
         Self.printing.withLock { _ in
             if json {
@@ -64,8 +55,12 @@ struct Watch: StoreCommand {
             }
             Output.standard.flush()
         }
-        finished.wait()
-        stops.forEach { $0.cancel() }
+        // Ctrl-C and SIGTERM set the tool's flag (a dispatch signal source lost them on Linux
+        // now and then: the signal must be blocked in every thread for its signalfd to see it);
+        // it is looked at five times a second.
+        while finished.wait(timeout: .now() + .milliseconds(200)) == .timedOut {
+            if interruptRequested.load(ordering: .relaxed) { watching.cancel() }
+        }
     }
 
     /// One collection's batch is written at a time.
