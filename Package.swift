@@ -159,7 +159,7 @@ let package = Package(
         // driver that kills the workload process and checks the store; used by the tests and the soak.
         .target(
             name: "CrashHarness",
-            dependencies: ["Hoard", "LMDB", "VariableCoding", "VariableCodingMacros", "TestSupport"],
+            dependencies: ["Hoard", "HoardCLI", "LMDB", "VariableCoding", "VariableCodingMacros", "TestSupport"],
             path: "tools/crash/Harness",
             swiftSettings: strict
         ),
@@ -167,6 +167,12 @@ let package = Package(
             name: "CrashWorkload",
             dependencies: ["CrashHarness", "Hoard", "LMDB"],
             path: "tools/crash/Workload",
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "CrashImages",
+            dependencies: ["CrashHarness", "LMDB", "TestSupport"],
+            path: "tools/crash/PowerLoss",
             swiftSettings: strict
         ),
         .executableTarget(

@@ -111,6 +111,9 @@ public final class Environment: @unchecked Sendable {
     public let dataFilePath: String
     /// Whether this open created the environment.
     public let wasCreated: Bool
+    /// Whether this open found a data file whose creation was cut short (at most two pages that
+    /// LMDB refuses: its first write torn by a power cut) and created the environment anew.
+    public let recoveredUnfinishedCreation: Bool
 
     let gate = TransactionGate()
     let identity: FileIdentity
@@ -152,6 +155,7 @@ public final class Environment: @unchecked Sendable {
         dataFilePath = dataPath
 
         var created = false
+        var recoveredCreation = false
         if options.readOnly {
             guard try FileSystem.status(directory) != nil else {
                 throw LMDBError(.noSuchFile, operation: "open", context: "\(directory) does not exist", code: ENOENT)
@@ -175,37 +179,53 @@ public final class Environment: @unchecked Sendable {
         }
         identity = id
 
-        var env: OpaquePointer?
-        try check(mdb_env_create(&env), "mdb_env_create")
-        guard let env else { throw LMDBError(.system, operation: "mdb_env_create", context: "no environment returned") }
-        do {
-            try Self.registry.withLock { (open: inout Set<FileIdentity>) throws(LMDBError) in
-                guard !open.contains(id) else {
-                    throw LMDBError(
-                        .alreadyOpen, operation: "open",
-                        context: "\(path) is already open in this process; share that Environment")
-                }
-                try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize", path)
-                try check(
-                    mdb_env_set_maxreaders(env, UInt32(clamping: options.maxReaders)), "mdb_env_set_maxreaders", path)
-                try check(mdb_env_set_maxdbs(env, UInt32(clamping: options.maxDatabases)), "mdb_env_set_maxdbs", path)
-                var openFlags = flags(MDB_NOTLS)
-                switch options.durability {
-                case .durable: break
-                case .riskLastCommitOnOSCrash: openFlags |= flags(MDB_NOMETASYNC)
-                case .riskStoreOnOSCrash: openFlags |= flags(MDB_NOSYNC)
-                }
-                if options.layout == .singleFile { openFlags |= flags(MDB_NOSUBDIR) }
-                if options.readOnly { openFlags |= flags(MDB_RDONLY) }
-                try check(mdb_env_open(env, path, openFlags, mode_t(options.fileMode)), "mdb_env_open", path)
-                open.insert(id)
+        var openFlags = flags(MDB_NOTLS)
+        switch options.durability {
+        case .durable: break
+        case .riskLastCommitOnOSCrash: openFlags |= flags(MDB_NOMETASYNC)
+        case .riskStoreOnOSCrash: openFlags |= flags(MDB_NOSYNC)
+        }
+        if options.layout == .singleFile { openFlags |= flags(MDB_NOSUBDIR) }
+        if options.readOnly { openFlags |= flags(MDB_RDONLY) }
+        let env = try Self.registry.withLock { (open: inout Set<FileIdentity>) throws(LMDBError) -> OpaquePointer in
+            guard !open.contains(id) else {
+                throw LMDBError(
+                    .alreadyOpen, operation: "open",
+                    context: "\(path) is already open in this process; share that Environment")
             }
-        } catch {
-            mdb_env_close(env)
-            throw error
+            var (env, rc) = try Self.openHandle(path, options: options, flags: openFlags)
+            if rc == MDB_INVALID && !options.readOnly {
+                // A power cut while LMDB wrote the first two pages of a new file (before the
+                // creating open synced them) leaves meta pages that every later open refuses, and
+                // a store that could never open again. A file of at most two pages holds no commit,
+                // so it is made empty, which LMDB treats as a new environment. Under LMDB's setup
+                // lock, so that no other process is creating or using it meanwhile.
+                mdb_env_close(env)
+                _ = try FileSystem.withSetupLock(lockPath) { () throws(LMDBError) in
+                    guard FileSystem.isUnfinishedCreation(dataPath) else { return }
+                    try FileSystem.truncateToEmpty(dataPath)
+                    created = true
+                    recoveredCreation = true
+                }
+                (env, rc) = try Self.openHandle(path, options: options, flags: openFlags)
+            }
+            guard rc == 0 else {
+                mdb_env_close(env)
+                if rc == MDB_INVALID {
+                    throw LMDBError(
+                        code: rc, operation: "mdb_env_open",
+                        context:
+                            "\(dataPath) is not an LMDB data file, or its meta pages are damaged; move it aside to start a new store there, or restore a copy"
+                    )
+                }
+                throw LMDBError(code: rc, operation: "mdb_env_open", context: path)
+            }
+            open.insert(id)
+            return env
         }
         handle = env
         wasCreated = created
+        recoveredUnfinishedCreation = recoveredCreation
         maxKeySize = Int(mdb_env_get_maxkeysize(env))
 
         var identities: Set<FileIdentity> = [id]
@@ -222,7 +242,30 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
+    /// Creates an LMDB handle with the options and opens it; the caller closes it when the open fails.
+    private static func openHandle(
+        _ path: String, options: Options, flags openFlags: UInt32
+    ) throws(LMDBError) -> (OpaquePointer, Int32) {
+        var env: OpaquePointer?
+        try check(mdb_env_create(&env), "mdb_env_create")
+        guard let env else { throw LMDBError(.system, operation: "mdb_env_create", context: "no environment returned") }
+        do {
+            try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize", path)
+            try check(mdb_env_set_maxreaders(env, UInt32(clamping: options.maxReaders)), "mdb_env_set_maxreaders", path)
+            try check(mdb_env_set_maxdbs(env, UInt32(clamping: options.maxDatabases)), "mdb_env_set_maxdbs", path)
+        } catch {
+            mdb_env_close(env)
+            throw error
+        }
+        return (env, mdb_env_open(env, path, openFlags, mode_t(options.fileMode)))
+    }
+
     deinit {
+        if !options.readOnly && options.durability != .durable {
+            // A clean close loses nothing in any mode: the commits whose flush the mode skipped
+            // (the last meta page with `.riskLastCommitOnOSCrash`) are flushed now.
+            mdb_env_sync(handle, 1)
+        }
         mdb_env_close(handle)
         let id = identity
         Self.registry.withLock { _ = $0.remove(id) }

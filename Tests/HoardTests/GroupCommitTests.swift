@@ -113,6 +113,21 @@ struct GroupCommitTests {
         }
     }
 
+    @Test("a store let go right after an async write has closed: this process can open it again at once")
+    func reopenAfterAsyncWrite() async throws {
+        try await withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            for round in 0..<200 {
+                // The writer must not hold the store while the caller resumes: the caller's
+                // release is the last one, and the next open finds the environment closed.
+                let store = try Store(path: path, options: testOptions)
+                try await store.collection(Note.self).put(Note(id: Int64(round), text: "r", stars: 0, pinned: false))
+            }
+            let store = try Store(path: path, options: testOptions)
+            #expect(try store.collection(Note.self).count() == 200)
+        }
+    }
+
     @Test("a task's writes apply in its order, and a read after the await sees the write")
     func perTaskOrder() async throws {
         try await withTemporaryDirectory { dir in

@@ -88,21 +88,29 @@ extension Store {
                     }
                 })
             if groupCommit.enqueue(request) {
-                writerQueue.async { self.drainGroupCommit() }
+                let queue = groupCommit
+                writerQueue.async { [weak self] in
+                    // Commits batches until none are left. The writer holds the store only while it
+                    // commits, and looks at the queue alone after callers resume: a caller that
+                    // resumes and lets go of the last reference closes the store there and then,
+                    // so that this process can open it again at once (a process opens an
+                    // environment once). While writes are queued, their callers hold the store.
+                    while queue.hasPending() {
+                        let finish: () -> Void
+                        do {
+                            guard let self else { return }
+                            finish = self.commitOneBatch()
+                        }
+                        finish()
+                    }
+                }
             }
         }
     }
 
-    /// Commits batches of queued writes until none are left.
-    private func drainGroupCommit() {
-        while groupCommit.hasPending() {
-            commitOneBatch()
-        }
-    }
-
     /// Takes queued writes into one write transaction until the queue is empty or a limit is
-    /// reached, commits, and tells each caller.
-    private func commitOneBatch() {
+    /// reached, and commits. Returns what tells each caller, to be run once the store is let go.
+    private func commitOneBatch() -> () -> Void {
         let limits = options.groupCommit
         var taken: [GroupCommit.Request] = []
         var outcomes: [Result<Void, any Error>] = []
@@ -147,7 +155,7 @@ extension Store {
             }
             outcomes = taken.map { _ in .failure(error) }
         }
-        guard !taken.isEmpty else { return }
+        guard !taken.isEmpty else { return {} }
         if committed { metrics.commitDuration.recordSince(start) }
         let failed = outcomes.filter { if case .failure = $0 { true } else { false } }.count
         groupCommit.statistics.withLock { statistics in
@@ -165,7 +173,7 @@ extension Store {
         // caller resumes, so that a caller finds nothing of its write still referenced.
         let finishes = taken.map(\.finish)
         taken = []
-        for (finish, outcome) in zip(finishes, outcomes) { finish(outcome) }
+        return { for (finish, outcome) in zip(finishes, outcomes) { finish(outcome) } }
     }
 }
 

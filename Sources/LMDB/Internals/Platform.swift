@@ -103,6 +103,63 @@ enum FileSystem {
         throw LMDBError(code: errno, operation: "open", context: path)
     }
 
+    /// Whether the data file at `path` is what a new environment's first write leaves when a
+    /// power cut tears it: at most two pages, every 512-byte sector zero except the first of
+    /// each page, which is zero or starts an LMDB meta page (flags `P_META`, the magic number),
+    /// and not both meta pages whole (which LMDB opens). Anything else (a foreign file, a store's
+    /// damaged meta page) is not touched.
+    static func isUnfinishedCreation(_ path: String) -> Bool {
+        let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+        guard let st = try? status(path), st.st_size > 0, Int(st.st_size) <= 2 * pageSize else { return false }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
+        guard bytes.withUnsafeMutableBytes({ pread(fd, $0.baseAddress, $0.count, 0) }) == bytes.count else {
+            return false
+        }
+        func integer(at offset: Int, size: Int) -> UInt32 {
+            (0..<size).reduce(0) { $0 | UInt32(bytes[offset + $1]) << (8 * $1) }
+        }
+        var metaPages = 0
+        for sector in stride(from: 0, to: bytes.count, by: 512) {
+            let end = min(bytes.count, sector + 512)
+            if bytes[sector..<end].allSatisfy({ $0 == 0 }) { continue }
+            let startsMetaPage = sector % pageSize == 0 && end - sector >= 20
+            guard startsMetaPage, integer(at: sector + 10, size: 2) & 0x08 != 0,
+                integer(at: sector + 16, size: 4) == 0xBEEF_C0DE
+            else { return false }
+            metaPages += 1
+        }
+        return bytes.count < 2 * pageSize || metaPages < 2
+    }
+
+    /// Runs `body` holding the lock LMDB takes while it sets up an environment (an exclusive
+    /// `fcntl` lock on the lock file's first byte), if no process holds the environment open;
+    /// returns `false`, without running it, when one does.
+    static func withSetupLock(_ lockPath: String, _ body: () throws(LMDBError) -> Void) throws(LMDBError) -> Bool {
+        let fd = open(lockPath, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }  // which also releases the lock
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = 0
+        lock.l_len = 1
+        guard fcntl(fd, F_SETLK, &lock) == 0 else { return false }
+        try body()
+        return true
+    }
+
+    /// Truncates the file at `path` to nothing and flushes that.
+    static func truncateToEmpty(_ path: String) throws(LMDBError) {
+        let fd = open(path, O_RDWR | O_CLOEXEC)
+        try checkSystem(fd, "open", path)
+        defer { close(fd) }
+        try checkSystem(ftruncate(fd, 0), "ftruncate", path)
+        try checkSystem(fsync(fd), "fsync", path)
+    }
+
     /// fsyncs a directory so that entries created in it are durable.
     static func syncDirectory(_ path: String) throws(LMDBError) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)

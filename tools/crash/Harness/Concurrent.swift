@@ -9,7 +9,7 @@
 // transaction with other tasks' writes), that step is at least the last one acknowledged (an
 // acknowledged write is durable; a task's later step may have landed too), it is not a failing
 // step, and GM is empty.
-import Hoard
+public import Hoard
 public import LMDB
 import TestSupport
 
@@ -93,7 +93,7 @@ public final class ConcurrentCrashDriver {
         var report = CrashReport(seed: seed)
         var rng = SeededGenerator(seed: seed ^ 0x6C0_33177)
         let arguments =
-            [storePath, "--concurrent", String(writers), "--durability", durability == .durable ? "durable" : "nosync"]
+            [storePath, "--concurrent", String(writers), "--durability", durability.workloadName]
             + (earlyAck ? ["--mode", "early-ack"] : [])
         for _ in 0..<kills {
             let child = try ChildProcess(workload, arguments)
@@ -139,25 +139,40 @@ public final class ConcurrentCrashDriver {
         } catch {
             return "the store does not open: \(error)"
         }
-        let verify = try runProcess(hoard, ["verify", storePath], environment: ["NO_COLOR": "1"])
-        if verify.status != 0 { return "hoard verify: status \(verify.status): \(verify.stdout)\(verify.stderr)" }
-        let a = try store.collection(Item.self, named: "GA")
-        let b = try store.collection(Item.self, named: "GB")
-        let markers = try store.collection(Item.self, named: "GM")
-        if try markers.count() != 0 { return "\(try markers.count()) records of failed writes are stored" }
-        for task in 0..<writers {
-            let stepA = try a.get(Int64(task))?.value ?? 0
-            let stepB = try b.get(Int64(task))?.value ?? 0
-            if stepA != stepB {
-                return "task \(task): its pair is half applied (GA holds step \(stepA), GB step \(stepB))"
-            }
-            if stepA < acknowledged[task] ?? 0 {
-                return "task \(task): step \(acknowledged[task] ?? 0) was acknowledged, the store holds \(stepA)"
-            }
-            if stepA > 0 && isFailingStep(stepA) {
-                return "task \(task): the store holds step \(stepA), a write that failed"
-            }
-        }
-        return nil
+        if let problem = try verifyStore(storePath, hoard: hoard) { return problem }
+        return try groupCommitViolation(in: store, writers: writers, acknowledged: acknowledged).problem
     }
+}
+
+/// `hoard verify` of the store at `path`: its complaint, or `nil` when it is clean.
+public func verifyStore(_ path: String, hoard: String) throws -> String? {
+    let verify = try runProcess(hoard, ["verify", path], environment: ["NO_COLOR": "1"])
+    return verify.status == 0 ? nil : "hoard verify: status \(verify.status): \(verify.stdout)\(verify.stderr)"
+}
+
+/// Checks a group-commit workload's store against the last step `acknowledged` per task.
+/// - Returns: the first broken promise (or `nil`), and each task's step as stored.
+public func groupCommitViolation(
+    in store: Store, writers: Int, acknowledged: [Int: Int]
+) throws -> (problem: String?, steps: [Int]) {
+    let a = try store.collection(Item.self, named: "GA")
+    let b = try store.collection(Item.self, named: "GB")
+    let markers = try store.collection(Item.self, named: "GM")
+    if try markers.count() != 0 { return ("\(try markers.count()) records of failed writes are stored", []) }
+    var steps: [Int] = []
+    for task in 0..<writers {
+        let stepA = try a.get(Int64(task))?.value ?? 0
+        let stepB = try b.get(Int64(task))?.value ?? 0
+        if stepA != stepB {
+            return ("task \(task): its pair is half applied (GA holds step \(stepA), GB step \(stepB))", steps)
+        }
+        if stepA < acknowledged[task] ?? 0 {
+            return ("task \(task): step \(acknowledged[task] ?? 0) was acknowledged, the store holds \(stepA)", steps)
+        }
+        if stepA > 0 && isFailingStep(stepA) {
+            return ("task \(task): the store holds step \(stepA), a write that failed", steps)
+        }
+        steps.append(stepA)
+    }
+    return (nil, steps)
 }

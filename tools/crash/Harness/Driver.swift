@@ -57,7 +57,7 @@ public final class CrashDriver {
     private var workloadArguments: [String] {
         [
             storePath, "--seed", String(seed), "--start", String(acknowledged + 1),
-            "--durability", durability == .durable ? "durable" : "nosync", "--mode", mode.rawValue,
+            "--durability", durability.workloadName, "--mode", mode.rawValue,
         ]
     }
 
@@ -143,10 +143,9 @@ public final class CrashDriver {
         }
         let stale = try store.environment.readers().filter(\.isStale)
         if !stale.isEmpty { return "\(stale.count) stale reader slots after opening" }
-        let verify = try runProcess(hoard, ["verify", storePath], environment: ["NO_COLOR": "1"])
-        if verify.status != 0 { return "hoard verify: status \(verify.status): \(verify.stdout)\(verify.stderr)" }
+        if let problem = try verifyStore(storePath, hoard: hoard) { return problem }
 
-        let found = try contents(of: store)
+        let found = try workloadContents(of: store)
         if found == model { return nil }
         var next = model
         next.apply(Operation.at(acknowledged + 1, seed: seed), index: acknowledged + 1)
@@ -156,33 +155,7 @@ public final class CrashDriver {
             report.inFlightApplied += 1
             return nil
         }
-        return "the store matches neither the last acknowledged state nor the next one: \(difference(found, model))"
-    }
-
-    private func contents(of store: Store) throws -> ModelState {
-        var state = ModelState()
-        let a = try store.collection(Item.self)
-        let b = try store.collection(Item.self, named: "B")
-        // The store's clock reads 0 here, so expired records still count as present.
-        try a.forEach { item in
-            state.a[item.id] = ModelState.Record(item: item, expiresAt: nil)
-            return .next
-        }
-        for id in Array(state.a.keys) { state.a[id]?.expiresAt = try a.header(of: id)?.expiresAt }
-        try b.forEach { item in
-            state.b[item.id] = item
-            return .next
-        }
-        return state
-    }
-
-    private func difference(_ found: ModelState, _ expected: ModelState) -> String {
-        let missing = expected.a.keys.filter { found.a[$0] == nil }.count
-        let extra = found.a.keys.filter { expected.a[$0] == nil }.count
-        let different = found.a.keys.filter { expected.a[$0] != nil && expected.a[$0] != found.a[$0] }.count
-        let bMissing = expected.b.keys.filter { found.b[$0] == nil }.count
-        let bExtra = found.b.keys.filter { expected.b[$0] == nil }.count
         return
-            "A: \(missing) missing, \(extra) extra, \(different) different; B: \(bMissing) missing, \(bExtra) extra (of \(expected.a.count) and \(expected.b.count) expected)"
+            "the store matches neither the last acknowledged state nor the next one: \(found.difference(from: model))"
     }
 }

@@ -14,6 +14,21 @@ public enum WorkloadMode: String, Sendable, CaseIterable {
     case earlyAck = "early-ack"
 }
 
+/// The durability modes by the names the workload's `--durability` takes.
+public let durabilityNames: [(name: String, durability: Environment.Durability)] = [
+    ("durable", .durable), ("cache", .riskLastCommitOnOSCrash), ("nosync", .riskStoreOnOSCrash),
+]
+
+extension Environment.Durability {
+    /// The mode's name on the workload's command line.
+    public var workloadName: String { durabilityNames.first { $0.durability == self }?.name ?? "durable" }
+
+    /// The mode named `name` (`durable` when `nil` or unknown).
+    public init(workloadName name: String?) {
+        self = durabilityNames.first { $0.name == name }?.durability ?? .durable
+    }
+}
+
 /// The store's clock while the workload runs: the logical clock of the current operation.
 let logicalNow = Atomic<Int64>(0)
 
@@ -101,6 +116,12 @@ public func execute(_ operation: Operation, index: Int, store: Store, mode: Work
         try a.migrate(batchSize: 100)
     case .purge:
         try a.purgeExpired()
+    case .copy:
+        // Done once: a copy that was made before a kill is there, whole (it is named only once flushed).
+        let target = Operation.copyPath(of: store.environment.path, index: index)
+        if access(target + "/data.mdb", F_OK) != 0 {
+            try store.environment.copy(to: target, compacting: index % 2 == 0)
+        }
     }
 }
 

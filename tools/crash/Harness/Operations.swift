@@ -64,8 +64,13 @@ public enum Operation: Sendable {
     case lazyTouch([Int64])
     /// `migrate()` in batches of 100: several transactions, content unchanged.
     case migrate
+    /// A copy of the store (compacted at even indices) to `copyPath(of:index:)`: content unchanged.
+    case copy
     /// `purgeExpired()` on A.
     case purge
+
+    /// Where operation `index`, a copy, puts the copy of the store at `store`: beside it.
+    public static func copyPath(of store: String, index: Int) -> String { store + "-copy-\(index)" }
 
     /// The logical clock of operation `index`, in milliseconds: the store's clock while it runs.
     public static func clock(_ index: Int) -> Int64 { Int64(index) * 1_000 }
@@ -115,8 +120,10 @@ public enum Operation: Sendable {
             return .lazyTouch(ids(Int.random(in: 1...200, using: &rng)))
         case 88..<93:
             return .migrate
-        default:
+        case 93..<97:
             return .purge
+        default:
+            return .copy
         }
     }
 }

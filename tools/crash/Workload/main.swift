@@ -3,14 +3,17 @@
 // COUNT are done, writing "ack N" on stdout right after operation N returns (in early-ack mode:
 // before it runs). Each line is one write(2), so the driver knows exactly what was acknowledged.
 //
-//   CrashWorkload PATH --seed S --start N [--count C] [--durability durable|nosync] [--mode correct|split|early-ack]
+//   CrashWorkload PATH --seed S --start N [--count C] [--durability durable|cache|nosync] [--mode correct|split|early-ack]
 //                 [--grow-limit BYTES]
 //   CrashWorkload PATH --migrate-stepwise BATCH
-//   CrashWorkload PATH --concurrent WRITERS [--durability durable|nosync] [--mode early-ack] [--count STEPS]
+//   CrashWorkload PATH --concurrent WRITERS [--durability durable|cache|nosync] [--mode early-ack] [--count STEPS]
+//   CrashWorkload PATH --check-image --seed S [--concurrent WRITERS] [--durability …]  < expectation
 //
 // --migrate-stepwise runs `migrate(batchSize: BATCH)` on collection Item, writing "batch SCANNED"
 // after each committed batch and then waiting for a line on stdin, so that a test can kill it
 // exactly between two batches.
+//
+// --check-image checks a power-loss image (tools/crash/Harness/ImageCheck.swift) and prints the verdict.
 //
 // --grow-limit lets the data file grow by at most BYTES (RLIMIT_FSIZE, with SIGXFSZ ignored so
 // that writes fail with EFBIG instead of killing the process): a full disk, for the fault tests.
@@ -30,6 +33,27 @@ func emit(_ line: String, to fd: Int32 = 1) {
 }
 
 let arguments = CommandLine.arguments
+if arguments.count >= 2, arguments.contains("--check-image") {
+    // The power-loss simulator's checker (tools/crash/Harness/ImageCheck.swift): the expectation
+    // on standard input, the verdict as the last line of standard output.
+    var text = ""
+    while let line = readLine() { text += line + "\n" }
+    guard let expectation = ImageExpectation(text: text), let seed = commandLineValue("seed").flatMap(UInt64.init)
+    else {
+        emit("crash-workload: --check-image needs --seed and the expectation on standard input", to: 2)
+        exit(2)
+    }
+    do {
+        let verdict = try await checkImage(
+            path: arguments[1], seed: seed, writers: commandLineValue("concurrent").flatMap(Int.init),
+            durability: Environment.Durability(workloadName: commandLineValue("durability")), expectation: expectation)
+        emit(verdict.line)
+        exit(0)
+    } catch {
+        emit("crash-workload: checking \(arguments[1]): \(error)", to: 2)
+        exit(1)
+    }
+}
 if arguments.count >= 2, let batch = commandLineValue("migrate-stepwise").flatMap(Int.init) {
     do {
         let store = try openWorkloadStore(arguments[1], durability: .durable)
@@ -49,7 +73,7 @@ if arguments.count >= 2, let writers = commandLineValue("concurrent").flatMap(In
     do {
         try await runConcurrentWorkload(
             path: arguments[1], writers: writers,
-            durability: commandLineValue("durability") == "nosync" ? .riskStoreOnOSCrash : .durable,
+            durability: Environment.Durability(workloadName: commandLineValue("durability")),
             steps: commandLineValue("count").flatMap(Int.init) ?? 1_000_000,
             earlyAck: commandLineValue("mode") == "early-ack"
         )
@@ -64,12 +88,12 @@ guard arguments.count >= 2, let seed = commandLineValue("seed").flatMap(UInt64.i
     let mode = WorkloadMode(rawValue: commandLineValue("mode") ?? "correct")
 else {
     emit(
-        "usage: CrashWorkload PATH --seed S --start N [--count C] [--durability durable|nosync] [--mode correct|split|early-ack]",
+        "usage: CrashWorkload PATH --seed S --start N [--count C] [--durability durable|cache|nosync] [--mode correct|split|early-ack]",
         to: 2)
     exit(2)
 }
 let count = commandLineValue("count").flatMap(Int.init) ?? .max
-let durability: Environment.Durability = commandLineValue("durability") == "nosync" ? .riskStoreOnOSCrash : .durable
+let durability = Environment.Durability(workloadName: commandLineValue("durability"))
 
 if let limit = commandLineValue("grow-limit").flatMap(Int.init) {
     var info = stat()

@@ -64,7 +64,31 @@ struct Verify: StoreCommand {
     }
 
     func run() throws {
-        let opened = try openStore(store.path)
+        let (names, records, problems) = try Self.check(try openStore(store.path))
+        if store.json {
+            say(
+                JSON.object([
+                    ("collections", .int(Int64(names.count))),
+                    ("records", .int(Int64(records))),
+                    (
+                        "problems",
+                        .array(problems.map(\.json))
+                    ),
+                ]).text)
+        } else {
+            for problem in problems { say("\(problem.label): \(Terminal.red(problem.reason))") }
+            let summary = "verified \(records) records in \(names.count) collection\(names.count == 1 ? "" : "s"): "
+            say(
+                summary
+                    + (problems.isEmpty
+                        ? Terminal.green("no problems")
+                        : Terminal.red("\(problems.count) problem\(problems.count == 1 ? "" : "s")")))
+        }
+        if !problems.isEmpty { throw ExitCode(1) }
+    }
+
+    /// Every check of every record of `opened`: its collections, how many records, what is wrong.
+    static func check(_ opened: Store) throws -> (names: [String], records: Int, problems: [Problem]) {
         var problems: [Problem] = []
         var records = 0
         let names = try opened.collectionNames()
@@ -106,27 +130,17 @@ struct Verify: StoreCommand {
                 progress.finish()
             }
         }
-        if store.json {
-            say(
-                JSON.object([
-                    ("collections", .int(Int64(names.count))),
-                    ("records", .int(Int64(records))),
-                    (
-                        "problems",
-                        .array(problems.map(\.json))
-                    ),
-                ]).text)
-        } else {
-            for problem in problems { say("\(problem.label): \(Terminal.red(problem.reason))") }
-            let summary = "verified \(records) records in \(names.count) collection\(names.count == 1 ? "" : "s"): "
-            say(
-                summary
-                    + (problems.isEmpty
-                        ? Terminal.green("no problems")
-                        : Terminal.red("\(problems.count) problem\(problems.count == 1 ? "" : "s")")))
-        }
-        if !problems.isEmpty { throw ExitCode(1) }
+        return (names, records, problems)
     }
+}
+
+/// What `hoard verify PATH` reports wrong in the store at `path`, one line a problem (empty when
+/// it is clean), for a tool that checks many stores in one process (the power-loss checker). The
+/// store must not be open in this process.
+///
+/// - Throws: what opening the store read-only throws (`hoard verify` exits with status 3 then).
+public func verifyProblems(ofStoreAt path: String) throws -> [String] {
+    try Verify.check(try openStore(path)).problems.map { "\($0.label): \($0.reason)" }
 }
 
 /// The checks `verify` makes of one record, which `dump` and `load` make too: the key of the
