@@ -133,8 +133,10 @@ public final class Environment: @unchecked Sendable {
     /// Opens the environment at `path`, creating it when missing unless ``Options/readOnly``.
     ///
     /// A new store directory is created with mode 0700 and its files with ``Options/fileMode``;
-    /// the new entries are fsynced so that a fresh store survives a power loss. Reader slots left
-    /// by crashed processes are cleared (`mdb_reader_check`).
+    /// the new entries are fsynced so that a fresh store survives a power loss. A data file that
+    /// a power cut left with the torn first write of a new environment (at most two pages, which
+    /// LMDB refuses) is created anew; see ``recoveredUnfinishedCreation``. Reader slots left by
+    /// crashed processes are cleared (`mdb_reader_check`).
     ///
     /// - Throws: ``LMDBError`` — ``LMDBError/Kind/notADirectory``, ``LMDBError/Kind/permissionDenied``,
     ///   ``LMDBError/Kind/noSuchFile`` (read-only and missing), ``LMDBError/Kind/invalid`` (not an LMDB file),

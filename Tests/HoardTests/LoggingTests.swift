@@ -1,6 +1,7 @@
 import Foundation
 import Hoard
 import HoardTestSupport
+import LMDB
 import Logging
 import Synchronization
 import TestSupport
@@ -29,6 +30,30 @@ struct CollectingLogHandler: LogHandler {
 
 @Suite("Logging")
 struct LoggingTests {
+    @Test("a store whose creation a power cut tore is created anew, with a warning naming it")
+    func unfinishedCreationIsLogged() throws {
+        let entries = CollectingLogHandler.Entries()
+        let logger = Logger(label: "test") { _ in CollectingLogHandler(entries: entries) }
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            #expect(mkdir(path, 0o700) == 0)
+            // Only the first sector of a new file's first write reached the disk: LMDB alone
+            // refuses the file (its second meta page is zeros).
+            do { _ = try Environment(path: dir + "/fresh") }
+            var pages = try readFile(dir + "/fresh/data.mdb")
+            pages.replaceSubrange(512..., with: [UInt8](repeating: 0, count: pages.count - 512))
+            try writeFile(path + "/data.mdb", pages)
+            let store = try Store(path: path, options: .init(logger: logger))
+            try store.collection(Note.self).put(Note(id: 1, text: "a", stars: 1, pinned: false))
+            #expect(try store.collection(Note.self).count() == 1)
+        }
+        #expect(
+            entries.all.contains {
+                $0.level == .warning && $0.message.contains("creation was cut short")
+                    && "\($0.metadata["path"] ?? "")".hasSuffix("/store")
+            })
+    }
+
     @Test("the store logs through the logger it is given: opening, registry, skipped records, migration")
     func logs() throws {
         let entries = CollectingLogHandler.Entries()

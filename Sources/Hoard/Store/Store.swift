@@ -167,6 +167,11 @@ public final class Store: Sendable {
                 maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 3,
                 maxReaders: options.maxReaders, readOnly: options.readOnly, durability: options.durability
             ))
+        if environment.recoveredUnfinishedCreation {
+            options.logger.warning(
+                "the data file held only the torn first pages of a store whose creation was cut short (a power cut?); created the store anew",
+                metadata: ["path": "\(path)"])
+        }
         let names = try Self.databaseNames(environment)
         let formatKey = Array("format".utf8)
         if try Self.hasMeta(environment) {

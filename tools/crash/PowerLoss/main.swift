@@ -42,9 +42,9 @@ for durability in modes {
         simulator.writers = writers
         simulator.mode = WorkloadMode(rawValue: commandLineValue("mode") ?? "correct") ?? .correct
         simulator.maxImages = images / (modes.count * workloads.count)
-        // A run long enough for the images asked for: about 50 distinct images per sequential
-        // operation, 12 per group-commit step (per writer).
-        simulator.operations = max(30, simulator.maxImages / (writers == nil ? 50 : 12))
+        // A run long enough for the images asked for: a sequential operation gives about 50
+        // distinct images, a group-commit step (of every writer) about 10.
+        simulator.operations = max(30, simulator.maxImages / (writers == nil ? 40 : 6))
         if let operations = commandLineValue("operations").flatMap(Int.init) { simulator.operations = operations }
         if let subsets = commandLineValue("subsets").flatMap(Int.init) { simulator.subsets = subsets }
         if let tear = commandLineValue("tear-size").flatMap(Int.init) { simulator.tearSize = tear }
