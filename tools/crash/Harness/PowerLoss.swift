@@ -42,7 +42,7 @@ public struct PowerLossReport: Sendable, CustomStringConvertible {
     public var description: String {
         let lost = images == 0 ? 0 : Double(lostLastCommit) * 100 / Double(images)
         return
-            "images: \(images) (\(crashPoints) crash points of \(calls) calls, \(duplicates) duplicates skipped), violations: \(violationCount), last commit lost in \(lostLastCommit) (\(lost.formatted(1))%), all-applied images: \(allApplied) (kill-harness disagreements: \(killHarnessDisagreements)), unfinished creations made anew: \(recreatedCreations), replay byte for byte: \(replayMatches ? "yes" : "NO") (seed \(seed), \(durability.workloadName))"
+            "images: \(images) (\(crashPoints) crash points of \(calls) calls, \(duplicates) duplicates skipped), violations: \(violationCount)\(firstViolationImage.map { " (the first at image \($0))" } ?? ""), last commit lost in \(lostLastCommit) (\(lost.formatted(1))%), all-applied images: \(allApplied) (kill-harness disagreements: \(killHarnessDisagreements)), unfinished creations made anew: \(recreatedCreations), replay byte for byte: \(replayMatches ? "yes" : "NO") (seed \(seed), \(durability.workloadName))"
     }
 }
 
