@@ -24,7 +24,7 @@ struct PowerLossTests {
         simulator.writers = writers
         simulator.mode = mode
         simulator.maxImages = images
-        simulator.operations = writers == nil ? 20 : 30
+        simulator.operations = writers == nil ? 20 : 60
         return simulator
     }
 
