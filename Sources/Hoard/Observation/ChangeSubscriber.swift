@@ -12,6 +12,15 @@ final class ChangeSubscriber: Sendable {
 
     let interest: Interest
     private let state = Mutex(State())
+    /// Whether a batch waits (`State.pending`), for a consumer that looks before it parks.
+    private let batchWaits = Atomic<Bool>(false)
+
+    /// How long a consumer of every change looks for the next batch before it parks. Waking a
+    /// parked consumer is a system call on the committing thread (`futex`, `try_to_wake_up`:
+    /// several microseconds on this project's machine, more than a small commit costs); a
+    /// consumer that keeps up with a stream of commits is found looking, and a commit then only
+    /// merges its batch. The consumer's thread pays the wait, at most this long after each batch.
+    static let lookBeforeParking: UInt64 = 20_000
 
     private struct State: ~Copyable {
         var pending: RawChanges?
@@ -51,6 +60,7 @@ final class ChangeSubscriber: Sendable {
             }
             if state.pending == nil {
                 state.pending = batch
+                batchWaits.store(true, ordering: .releasing)
             } else {
                 state.pending?.merge(batch, limit: limit)
             }
@@ -64,9 +74,15 @@ final class ChangeSubscriber: Sendable {
 
     /// The next batch: what waits, or the next one delivered; `nil` once finished or cancelled.
     func next() async -> RawChanges? {
+        if case .all = interest, !batchWaits.load(ordering: .acquiring) {
+            // Look for the next batch a moment before parking (`lookBeforeParking`).
+            let deadline = monotonicNanoseconds() &+ Self.lookBeforeParking
+            while !batchWaits.load(ordering: .acquiring) && monotonicNanoseconds() < deadline {}
+        }
         if let ready = state.withLock({ state -> RawChanges?? in
             if let pending = state.pending {
                 state.pending = nil
+                batchWaits.store(false, ordering: .relaxed)
                 return .some(pending)
             }
             return state.finished ? .some(nil) : .none
@@ -78,6 +94,7 @@ final class ChangeSubscriber: Sendable {
                 let immediate = state.withLock { state -> RawChanges?? in
                     if let pending = state.pending {
                         state.pending = nil
+                        batchWaits.store(false, ordering: .relaxed)
                         return .some(pending)
                     }
                     if state.finished || Task.isCancelled { return .some(nil) }
@@ -101,6 +118,7 @@ final class ChangeSubscriber: Sendable {
         let waiter = state.withLock { state -> CheckedContinuation<RawChanges?, Never>? in
             state.finished = true
             state.pending = nil
+            batchWaits.store(false, ordering: .relaxed)
             defer { state.waiter = nil }
             return state.waiter
         }
