@@ -113,8 +113,9 @@ static void record(int kind, int flags, uint32_t handle, uint64_t a, uint64_t b,
 // absolute path.
 static int under_root(int dirfd, const char *path, char *out, size_t size) {
     if (path == NULL) return 0;
+    int written;
     if (path[0] == '/') {
-        snprintf(out, size, "%s", path);
+        written = snprintf(out, size, "%s", path);
     } else {
         char base[4096];
         if (dirfd == AT_FDCWD) {
@@ -126,8 +127,9 @@ static int under_root(int dirfd, const char *path, char *out, size_t size) {
             if (n <= 0) return 0;
             base[n] = 0;
         }
-        snprintf(out, size, "%s/%s", base, path);
+        written = snprintf(out, size, "%s/%s", base, path);
     }
+    if (written < 0 || (size_t)written >= size) return 0;  // longer than PATH_MAX: no file of ours
     size_t n = strlen(out);
     while (n > 1 && out[n - 1] == '/') out[--n] = 0;
     return strncmp(out, root, root_length) == 0 && (out[root_length] == 0 || out[root_length] == '/');
@@ -151,7 +153,8 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode) {
     struct stat before;
     int existed = stat(full, &before) == 0;
     int fd = real_openat(dirfd, path, flags, mode);
-    if (fd >= 0 && fd < MAX_FDS) {
+    if (fd >= MAX_FDS) die("a recorded file got a descriptor above 4095: its calls would not be logged");
+    if (fd >= 0) {
         struct stat st;
         int directory = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
         handles[fd] = next_handle++;
