@@ -206,8 +206,13 @@ public final class PowerLossSimulator {
             pending: state.pendingCount, committed: state.committed, variant: variant)
     }
 
-    /// A directory for the recording and the images: in memory when /dev/shm is there.
+    /// A directory for the recording and the images: in memory when /dev/shm is there with room
+    /// (a container's may be 64 MiB; a long run's log and two images take more).
     private func makeWorkDirectory() throws -> String {
+        var space = statvfs()
+        guard statvfs("/dev/shm", &space) == 0, UInt64(space.f_bavail) * UInt64(space.f_frsize) >= 1 << 30 else {
+            return try makeTemporaryDirectory()
+        }
         var template = Array("/dev/shm/hoard-powerloss-XXXXXX".utf8CString)
         if let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) {
             return String(cString: made)
