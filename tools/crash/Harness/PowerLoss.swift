@@ -113,7 +113,7 @@ public final class PowerLossSimulator {
         return RecordedRun(calls: try readRecordedCalls(directory + "/log"), root: root)
     }
 
-    /// Records a run in a temporary directory (in memory, under /dev/shm, when there is one) and
+    /// Records a run in a temporary directory (in memory, under /dev/shm, when it has room) and
     /// checks its images, `parallel` at a time; `progress` sees the report now and then.
     public func run(parallel: Int = 2, progress: (PowerLossReport) -> Void = { _ in }) throws -> PowerLossReport {
         let directory = try makeWorkDirectory()
