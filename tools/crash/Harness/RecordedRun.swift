@@ -427,7 +427,7 @@ extension CrashState {
     /// The variant that keeps every pending change: what a SIGKILL at this point leaves.
     public var allApplied: Variant {
         Variant(
-            name: "all applied", choices: Array(repeating: .applied, count: choosable.count), names: pendingNames.count)
+            name: "all applied", choices: Array(repeating: .applied, count: pendingCount), names: pendingNames.count)
     }
 
     /// The files of the image of `variant`.
