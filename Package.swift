@@ -26,12 +26,22 @@ let package = Package(
         // (`.package(url: …, from: …, traits: ["Postgres"])`); without it the module is empty and
         // postgres-nio is not built.
         .library(name: "HoardPostgres", targets: ["HoardPostgres"]),
+        // Hummingbird's PersistDriver over a collection, and the store's maintenance as a service;
+        // built with the trait `Hummingbird` (else empty, and Hummingbird is not built).
+        .library(name: "HoardHummingbird", targets: ["HoardHummingbird"]),
+        // Vapor's Cache and SessionDriver over collections of an application-wide store; built
+        // with the trait `Vapor` (else empty, and Vapor is not built).
+        .library(name: "HoardVapor", targets: ["HoardVapor"]),
         .executable(name: "hoard", targets: ["HoardCLIMain"]),
     ],
     traits: [
         .trait(
             name: "Postgres",
-            description: "HoardPostgres: invalidations between replicas over PostgreSQL (builds postgres-nio)")
+            description: "HoardPostgres: invalidations between replicas over PostgreSQL (builds postgres-nio)"),
+        .trait(
+            name: "Hummingbird",
+            description: "HoardHummingbird: Hummingbird's persist driver over a collection (builds hummingbird)"),
+        .trait(name: "Vapor", description: "HoardVapor: Vapor's cache and sessions in a store (builds vapor)"),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -40,6 +50,9 @@ let package = Package(
         // Counters, timers and gauges through the application's metrics backend (Prometheus,
         // OpenTelemetry…); no-op unless it bootstraps one. Only the small CoreMetrics API is linked.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        // Spans for read-through misses, refreshes, synchronizes and group commits, to the tracer
+        // the application bootstraps (no-op unless it does), as with metrics.
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.2.0"),
         // Only for HoardServiceLifecycle: the store's maintenance as a Service of a ServiceGroup.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.0.0"),
         // Only for the @VariablyCoded macro (a compiler plugin): nothing of it is linked into
@@ -47,6 +60,11 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-syntax", "600.0.0"..<"604.0.0"),
         // Only for HoardPostgres, with the trait `Postgres`: the PostgreSQL client of the bus.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
+        // Only for HoardHummingbird, with the trait `Hummingbird`; without Hummingbird's default
+        // traits (swift-configuration and all of Foundation), which the driver does not need.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0", traits: []),
+        // Only for HoardVapor, with the trait `Vapor`.
+        .package(url: "https://github.com/vapor/vapor", from: "4.100.0"),
     ],
     targets: [
         // The system liblmdb through pkg-config; nothing of LMDB is vendored.
@@ -91,6 +109,7 @@ let package = Package(
                 "LMDB", "VariableCoding", "VariableCodingMacros", "CBOR", "CCRC32",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strict
         ),
@@ -117,6 +136,21 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
+            swiftSettings: strict),
+
+        // Hummingbird's PersistDriver over a collection; its sources are `#if Hummingbird`.
+        .target(
+            name: "HoardHummingbird",
+            dependencies: [
+                "Hoard", "HoardServiceLifecycle",
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+            ],
+            swiftSettings: strict),
+
+        // Vapor's Cache and SessionDriver over collections; its sources are `#if Vapor`.
+        .target(
+            name: "HoardVapor",
+            dependencies: ["Hoard", .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"]))],
             swiftSettings: strict),
 
         // Helpers shared by the test targets (temporary stores, child processes).
@@ -200,6 +234,8 @@ let package = Package(
                 "CrashHarness", "CrashWorkload",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 "HoardServiceLifecycle",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
@@ -222,6 +258,23 @@ let package = Package(
                 "Hoard", "HoardPostgres", "HoardTesting", "TestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HoardHummingbirdTests",
+            dependencies: [
+                "Hoard", "HoardHummingbird", "HoardTesting",
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HoardVaporTests",
+            dependencies: [
+                "Hoard", "HoardVapor", "HoardTesting", "TestSupport", "HoardCLIMain",
+                .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+                .product(name: "VaporTesting", package: "vapor", condition: .when(traits: ["Vapor"])),
             ],
             swiftSettings: strict
         ),

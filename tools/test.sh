@@ -12,8 +12,7 @@ export HOARD_PYTHON="$PWD/.build-py/bin/python"
 
 # The house format (.swift-format: 120 columns, 4-space indentation); `swift format -i -r Sources
 # Tests tools Package.swift` applies it.
-swift format lint --strict -r Sources Tests tools Package.swift Examples/UsersService/Sources \
-    Examples/UsersService/Tests Examples/UsersService/Package.swift
+swift format lint --strict -r Sources Tests tools Package.swift Examples/*/Sources Examples/*/Package.swift
 # Docs, comments and tool output describe the product as it is: none names a session or an issue.
 python3 tools/scripts/check-history.py .
 # Every link between the Markdown pages (README, BENCHMARKS, docs/) leads to a file and a heading.
@@ -25,8 +24,10 @@ source tools/scripts/postgres.sh
 
 log=$(mktemp)
 trap 'rm -f "$log"; hoard_pg_stop' EXIT
-# With the trait Postgres, so that HoardPostgres and its tests are built too.
-swift build --build-tests --traits Postgres 2>&1 | tee "$log"
+# With the traits of the optional products, so that HoardPostgres, HoardHummingbird, HoardVapor
+# and their tests are built too.
+traits=Postgres,Hummingbird,Vapor
+swift build --build-tests --traits "$traits" 2>&1 | tee "$log"
 if grep -E "^$PWD/(Sources|Tests|tools)/.*: warning:" "$log"; then
     echo "error: the build has warnings (above); Hoard builds without any" >&2
     exit 1
@@ -41,8 +42,9 @@ if ! command -v chromium >/dev/null 2>&1; then
     hoard_apt_install "rendering the documentation site" chromium
 fi
 python3 tools/scripts/check-docs-site.py .build/docs
-swift test --skip-build --traits Postgres
+swift test --skip-build --traits "$traits"
 
-# The example service (its own package, Examples/UsersService): its tests, then both of its
-# processes on loopback, requests, SIGTERM, a restart, and `hoard verify` of its store.
+# The examples (packages of their own, sharing the build folder .build-examples): each on loopback,
+# requests, SIGTERM, a restart on its store, and `hoard verify` of the store.
 Examples/UsersService/scripts/smoke.sh
+Examples/VaporCache/scripts/smoke.sh

@@ -3,7 +3,7 @@
 // An example service that embeds Hoard: a Hummingbird 2 application serving users from a Hoard
 // collection that reads through to an upstream HTTP API (the Upstream executable plays it), with
 // periodic synchronize, Prometheus metrics, graceful shutdown through swift-service-lifecycle, and
-// sessions kept by a Hoard-backed Hummingbird persist driver (HoardPersist).
+// sessions kept by Hoard's Hummingbird persist driver (HoardHummingbird).
 //
 // A package of its own, so that Hoard itself does not depend on a web framework. See README.md.
 import PackageDescription
@@ -17,7 +17,6 @@ let package = Package(
     name: "UsersService",
     platforms: [.macOS(.v15)],
     products: [
-        .library(name: "HoardPersist", targets: ["HoardPersist"]),
         .executable(name: "users-service", targets: ["UsersService"]),
         .executable(name: "upstream", targets: ["Upstream"]),
         .executable(name: "replica-load", targets: ["ReplicaLoad"]),
@@ -27,16 +26,20 @@ let package = Package(
     // build on two cores): off unless asked for (`--traits Replicas`; scripts/replicas.sh does).
     traits: [.trait(name: "Replicas", description: "Invalidations between replicas over PostgreSQL")],
     dependencies: [
-        // Hoard from this repository. Named, so that the products below need not know the
-        // clone's directory name.
+        // Hoard from this repository, with HoardHummingbird. Named, so that the products below need
+        // not know the clone's directory name.
         .package(
-            name: "Hoard", path: "../..", traits: [.trait(name: "Postgres", condition: .when(traits: ["Replicas"]))]),
+            name: "Hoard", path: "../..",
+            traits: ["Hummingbird", .trait(name: "Postgres", condition: .when(traits: ["Replicas"]))]),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         // Without its default traits: this example uses neither swift-configuration nor the
         // features that need all of Foundation, and builds faster without them.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0", traits: []),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.21.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        // Traces (the requests' spans and Hoard's) over OTLP/HTTP, when --otlp-endpoint says where;
+        // without its gRPC exporter, which this example does not use.
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.0.0", traits: ["OTLPHTTP"]),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
@@ -47,26 +50,18 @@ let package = Package(
         .target(
             name: "UsersModel", dependencies: [.product(name: "Hoard", package: "Hoard")], swiftSettings: strict),
 
-        // Hummingbird's PersistDriver over a Hoard collection.
-        .target(
-            name: "HoardPersist",
-            dependencies: [
-                .product(name: "Hoard", package: "Hoard"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-            ],
-            swiftSettings: strict),
-
         .executableTarget(
             name: "UsersService",
             dependencies: [
-                "UsersModel", "HoardPersist",
+                "UsersModel",
                 .product(name: "Hoard", package: "Hoard"),
-                .product(name: "HoardServiceLifecycle", package: "Hoard"),
+                .product(name: "HoardHummingbird", package: "Hoard"),
                 .product(name: "HoardPostgres", package: "Hoard", condition: .when(traits: ["Replicas"])),
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Replicas"])),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "OTel", package: "swift-otel"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -92,16 +87,6 @@ let package = Package(
                 "UsersModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            swiftSettings: strict),
-
-        .testTarget(
-            name: "HoardPersistTests",
-            dependencies: [
-                "HoardPersist",
-                .product(name: "Hoard", package: "Hoard"),
-                .product(name: "HoardTesting", package: "Hoard"),
-                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             swiftSettings: strict),
     ],

@@ -4,19 +4,7 @@
 example_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 repo_dir="$(cd "$example_dir/../.." && pwd)"
 
-# Installs a Debian package when its command is missing (as root), or says what to run.
-need() {  # need COMMAND PACKAGE
-    command -v "$1" >/dev/null 2>&1 && return 0
-    source "$repo_dir/tools/scripts/apt-install.sh"
-    hoard_apt_install "the example's scripts" "$2"
-}
-
-# Builds the example in CONFIG (debug or release) and sets $bin to its binaries' directory.
-build_example() {  # build_example CONFIG
-    (cd "$example_dir" && swift build -c "$1" 2>&1 | grep -Ev '^\[|CMakeLists|^warning: .swift-distributed-tracing|^Building|^Build complete' >&2 || true)
-    (cd "$example_dir" && swift build -c "$1" >/dev/null)  # fails the script if the build failed
-    bin="$(cd "$example_dir" && swift build -c "$1" --show-bin-path)"
-}
+source "$repo_dir/Examples/scripts/common.sh"
 
 # Waits until FILE holds a port (the process writes it once listening); fails after 60 s or
 # when the process PID has ended.

@@ -14,7 +14,7 @@ need wrk wrk
 connections="${1:-32}"
 
 build_example release
-hoard="$(cd "$repo_dir" && swift build -c release --product hoard >/dev/null && swift build -c release --show-bin-path)/hoard"
+hoard="$(hoard_tool release)"
 
 work=$(mktemp -d)
 cleanup() {

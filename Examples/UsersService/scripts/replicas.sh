@@ -20,9 +20,7 @@ need curl curl
 reads="${1:-10000}"
 seconds="${2:-30}"
 
-(cd "$example_dir" && swift build -c release --traits Replicas 2>&1 | grep -E "error:" >&2 || true)
-(cd "$example_dir" && swift build -c release --traits Replicas >/dev/null)
-bin="$(cd "$example_dir" && swift build -c release --traits Replicas --show-bin-path)"
+build_example release --traits Replicas
 source "$repo_dir/tools/scripts/postgres.sh"
 
 work=$(mktemp -d)

@@ -64,17 +64,25 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             return model
         case .fetch:
             if isRememberedAbsent(key, now: now) { return nil }
-            let flights = state.singleFlight(of: Model.self)
-            let joined = join(flights, [key])
-            if joined.toFetch == nil { state.counters.add(.coalesced) }
-            startFetch(joined, ids: [id], stale: found == nil ? [] : [key], fetch: Self.one(fetch))
-            do {
-                return try await flights.wait(joined.tickets[0])
-            } catch let error where !(error is CancellationError) {
-                guard let stale = staleIfError(found, now: now) else { throw error }
-                report(.fetchServedStale, keys: [key], error)
-                state.counters.add(.staleServed)
-                return stale
+            // The span is the miss as its caller waits for it; the fetch's own span (a child,
+            // through the task it runs in) is made only by the caller that starts the fetch.
+            return try await store.withSpan("read_through", collection: name) { span in
+                let flights = state.singleFlight(of: Model.self)
+                let joined = join(flights, [key])
+                if joined.toFetch == nil { state.counters.add(.coalesced) }
+                startFetch(joined, ids: [id], stale: found == nil ? [] : [key], fetch: Self.one(fetch))
+                do {
+                    let model = try await flights.wait(joined.tickets[0])
+                    span?.attributes[SpanKey.outcome] =
+                        joined.toFetch == nil ? "joined" : model == nil ? "absent" : "fetched"
+                    return model
+                } catch let error where !(error is CancellationError) {
+                    guard let stale = staleIfError(found, now: now) else { throw error }
+                    report(.fetchServedStale, keys: [key], error)
+                    state.counters.add(.staleServed)
+                    span?.attributes[SpanKey.outcome] = "stale"
+                    return stale
+                }
             }
         }
     }
@@ -120,6 +128,19 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         guard !missing.isEmpty else { return models.compactMap { $0 } }
 
         state.counters.add(.misses, missing.count)
+        return try await store.withSpan("read_through", collection: name) { span in
+            span?.attributes[SpanKey.batchSize] = missing.count
+            return try await fetchMissing(missing, of: ids, keys: keys, found: found, now: now, into: models, fetch)
+        }
+    }
+
+    /// The part of ``get(_:orFetchMissing:)`` that fetches the IDs at `missing`, joining fetches
+    /// under way, and returns every model in the order asked.
+    private func fetchMissing(
+        _ missing: [Int], of ids: [Model.ID], keys: [[UInt8]], found: [Stored?], now: Int64, into models: [Model?],
+        _ fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model]
+    ) async throws -> [Model] {
+        var models = models
         let flights = state.singleFlight(of: Model.self)
         let joined = join(flights, missing.map { keys[$0] })
         state.counters.add(.coalesced, missing.count - (joined.toFetch?.keys.count ?? 0))
@@ -265,20 +286,26 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         let invalidations = store.replicationState.invalidations
         let ticket = invalidations.beginFetch()
         flights.began(group, ticket: ticket)
+        // The task inherits the caller's span context: the fetch's span is a child of the miss's
+        // (a refresh's, of the span of the read that served the stale record).
         let task = Task { [self] in
             defer { invalidations.endFetch(ticket) }
             state.counters.add(.fetches)
-            let outcome: Result<[[UInt8]: Model], any Error>
-            do {
-                let fetched = try await fetch(ids)
-                var byKey: [[UInt8]: Model] = [:]
-                for model in fetched { byKey[model.id.keyBytes] = model }
-                await storeFetched(fetched, absent: keys.filter { byKey[$0] == nil }, stale: stale, ticket: ticket)
-                outcome = .success(byKey)
-            } catch {
-                state.counters.add(.fetchErrors)
-                if refresh { report(.refresh, keys: keys, error) }
-                outcome = .failure(error)
+            let outcome = await store.withSpan(refresh ? "refresh" : "fetch", collection: name) { span in
+                span?.attributes[SpanKey.batchSize] = ids.count
+                do {
+                    let fetched = try await fetch(ids)
+                    var byKey: [[UInt8]: Model] = [:]
+                    for model in fetched { byKey[model.id.keyBytes] = model }
+                    await storeFetched(fetched, absent: keys.filter { byKey[$0] == nil }, stale: stale, ticket: ticket)
+                    span?.attributes[SpanKey.outcome] = fetched.isEmpty ? "absent" : "stored"
+                    return Result<[[UInt8]: Model], any Error>.success(byKey)
+                } catch {
+                    state.counters.add(.fetchErrors)
+                    if refresh { report(.refresh, keys: keys, error) }
+                    span?.recordFailure(error)
+                    return .failure(error)
+                }
             }
             flights.finish(group, keys: keys) { key in outcome.map { $0[key] } }
         }

@@ -117,6 +117,9 @@ extension Store {
         var waited: Duration = .zero
         var committed = true
         let start = monotonicNanoseconds()
+        // A commit serves many callers' tasks: its span is a trace of its own.
+        let span = startCommitSpan()
+        defer { span?.end() }
         do {
             // Each attempt runs the batch from its first write: after the map grew (LMDB's
             // environment runs the closure again), or after a write that ran directly threw
@@ -150,6 +153,7 @@ extension Store {
             // the writer), nothing was taken yet: the queued writes get the error, so that the
             // drain does not try them again and again.
             committed = false
+            span?.recordFailure(error)
             if taken.isEmpty {
                 while taken.count < limits.writes, let request = groupCommit.dequeue() { taken.append(request) }
             }
@@ -158,6 +162,13 @@ extension Store {
         guard !taken.isEmpty else { return {} }
         if committed { metrics.commitDuration.recordSince(start) }
         let failed = outcomes.filter { if case .failure = $0 { true } else { false } }.count
+        span?.updateAttributes { attributes in
+            attributes[SpanKey.batchSize] = taken.count
+            if committed {
+                attributes[SpanKey.outcome] = "committed"
+                attributes["hoard.commit.failed_writes"] = failed
+            }
+        }
         groupCommit.statistics.withLock { statistics in
             if !committed {
                 statistics.abortedWrites += taken.count

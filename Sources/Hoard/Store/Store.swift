@@ -74,6 +74,10 @@ public final class Store: Sendable {
         /// `nil`, the default, for the backend the application bootstrapped with swift-metrics'
         /// `MetricsSystem` (none: they cost a call that does nothing).
         public var metricsFactory: (any MetricsFactory)?
+        /// Where the store's spans go (read-through misses and their fetches, background
+        /// refreshes, synchronizes, group commits; the Metrics article lists them): by default to
+        /// the tracer the application bootstrapped with swift-distributed-tracing, none unless it did.
+        public var spans: SpanDestination
 
         /// The options to choose for a cache: durability `.riskLastCommitOnOSCrash`,
         /// whose whole risk is that an operating-system crash or power loss may undo the last
@@ -94,7 +98,8 @@ public final class Store: Sendable {
             metricsFactory: (any MetricsFactory)? = nil,
             otherProcesses: OtherProcessChanges = .watchFile,
             changeLog: Int? = nil,
-            sleepUntil: (@Sendable (Date) async throws -> Void)? = nil
+            sleepUntil: (@Sendable (Date) async throws -> Void)? = nil,
+            spans: SpanDestination = .system
         ) {
             self.durability = durability
             self.maxMapSize = maxMapSize
@@ -109,6 +114,7 @@ public final class Store: Sendable {
             self.otherProcesses = otherProcesses
             self.changeLog = changeLog.map { max($0, 1) }
             self.sleepUntil = sleepUntil
+            self.spans = spans
         }
 
         /// The factory the store's instruments are made with.

@@ -232,13 +232,22 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     public func synchronize(
         with fresh: some Sequence<Model>, scope: SynchronizeScope<Model> = .all
     ) async throws -> SynchronizeResult<Model.ID> {
-        let start = monotonicNanoseconds()
-        let (incoming, range) = try prepareSynchronize(fresh, scope)
-        let synchronized = try await store.submit { txn in
-            try self.applySynchronize(incoming, scope, range, in: txn)
+        try await store.withSpan("synchronize", collection: name) { span in
+            let start = monotonicNanoseconds()
+            let (incoming, range) = try prepareSynchronize(fresh, scope)
+            let synchronized = try await store.submit { txn in
+                try self.applySynchronize(incoming, scope, range, in: txn)
+            }
+            countSynchronize(synchronized, since: start)
+            span?.updateAttributes { attributes in
+                attributes[SpanKey.batchSize] = incoming.keys.count
+                attributes["hoard.synchronize.added"] = synchronized.added.count
+                attributes["hoard.synchronize.updated"] = synchronized.updated.count
+                attributes["hoard.synchronize.removed"] = synchronized.removed.count
+                attributes["hoard.synchronize.unchanged"] = synchronized.unchanged
+            }
+            return synchronized
         }
-        countSynchronize(synchronized, since: start)
-        return synchronized
     }
 }
 

@@ -2,11 +2,11 @@ import ArgumentParser
 import AsyncHTTPClient
 import Foundation
 import Hoard
-import HoardPersist
-import HoardServiceLifecycle
+import HoardHummingbird
 import Hummingbird
 import Logging
 import Metrics
+import OTel
 import Prometheus
 import ServiceLifecycle
 import UsersModel
@@ -35,6 +35,13 @@ struct UsersService: AsyncParsableCommand {
     @Option(help: "Connections to the upstream at most (HTTP/1.1, one request each at a time).")
     var upstreamConnections = 64
     @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
+    @Option(
+        help: """
+            Send traces (each request's span, and Hoard's: read-through misses, fetches, refreshes, \
+            synchronizes, group commits) to this OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318; \
+            none by default.
+            """)
+    var otlpEndpoint: String?
     #if Replicas
     @OptionGroup(title: "Replicas (invalidations over PostgreSQL)") var replicas: ReplicaOptions
     #endif
@@ -78,6 +85,7 @@ struct UsersService: AsyncParsableCommand {
         ) { id in try await api.user(id) }
         let sessions = try HoardPersistDriver(store: store, collection: "sessions")
         var services: [any Service] = [StoreMaintenance(store: store).service, sessions]
+        if let otlpEndpoint { services.append(try Self.bootstrapTraces(to: otlpEndpoint)) }
         #if Replicas
         let bus = replicas.bus(store: store)
         if let bus { services.append(bus) }
@@ -87,6 +95,8 @@ struct UsersService: AsyncParsableCommand {
 
         let router = Router()
         router.add(middleware: MetricsMiddleware())
+        // A span for each request, the parent of the spans Hoard makes while it waits.
+        router.add(middleware: TracingMiddleware())
         router.add(middleware: CloseWhenShuttingDown())
         addRoutes(to: router, users: users, api: api, sessions: sessions, registry: registry)
         addWriteRoutes(to: router, users: users.collection, api: api, bus: bus)
@@ -121,6 +131,19 @@ struct UsersService: AsyncParsableCommand {
         }
         try await client.shutdown()
         logger.notice("stopped")
+    }
+
+    /// Bootstraps swift-distributed-tracing with swift-otel's OTLP/HTTP exporter (traces only:
+    /// metrics go to Prometheus, logs to standard error) and returns its exporting service.
+    static func bootstrapTraces(to endpoint: String) throws -> any Service {
+        var configuration = OTel.Configuration.default
+        configuration.serviceName = "users-service"
+        configuration.metrics.enabled = false
+        configuration.logs.enabled = false
+        configuration.traces.exporter = .otlp
+        configuration.traces.otlpExporter.endpoint = endpoint
+        configuration.traces.otlpExporter.protocol = .httpProtobuf
+        return try OTel.bootstrap(configuration: configuration)
     }
 }
 

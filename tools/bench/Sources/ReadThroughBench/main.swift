@@ -1,4 +1,5 @@
-// readthrough-bench: the hit path of read-through, and what metrics cost on the get path: `get(_:orFetch:)` of a fresh record
+// readthrough-bench: the hit path of read-through, what metrics cost on the get path, and what
+// spans cost with no tracer (at the end of this file). First `get(_:orFetch:)` of a fresh record
 // against a plain `get` of the same record, each a read transaction of its own, in random order.
 // Budget: ≤ 1.2×. The two alternate every 2,000 gets (a round is 100 such pairs of slices, each
 // pair in the other order than the last), so that the machine's drift, which moves a whole round
@@ -113,3 +114,73 @@ let metricsCost = Comparison(
 report("what metrics cost on the get path, \(count) records, \(rounds) rounds (medians)", [metricsCost])
 removeStore(in: metricsDirectory)
 removeStore(in: measuredDirectory)
+
+// What spans cost when no tracer is bootstrapped (swift-distributed-tracing's no-op tracer, the
+// default `.system`), against a store whose spans are `.off` (the instrumentation skipped): the
+// read-through hit path, which makes no span, and a read-through miss, which makes three (the
+// miss, the fetch, the commit of what was fetched; the fetch returns at once, and the commit does
+// not flush, so that the spans' share is as large as it can be). Budgets: ≤ 1.02× and ≤ 1.05×.
+// Slice by slice in turn, as above.
+var offOptions = Store.Options(durability: .riskStoreOnOSCrash)
+offOptions.spans = .off
+let spanDirectories = (temporaryDirectory("spans"), temporaryDirectory("spans"))
+let offStore = try Store(path: spanDirectories.0 + "/store", options: offOptions)
+let noOpStore = try Store(path: spanDirectories.1 + "/store", options: Store.Options(durability: .riskStoreOnOSCrash))
+let missSlice = 500
+let missCount = min(count, 50_000)
+
+nonisolated func spansRound(
+    _ off: HoardCollection<Member>, _ noOp: HoardCollection<Member>, _ ids: [Int64], _ members: [Int64: Member],
+    miss: Bool
+) async throws -> (UInt64, UInt64) {
+    var (without, with) = (UInt64(0), UInt64(0))
+    var ages = 0
+    let fetch: @Sendable (Int64) async throws -> Member? = { members[$0] }
+    let step = miss ? missSlice : slice
+    for (number, start) in stride(from: 0, to: ids.count, by: step).enumerated() {
+        let slice = ids[start..<min(start + step, ids.count)]
+        for pass in number % 2 == 0 ? [0, 1] : [1, 0] {
+            let users = pass == 0 ? off : noOp
+            if miss { try await users.deleteAll() }
+            let t0 = now()
+            for id in slice { ages &+= try await users.get(id, orFetch: fetch)?.age ?? 0 }
+            if pass == 0 { without += now() - t0 } else { with += now() - t0 }
+        }
+    }
+    precondition(ages >= 0)
+    return (without, with)
+}
+
+let byID = Dictionary(uniqueKeysWithValues: members.map { ($0.id, $0) })
+let offUsers = try offStore.collection(Member.self, timeToLive: .hours(24))
+let noOpUsers = try noOpStore.collection(Member.self, timeToLive: .hours(24))
+try offUsers.put(members)
+try noOpUsers.put(members)
+_ = try await spansRound(offUsers, noOpUsers, order, byID, miss: false)  // warm-up, unmeasured
+var (hitsOff, hitsNoOp): ([UInt64], [UInt64]) = ([], [])
+for _ in 0..<rounds {
+    let (without, with) = try await spansRound(offUsers, noOpUsers, order, byID, miss: false)
+    hitsOff.append(without)
+    hitsNoOp.append(with)
+}
+let missOrder = Array(order.prefix(missCount))
+_ = try await spansRound(offUsers, noOpUsers, missOrder, byID, miss: true)  // warm-up, unmeasured
+var (missesOff, missesNoOp): ([UInt64], [UInt64]) = ([], [])
+for _ in 0..<rounds {
+    let (without, with) = try await spansRound(offUsers, noOpUsers, missOrder, byID, miss: true)
+    missesOff.append(without)
+    missesNoOp.append(with)
+}
+precondition(offUsers.statistics().fetches == noOpUsers.statistics().fetches, "both stores fetched alike")
+report(
+    "what spans cost with no tracer bootstrapped, \(rounds) rounds (medians)",
+    [
+        Comparison(
+            name: "get(_:orFetch:) hit, spans .system (no-op tracer)", baseline: "the same, spans .off",
+            operations: count, baselineNanos: median(hitsOff), candidateNanos: median(hitsNoOp), budget: 1.02),
+        Comparison(
+            name: "get(_:orFetch:) miss (fetch + group commit), spans .system", baseline: "the same, spans .off",
+            operations: missCount, baselineNanos: median(missesOff), candidateNanos: median(missesNoOp), budget: 1.05),
+    ])
+removeStore(in: spanDirectories.0)
+removeStore(in: spanDirectories.1)

@@ -1,3 +1,4 @@
+#if Hummingbird
 public import Hoard
 public import Hummingbird
 import Foundation
@@ -8,7 +9,7 @@ import Foundation
 ///
 /// ```swift
 /// let persist = try HoardPersistDriver(store: store)
-/// let app = Application(router: router, services: [persist])
+/// let app = Application(router: router, services: [persist, StoreMaintenance(store: store).service])
 /// try await persist.create(key: token, value: session, expires: .minutes(30))
 /// ```
 ///
@@ -29,7 +30,8 @@ import Foundation
 ///   succeed.
 ///
 /// Expired records are hidden at once and deleted by the store's maintenance
-/// (`StoreMaintenance`); the driver's own `run()` only waits for the shutdown.
+/// (`StoreMaintenance(store:).service`, a service of the application's like this driver); the
+/// driver's own `run()` only waits for the shutdown.
 public struct HoardPersistDriver: PersistDriver {
     let store: Store
     let values: HoardCollection<PersistedValue>
@@ -128,3 +130,4 @@ struct PersistedValue: Identifiable, Sendable {
 
     static let keySets = KeySets<PersistedValue>(local: [1: [\.id: "KEY", \.json: "JSON"]])
 }
+#endif

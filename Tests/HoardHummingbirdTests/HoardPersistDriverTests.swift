@@ -1,6 +1,7 @@
+#if Hummingbird
 import Foundation
 import Hoard
-import HoardPersist
+import HoardHummingbird
 import HoardTesting
 import Hummingbird
 import Testing
@@ -121,3 +122,4 @@ struct HoardPersistDriverTests {
         #expect(try await persist.get(key: "k", as: String.self) == "kept")
     }
 }
+#endif

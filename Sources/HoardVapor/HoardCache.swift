@@ -1,0 +1,109 @@
+#if Vapor
+public import Hoard
+public import Vapor
+import Foundation
+
+extension Application.Caches.Provider {
+    /// A Vapor `Cache` kept in the application's Hoard store (``Vapor/Application/hoard``): it
+    /// outlives restarts, every process that opens the store sees it, and with a capacity it
+    /// stays bounded, evicting what is least likely to be asked for again.
+    ///
+    /// ```swift
+    /// app.caches.use(.hoard(capacity: .records(100_000), timeToLive: .seconds(3600)))
+    /// let user = try await req.cache.get("user:\(id)", as: User.self)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - collection: the collection that holds the values.
+    ///   - capacity: the most records or bytes it keeps (recorded in the store); `nil` keeps what
+    ///     the store records, unbounded for a new collection.
+    ///   - timeToLive: how long a value set without `expiresIn` lives; `nil` for as long as it is not replaced.
+    public static func hoard(
+        collection: String = "vapor-cache", capacity: Capacity? = nil, timeToLive: Duration? = nil
+    ) -> Self {
+        .init { app in
+            let values = Result {
+                try app.hoard.store.collection(
+                    CachedValue.self, named: collection, timeToLive: timeToLive, capacity: capacity)
+            }
+            if case .failure(let error) = values {
+                app.logger.error("hoard: the cache's collection did not open: \(error)")
+            }
+            app.caches.use { app in HoardCache(values: values, eventLoop: app.eventLoopGroup.any()) }
+        }
+    }
+}
+
+/// A Vapor `Cache` over a Hoard collection; ``Vapor/Application/Caches/Provider/hoard(collection:capacity:timeToLive:)`` makes it.
+///
+/// Values are stored as JSON text, one record per key (`hoard get STORE vapor-cache KEY` shows
+/// one). Where it differs from Vapor's memory cache:
+/// - A value read as another type than it was stored as is an error
+///   (``HoardVaporError/valueMismatch(collection:key:type:reason:)``), as with Vapor's Redis and
+///   Fluent caches; the memory cache returns `nil`.
+/// - A value expires at its expiry time exactly: one set with `expiresIn: .seconds(0)` (or less)
+///   is absent at once; the memory cache still returns it until the clock has passed that time.
+/// - A key longer than 511 bytes (LMDB's limit) fails with Hoard's `invalidID` error.
+/// - Reads complete on the event loop of the cache (the request's, through `req.cache`) without
+///   leaving it; writes are group-committed and complete on that event loop too.
+public struct HoardCache: Cache, Sendable {
+    let values: Result<HoardCollection<CachedValue>, any Error>
+    let eventLoop: any EventLoop
+
+    /// The value under `key` as a `T`, or `nil` when there is none or it has expired.
+    public func get<T: Decodable & Sendable>(_ key: String, as type: T.Type) -> EventLoopFuture<T?> {
+        eventLoop.makeCompletedFuture {
+            let values = try values.get()
+            guard let stored = try values.get(key) else { return nil }
+            do {
+                return try JSONDecoder().decode(T.self, from: Data(stored.json.utf8))
+            } catch {
+                throw HoardVaporError.valueMismatch(
+                    collection: values.name, key: key, type: String(describing: T.self), reason: "\(error)")
+            }
+        }
+    }
+
+    /// Stores `value` under `key` for the collection's time to live; `nil` removes the key.
+    public func set<T: Encodable>(_ key: String, to value: T?) -> EventLoopFuture<Void> {
+        store(key, value, expiry: .collectionDefault)
+    }
+
+    /// Stores `value` under `key` until `expirationTime` has passed (the collection's time to live
+    /// when `nil`); a `nil` value removes the key.
+    public func set<T: Encodable>(
+        _ key: String, to value: T?, expiresIn expirationTime: CacheExpirationTime?
+    ) -> EventLoopFuture<Void> {
+        store(key, value, expiry: expirationTime.map { .after(.seconds($0.seconds)) } ?? .collectionDefault)
+    }
+
+    /// This cache, completing on the request's event loop.
+    public func `for`(_ request: Request) -> HoardCache {
+        HoardCache(values: values, eventLoop: request.eventLoop)
+    }
+
+    private func store<T: Encodable>(_ key: String, _ value: T?, expiry: Expiry) -> EventLoopFuture<Void> {
+        let record: Result<CachedValue?, any Error> = Result {
+            try value.map { CachedValue(id: key, json: String(decoding: try JSONEncoder().encode($0), as: UTF8.self)) }
+        }
+        let values = values
+        return eventLoop.makeFutureWithTask {
+            let values = try values.get()
+            if let record = try record.get() {
+                try await values.put(record, expiry: expiry)
+            } else {
+                _ = try await values.delete(key)
+            }
+        }
+    }
+}
+
+/// One cached value: its key and its JSON text.
+@VariablyCoded
+struct CachedValue: Identifiable, Sendable {
+    var id: String
+    var json: String
+
+    static let keySets = KeySets<CachedValue>(local: [1: [\.id: "KEY", \.json: "JSON"]])
+}
+#endif
