@@ -26,7 +26,9 @@ targets=()
 for module in "${modules[@]}"; do targets+=(--target "$module"); done
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-if ! swift package --traits Postgres,Hummingbird,Vapor --allow-writing-to-directory "$archives" \
+# HOARD_BUILD_FLAGS: tools/test.sh's build flags, so that the documentation's build reuses its build.
+# shellcheck disable=SC2086
+if ! swift package ${HOARD_BUILD_FLAGS:-} --traits Postgres,Hummingbird,Vapor --allow-writing-to-directory "$archives" \
     generate-documentation "${targets[@]}" --output-path "$archives" --experimental-skip-synthesized-symbols \
     --warnings-as-errors >"$log" 2>&1; then
     grep -Ev '^\[|^(Updating|Updated|Working copy|Fetching|Fetched|Creating|Computing|Computed) |CMakeLists|unhandled; explicitly' "$log" >&2

@@ -15,9 +15,13 @@ need() {  # need COMMAND PACKAGE
 # Hoard's modules are compiled again (an example asks for other traits), and the example's own
 # code. (The next build of Hoard itself compiles its modules back.) An error or a warning in the
 # example's own sources fails the script.
+# HOARD_BUILD_FLAGS (tools/test.sh sets it) are added to every build, as the clone's own build had them.
 build_example() {  # build_example CONFIG [ARGS…]
     local config="$1" scratch="$repo_dir/.build" log
     shift
+    # shellcheck disable=SC2206
+    local flags=(${HOARD_BUILD_FLAGS:-})
+    set -- "${flags[@]}" "$@"
     log=$(mktemp)
     if ! (cd "$example_dir" && swift build -c "$config" --scratch-path "$scratch" "$@") >"$log" 2>&1; then
         grep -E "error:" "$log" >&2 || tail -n 20 "$log" >&2
@@ -36,7 +40,9 @@ build_example() {  # build_example CONFIG [ARGS…]
 # Prints the path of this clone's `hoard` tool (debug, or CONFIG), built when missing.
 hoard_tool() {  # hoard_tool [CONFIG]
     local config="${1:-debug}" path
-    path="$(cd "$repo_dir" && swift build -c "$config" --show-bin-path)/hoard"
-    [ -x "$path" ] || (cd "$repo_dir" && swift build -c "$config" --product hoard >/dev/null)
+    # shellcheck disable=SC2206
+    local flags=(${HOARD_BUILD_FLAGS:-})
+    path="$(cd "$repo_dir" && swift build "${flags[@]}" -c "$config" --show-bin-path)/hoard"
+    [ -x "$path" ] || (cd "$repo_dir" && swift build "${flags[@]}" -c "$config" --product hoard >/dev/null)
     echo "$path"
 }

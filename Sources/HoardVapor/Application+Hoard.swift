@@ -29,8 +29,9 @@ extension Application {
         /// already, returns it as it is (one store per application, whatever calls this).
         ///
         /// The store's maintenance (purging expired records) runs from then until the
-        /// application shuts down; at the shutdown it stops and the application lets go of the
-        /// store, which closes once the caches and sessions made from it are gone too.
+        /// application shuts down; at the shutdown it stops after the purge in progress, and the
+        /// store closes once the calls in flight have returned (a cache or a session driver used
+        /// after that throws ``HoardVaporError/storeClosed(path:)``).
         ///
         /// - Parameters:
         ///   - path: the store's directory, created when missing.
@@ -69,6 +70,16 @@ extension Application {
             }
         }
 
+        /// A handle on `open(store)`, made from the application's store, that the application
+        /// lets go of at its shutdown (the caches and session drivers hold such handles, so that
+        /// the store closes then, not when the last of them is gone).
+        func handle<Value: Sendable>(_ open: (Store) throws -> Value) throws -> ApplicationHandle<Value> {
+            let store = try store
+            let handle = ApplicationHandle(try open(store), path: store.path)
+            box.register(handle)
+            return handle
+        }
+
         var defaultOptions: Store.Options {
             var options = Store.Options.cache
             options.logger = application.logger
@@ -96,6 +107,7 @@ final class HoardBox: Sendable {
     private struct State {
         var store: Store?
         var maintenance: Task<Void, Never>?
+        var handles: [any ReleasableHandle] = []
     }
     private let state = NIOLockedValueBox(State())
     let logger: Logger
@@ -119,7 +131,12 @@ final class HoardBox: Sendable {
         }
     }
 
-    /// Stops the maintenance (after the purge in progress) and lets go of the store.
+    func register(_ handle: some ReleasableHandle) {
+        state.withLockedValue { $0.handles.append(handle) }
+    }
+
+    /// Stops the maintenance (after the purge in progress) and lets go of the store and every
+    /// handle on it: the store closes once the calls in flight have returned.
     func shutDown() async {
         let task = state.withLockedValue { state -> Task<Void, Never>? in
             defer { state.maintenance = nil }
@@ -127,19 +144,54 @@ final class HoardBox: Sendable {
         }
         task?.cancel()
         await task?.value
-        state.withLockedValue { $0.store = nil }
+        release()
     }
 
     /// The synchronous shutdown's part: the maintenance is told to stop, not waited for.
     func shutDownWithoutWaiting() {
-        let task = state.withLockedValue { state -> Task<Void, Never>? in
-            defer {
-                state.maintenance = nil
-                state.store = nil
-            }
-            return state.maintenance
-        }
+        let task = state.withLockedValue { $0.maintenance }
         task?.cancel()
+        release()
+    }
+
+    private func release() {
+        let handles = state.withLockedValue { state -> [any ReleasableHandle] in
+            defer {
+                state.handles = []
+                state.store = nil
+                state.maintenance = nil
+            }
+            return state.handles
+        }
+        for handle in handles { handle.release() }
+    }
+}
+
+protocol ReleasableHandle: Sendable {
+    func release()
+}
+
+/// Something made from the application's store (a collection), until the application shuts down.
+final class ApplicationHandle<Value: Sendable>: ReleasableHandle {
+    private let value: NIOLockedValueBox<Value?>
+    /// The store's path, for the error after the shutdown.
+    let path: String
+
+    init(_ value: Value, path: String) {
+        self.value = NIOLockedValueBox(value)
+        self.path = path
+    }
+
+    /// The value.
+    ///
+    /// - Throws: ``HoardVaporError/storeClosed(path:)`` after the application shut down.
+    func get() throws -> Value {
+        guard let value = value.withLockedValue({ $0 }) else { throw HoardVaporError.storeClosed(path: path) }
+        return value
+    }
+
+    func release() {
+        value.withLockedValue { $0 = nil }
     }
 }
 
@@ -163,6 +215,8 @@ public enum HoardVaporError: Error, CustomStringConvertible, Sendable {
     case valueMismatch(collection: String, key: String, type: String, reason: String)
     /// A store at `asked` was to be opened while the application's store is the one at `open`.
     case anotherStoreOpen(open: String, asked: String)
+    /// A cache or a session driver was used after the application shut down and closed its store.
+    case storeClosed(path: String)
 
     /// What happened and where.
     public var description: String {
@@ -171,6 +225,8 @@ public enum HoardVaporError: Error, CustomStringConvertible, Sendable {
             "the value under '\(key)' in collection '\(collection)' is not a \(type): \(reason)"
         case .anotherStoreOpen(let open, let asked):
             "the application's Hoard store is the one at \(open); it has one store, so \(asked) was not opened"
+        case .storeClosed(let path):
+            "the Hoard store at \(path) was closed when the application shut down"
         }
     }
 }

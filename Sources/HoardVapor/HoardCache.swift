@@ -23,8 +23,10 @@ extension Application.Caches.Provider {
     ) -> Self {
         .init { app in
             let values = Result {
-                try app.hoard.store.collection(
-                    CachedValue.self, named: collection, timeToLive: timeToLive, capacity: capacity)
+                try app.hoard.handle { store in
+                    try store.collection(
+                        CachedValue.self, named: collection, timeToLive: timeToLive, capacity: capacity)
+                }
             }
             if case .failure(let error) = values {
                 app.logger.error("hoard: the cache's collection did not open: \(error)")
@@ -47,13 +49,13 @@ extension Application.Caches.Provider {
 /// - Reads complete on the event loop of the cache (the request's, through `req.cache`) without
 ///   leaving it; writes are group-committed and complete on that event loop too.
 public struct HoardCache: Cache, Sendable {
-    let values: Result<HoardCollection<CachedValue>, any Error>
+    let values: Result<ApplicationHandle<HoardCollection<CachedValue>>, any Error>
     let eventLoop: any EventLoop
 
     /// The value under `key` as a `T`, or `nil` when there is none or it has expired.
     public func get<T: Decodable & Sendable>(_ key: String, as type: T.Type) -> EventLoopFuture<T?> {
         eventLoop.makeCompletedFuture {
-            let values = try values.get()
+            let values = try values.get().get()
             guard let stored = try values.get(key) else { return nil }
             do {
                 return try JSONDecoder().decode(T.self, from: Data(stored.json.utf8))
@@ -88,7 +90,7 @@ public struct HoardCache: Cache, Sendable {
         }
         let values = values
         return eventLoop.makeFutureWithTask {
-            let values = try values.get()
+            let values = try values.get().get()
             if let record = try record.get() {
                 try await values.put(record, expiry: expiry)
             } else {

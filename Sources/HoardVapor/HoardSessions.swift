@@ -19,8 +19,7 @@ extension Application.Sessions.Provider {
     public static func hoard(collection: String = "vapor-sessions", idleTimeout: Duration = .seconds(30 * 60)) -> Self {
         .init { app in
             let sessions = Result {
-                let store = try app.hoard.store
-                return (store, try store.collection(StoredSession.self, named: collection))
+                try app.hoard.handle { store in (store, try store.collection(StoredSession.self, named: collection)) }
             }
             if case .failure(let error) = sessions {
                 app.logger.error("hoard: the sessions' collection did not open: \(error)")
@@ -44,7 +43,7 @@ extension Application.Sessions.Provider {
 /// - An expired session reads as absent (the middleware then starts a new one); the store's
 ///   maintenance deletes it later.
 public struct HoardSessions: AsyncSessionDriver {
-    let sessions: Result<(Store, HoardCollection<StoredSession>), any Error>
+    let sessions: Result<ApplicationHandle<(Store, HoardCollection<StoredSession>)>, any Error>
     /// How long a session lives without a request.
     public let idleTimeout: Duration
 
@@ -52,7 +51,7 @@ public struct HoardSessions: AsyncSessionDriver {
     ///
     /// - Throws: a storage error; an ID already taken is drawn again, not thrown.
     public func createSession(_ data: SessionData, for request: Request) async throws -> SessionID {
-        let (store, sessions) = try sessions.get()
+        let (store, sessions) = try sessions.get().get()
         let idleTimeout = idleTimeout
         while true {
             let id = Self.newID()
@@ -69,7 +68,7 @@ public struct HoardSessions: AsyncSessionDriver {
     ///
     /// - Throws: a storage error.
     public func readSession(_ sessionID: SessionID, for request: Request) async throws -> SessionData? {
-        try sessions.get().1.get(sessionID.string).map { SessionData(initialData: $0.data) }
+        try sessions.get().get().1.get(sessionID.string).map { SessionData(initialData: $0.data) }
     }
 
     /// Stores `data` as the session's, unless it is what is stored and more than half of the
@@ -81,7 +80,7 @@ public struct HoardSessions: AsyncSessionDriver {
     ) async throws
         -> SessionID
     {
-        let (store, sessions) = try sessions.get()
+        let (store, sessions) = try sessions.get().get()
         let id = sessionID.string
         if try isCurrent(id, data.snapshot, in: sessions, of: store) { return sessionID }
         try await sessions.put(StoredSession(id: id, data: data.snapshot), expiry: .after(idleTimeout))
@@ -92,7 +91,7 @@ public struct HoardSessions: AsyncSessionDriver {
     ///
     /// - Throws: a storage error.
     public func deleteSession(_ sessionID: SessionID, for request: Request) async throws {
-        _ = try await sessions.get().1.delete(sessionID.string)
+        _ = try await sessions.get().get().1.delete(sessionID.string)
     }
 
     /// Whether the stored session holds `data` and expires more than half of the timeout from now.

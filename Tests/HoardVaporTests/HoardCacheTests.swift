@@ -235,6 +235,34 @@ struct HoardCacheTests {
         }
     }
 
+    @Test("at shutdown the store closes although the app and a cache are still held; the cache then throws storeClosed")
+    func closedAtShutdown() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/store"
+            let app = try await Application.make(.testing)
+            try app.hoard.open(at: path, options: .testing())
+            app.caches.use(.hoard())
+            app.sessions.use(.hoard())
+            let cache = app.cache
+            try await cache.set("k", to: "v")
+            try await app.asyncShutdown()
+            // LMDB lets a process open an environment once: this open succeeds only if the app's is closed.
+            let reopened = try Store(path: path, options: .testing())
+            #expect(try reopened.collection(CachedValue.self, named: "vapor-cache").get("k")?.json == #""v""#)
+            do {
+                _ = try await cache.get("k", as: String.self)
+                Issue.record("a cache of a shut-down application answered")
+            } catch let error as HoardVaporError {
+                guard case .storeClosed(let closed) = error else {
+                    Issue.record("unexpected \(error)")
+                    return
+                }
+                #expect(closed == path)
+            }
+            _ = app
+        }
+    }
+
     @Test("the store opens once per application, however often app.cache is asked for; another path is refused")
     func oneStorePerApplication() async throws {
         try await withTemporaryDirectory { directory in

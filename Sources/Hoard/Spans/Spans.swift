@@ -36,7 +36,7 @@ enum SpanKey {
     static let batchSize = "db.operation.batch.size"
     static let namespace = "db.namespace"
     static let errorType = "error.type"
-    /// What became of the operation: `fetched`, `joined`, `absent`, `stale`, `stored`, `discarded`, `failed`…
+    /// What became of the operation: `fetched`, `joined`, `absent`, `stale`, `stored`, `failed`, `committed`.
     static let outcome = "hoard.outcome"
 }
 
