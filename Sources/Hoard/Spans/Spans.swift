@@ -8,8 +8,8 @@ public import Tracing
 
 /// Where a store's spans go.
 public enum SpanDestination: Sendable {
-    /// To the tracer the application bootstrapped (`InstrumentationSystem.bootstrap`): none
-    /// unless it did, as with metrics.
+    /// To the tracer the application bootstrapped (`InstrumentationSystem.bootstrap`) before
+    /// the store opened, as with metrics; none, at no cost, unless it did.
     case system
     /// To this tracer (a test's in-memory tracer, say), whatever the application bootstrapped.
     case tracer(any Tracer)
@@ -40,16 +40,23 @@ enum SpanKey {
     static let outcome = "hoard.outcome"
 }
 
-extension Store {
-    /// The tracer of this store's spans; `nil` when they are off.
-    var tracer: (any Tracer)? {
-        switch options.spans {
-        case .system: InstrumentationSystem.tracer
-        case .tracer(let tracer): tracer
-        case .off: nil
+extension SpanDestination {
+    /// The tracer the spans go to, resolved when a store opens; `nil` when they are off or go to
+    /// swift-distributed-tracing's no-op tracer (nothing bootstrapped), so that a store without
+    /// tracing skips the instrumentation altogether: the system's tracer is looked up under a lock
+    /// with a dynamic cast, and even a no-op span's attributes are built in a dictionary.
+    var resolved: (any Tracer)? {
+        let tracer: any Tracer
+        switch self {
+        case .system: tracer = InstrumentationSystem.tracer
+        case .tracer(let chosen): tracer = chosen
+        case .off: return nil
         }
+        return tracer is NoOpTracer ? nil : tracer
     }
+}
 
+extension Store {
     /// Runs `body` in a span named "`operation` `collection`" (the conventions' form), a child of
     /// the task's current span; `body` gets `nil` when spans are off. A thrown error is recorded
     /// on the span with its type.

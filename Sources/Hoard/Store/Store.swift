@@ -9,6 +9,7 @@ public import CoreMetrics
 internal import CBOR
 internal import Dispatch
 internal import Synchronization
+internal import Tracing
 #if canImport(Glibc)
 internal import Glibc
 #elseif canImport(Darwin)
@@ -76,7 +77,8 @@ public final class Store: Sendable {
         public var metricsFactory: (any MetricsFactory)?
         /// Where the store's spans go (read-through misses and their fetches, background
         /// refreshes, synchronizes, group commits; the Metrics article lists them): by default to
-        /// the tracer the application bootstrapped with swift-distributed-tracing, none unless it did.
+        /// the tracer the application bootstrapped with swift-distributed-tracing before opening
+        /// the store, none (and no cost) unless it did.
         public var spans: SpanDestination
 
         /// The options to choose for a cache: durability `.riskLastCommitOnOSCrash`,
@@ -156,6 +158,8 @@ public final class Store: Sendable {
     let replicationState = ReplicationState()
     /// The subscribers to changes, the commit listener and the change log (Observation/).
     let observation: Observation
+    /// Where this store's spans go (Spans/); `nil` when nowhere.
+    let tracer: (any Tracer)?
 
     /// Opens the store at `path`, creating it (unless read-only) when it does not exist.
     ///
@@ -166,6 +170,7 @@ public final class Store: Sendable {
         self.options = options
         metrics = StoreMetrics(factory: options.metrics)
         observation = Observation(options: options)
+        tracer = options.spans.resolved
         environment = try Environment(
             path: path,
             // maxDatabases: the collections, the meta database, the outbox and the change log.
