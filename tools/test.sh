@@ -49,7 +49,8 @@ fi
 python3 tools/scripts/check-docs-site.py .build/docs
 swift test $HOARD_BUILD_FLAGS --skip-build --traits "$traits"
 
-# The examples (packages of their own, sharing the build folder .build-examples): each on loopback,
-# requests, SIGTERM, a restart on its store, and `hoard verify` of the store.
+# The examples (packages of their own, built in this package's build folder so that they reuse
+# what it compiled): each on loopback, requests, SIGTERM, a restart on its store, and `hoard verify`
+# of the store.
 Examples/UsersService/scripts/smoke.sh
 Examples/VaporCache/scripts/smoke.sh
