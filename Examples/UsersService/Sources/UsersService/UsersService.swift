@@ -65,6 +65,9 @@ struct UsersService: AsyncParsableCommand {
         let logger = Logger(label: "users-service")
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        // Before the store opens, as the metrics: a store sends its spans to the tracer
+        // bootstrapped when it opened (none: it skips them).
+        let traceExporter = try otlpEndpoint.map(Self.bootstrapTraces)
 
         let store = try Store(path: store, options: Store.Options(logger: Logger(label: "hoard")))
         // A client of its own rather than `HTTPClient.shared`: the shared one keeps at most 8
@@ -85,7 +88,7 @@ struct UsersService: AsyncParsableCommand {
         ) { id in try await api.user(id) }
         let sessions = try HoardPersistDriver(store: store, collection: "sessions")
         var services: [any Service] = [StoreMaintenance(store: store).service, sessions]
-        if let otlpEndpoint { services.append(try Self.bootstrapTraces(to: otlpEndpoint)) }
+        if let traceExporter { services.append(traceExporter) }
         #if Replicas
         let bus = replicas.bus(store: store)
         if let bus { services.append(bus) }
