@@ -120,6 +120,28 @@ import Testing
         }
     }
 
+    /// A bus that applies what notifications carried names the position it last recorded: a store
+    /// whose position moved elsewhere (another process) is left as it is, and the bus reads the log.
+    @Test func aBatchForAnotherPositionThanExpectedIsNotApplied() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try Store(path: directory + "/store", options: .testing())
+            let notes = try store.collection(Note.self)
+            try await store.replication.reset(bus: "b", to: BusPosition(log: "log-1", sequence: 9))
+            try await notes.put([Self.note(1, "x"), Self.note(2, "y")])
+            let change = RemoteChange(origin: UUID(), collection: "Note", keys: [Int64(1).keyBytes])
+            let refused = try await store.replication.apply(
+                [change], through: BusPosition(log: "log-1", sequence: 12), bus: "b", expecting: 11)
+            #expect(refused.unexpectedPosition && refused.removed == 0 && !refused.alreadyApplied)
+            #expect(try notes.get(1)?.text == "x")
+            #expect(try store.replication.position(of: "b")?.sequence == 9)
+            let applied = try await store.replication.apply(
+                [change], through: BusPosition(log: "log-1", sequence: 12), bus: "b", expecting: 9)
+            #expect(!applied.unexpectedPosition && applied.removed == 1)
+            #expect(try notes.get(1) == nil && notes.get(2)?.text == "y")
+            #expect(try store.replication.position(of: "b")?.sequence == 12)
+        }
+    }
+
     /// The clock stands still: a record written before the reset in its millisecond is not served
     /// as fresh, one written after it in the same millisecond is, and a fetch that began before
     /// the reset does not store its result (it may have read the upstream before a missed change).

@@ -40,12 +40,17 @@ extension Replication {
     ///   - changes: the changes, in the log's order.
     ///   - position: the position after the last of them.
     ///   - bus: the bus's name (a store may follow several).
-    /// - Returns: what was done; ``ApplyResult/alreadyApplied`` when the store had applied this position.
+    ///   - expected: when given, the sequence number the store must have applied through for the
+    ///     batch to be applied: a bus that knows the changes between that position and `position`
+    ///     (from its notifications rather than from reading the log) passes the one it last
+    ///     recorded, so that a position another process moved meanwhile is not skipped over.
+    /// - Returns: what was done; ``ApplyResult/alreadyApplied`` when the store had applied this
+    ///   position, ``ApplyResult/unexpectedPosition`` when it is not at `expected`.
     /// - Throws: ``HoardError/busPosition(bus:reason:)`` when `position` is of another log than the
     ///   store follows (``reset(bus:to:)`` first); `LMDBError` when LMDB fails (nothing is applied).
     @discardableResult
     public func apply(
-        _ changes: [RemoteChange], through position: BusPosition, bus: String
+        _ changes: [RemoteChange], through position: BusPosition, bus: String, expecting expected: Int64? = nil
     ) async throws
         -> ApplyResult
     {
@@ -63,7 +68,8 @@ extension Replication {
         let positionKey = Array((Store.MetaKey.busPrefix + bus).utf8)
         return try await store.submit { txn in
             var result = ApplyResult()
-            if let applied = try Self.position(of: bus, meta: meta, txn: txn) {
+            let applied = try Self.position(of: bus, meta: meta, txn: txn)
+            if let applied {
                 guard applied.log == position.log else {
                     throw HoardError.busPosition(
                         bus: bus,
@@ -74,6 +80,10 @@ extension Replication {
                     result.alreadyApplied = true
                     return result
                 }
+            }
+            if let expected, applied?.sequence != expected {
+                result.unexpectedPosition = true
+                return result
             }
             for change in changes {
                 if change.origin == own {
@@ -167,7 +177,7 @@ struct RemoteTarget {
     let collection: String
     let database: Database
 
-    /// Removes the records of `keys`, or marks them expired (see ``Replication/apply(_:through:bus:)``),
+    /// Removes the records of `keys`, or marks them expired (see ``Replication/apply(_:through:bus:expecting:)``),
     /// keeping the collection's capacity bookkeeping, and tells the fetches under way.
     func invalidate(_ keys: [[UInt8]], in txn: borrowing WriteTransaction, result: inout ApplyResult) throws {
         let state = store.existingState(of: collection)

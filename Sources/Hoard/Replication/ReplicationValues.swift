@@ -52,7 +52,7 @@ public struct RemoteChange: Sendable, Hashable {
     }
 }
 
-/// What ``Replication/apply(_:through:bus:)`` did.
+/// What ``Replication/apply(_:through:bus:expecting:)`` did.
 public struct ApplyResult: Sendable, Hashable {
     /// Records removed.
     public var removed = 0
@@ -65,6 +65,8 @@ public struct ApplyResult: Sendable, Hashable {
     public var unknownSkipped = 0
     /// Whether the batch had been applied already (its position is not after the store's): nothing was done.
     public var alreadyApplied = false
+    /// Whether the store's position was not the one the caller expected: nothing was done.
+    public var unexpectedPosition = false
 }
 
 /// Keys waiting in the store's outbox to be announced to the other replicas, read by a bus
