@@ -14,8 +14,9 @@ internal import PostgresNIO
 enum BusSchema {
     /// The version of the tables and functions this code makes; a database holding a newer one is refused.
     static let version = 2
-    /// The channel every notification goes to; the payload says which: `c` changes (followed by
-    /// the origin store's UUID, when a store published them), `a` applied.
+    /// The channel every notification goes to; the payload says which: `d|…` a change
+    /// (``BusNotice``), `c` a change too large to carry (followed by the origin store's UUID,
+    /// when a store published it), `a` applied.
     static let channel = "hoard_bus"
     /// The advisory lock keys: one serializes appends, one migrations ('HOARDAPP', 'HOARDMIG' as numbers).
     static let appendLock: Int64 = 0x484F_4152_4441_5050
@@ -68,16 +69,37 @@ enum BusSchema {
         // Version 2: a replica that stops says so (it is then not live, and the log is still
         // kept for it within the retention).
         "ALTER TABLE hoard_replicas ADD COLUMN IF NOT EXISTS left_at timestamptz",
+        // The notification carries the change (BusNotice), with the number of the append before
+        // it, so that a replica whose position is that number applies it without reading the log.
+        // Still version 2: the tables and what the function does to them are the same, and a
+        // replica of an older Hoard takes any notification but `a` for a wake-up (and its
+        // migration puts back a function whose notifications are wake-ups only, which this
+        // version answers by reading the log). The sequence's last value is read under the append
+        // lock: every number is taken under it, so that is the number taken just before, whether
+        // its transaction committed or not (a number rolled back matches no replica's position,
+        // which then reads the log). A payload past PostgreSQL's 8,000 bytes, or with a NULL key,
+        // carries no change.
         """
         CREATE OR REPLACE FUNCTION hoard_publish(p_origin uuid, p_collection text, p_keys bytea[])
         RETURNS bigint LANGUAGE plpgsql AS $$
         DECLARE
             new_id bigint;
+            previous bigint;
+            payload text;
         BEGIN
             PERFORM pg_advisory_xact_lock(\(appendLock));
+            SELECT CASE WHEN is_called THEN last_value ELSE 0 END INTO previous FROM hoard_change_ids;
             new_id := nextval('hoard_change_ids');
             INSERT INTO hoard_changes (id, origin, collection, keys) VALUES (new_id, p_origin, p_collection, p_keys);
-            PERFORM pg_notify('\(channel)', 'c' || coalesce(p_origin::text, ''));
+            IF array_position(p_keys, NULL) IS NULL THEN
+                payload := concat_ws('|', 'd', coalesce((SELECT log_id::text FROM hoard_bus LIMIT 1), ''), previous, new_id,
+                    coalesce(p_origin::text, ''),
+                    array_to_string(ARRAY(SELECT encode(k, 'hex') FROM unnest(p_keys) AS k), ','), p_collection);
+            END IF;
+            IF payload IS NULL OR octet_length(payload) > 7999 THEN
+                payload := 'c' || coalesce(p_origin::text, '');
+            END IF;
+            PERFORM pg_notify('\(channel)', payload);
             RETURN new_id;
         END $$
         """,

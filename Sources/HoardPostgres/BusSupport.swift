@@ -17,6 +17,15 @@ struct BusState {
     var skippedRows = 0
     var lastError: String?
     var lastPoolError: String?
+    /// Where the applier is in the log, once it has read it (``NoticeInbox``).
+    var known: KnownPosition?
+    /// Until when a replica waits for the others to apply (``PostgresBus/waitUntilApplied(through:timeout:)``):
+    /// until then this one reports each batch it applies at once, and otherwise once a heartbeat.
+    var awaitedUntil: ContinuousClock.Instant?
+    /// Whether the heartbeat asked for a report.
+    var reportDue = false
+    /// Times the applier read the log (a statement each), for the tests.
+    var logReads = 0
 }
 
 /// Passes log messages on, keeping the `psql_error` of those that carry one.

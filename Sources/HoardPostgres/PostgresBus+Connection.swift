@@ -9,14 +9,16 @@ internal import Synchronization
 
 extension PostgresBus {
     /// Holds a connection that LISTENs; every notification wakes the applier (or the waiters for
-    /// replicas), and every new connection wakes the applier too: what was sent while nobody listened
-    /// is in the log. postgres-nio's listen ends with an error when its connection closes; this
+    /// replicas), with the change it carries (``NoticeInbox``), and every new connection wakes the
+    /// applier too, to read the log: what was sent while nobody listened is there. postgres-nio's listen ends with an error when its connection closes; this
     /// loop then connects again, after a backoff that doubles up to its longest.
     func keepListening() async {
         var delay = configuration.backoff.first
         var everConnected = false
-        // The payload of this store's own changes (the identity is read once: it never changes).
-        let own = (try? store.replication.identity()).map { "c" + $0.uuidString.lowercased() }
+        // This store's identity (read once: it never changes), and the payload of its own changes
+        // too large to carry.
+        let identity = try? store.replication.identity()
+        let own = identity.map { "c" + $0.uuidString.lowercased() }
         var outage = Outage()
         while !Task.isCancelled {
             let attempt = pools.generation
@@ -36,19 +38,28 @@ extension PostgresBus {
                         self.connectionChanged(up: true, reconnect: everConnected)
                         everConnected = true
                         delay = self.configuration.backoff.first
+                        // What was sent while nobody listened is in the log.
+                        self.inbox.readLog()
                         self.changesSignal.signal()
                         self.appliedSignal.signal()
                         // The sequence does not end when the task is cancelled; closing the
                         // connection ends it (and the pool, which waits for its connections, can stop).
                         try await withTaskCancellationHandler {
+                            // Its own changes do not wake a replica (it has nothing to do for
+                            // them): its position passes them with the next change of another, a
+                            // heartbeat, or a wait for replicas.
                             for try await notification in notifications {
-                                switch notification.payload {
-                                case "a": self.appliedSignal.signal()
-                                // Its own changes do not wake a replica (it has nothing to do for
-                                // them): its position passes them with the next change of another,
-                                // a heartbeat, or a wait for replicas.
-                                case own: break
-                                default: self.changesSignal.signal()
+                                let payload = notification.payload
+                                if payload == "a" {
+                                    self.appliedSignal.signal()
+                                } else if payload.hasPrefix("w"), let milliseconds = Int64(payload.dropFirst()) {
+                                    self.awaited(for: .milliseconds(milliseconds))
+                                } else if let notice = BusNotice(payload: payload) {
+                                    self.inbox.add(notice)
+                                    if notice.change.origin != identity { self.changesSignal.signal() }
+                                } else {
+                                    self.inbox.readLog()
+                                    if payload != own { self.changesSignal.signal() }
                                 }
                             }
                         } onCancel: {
@@ -141,6 +152,17 @@ extension PostgresBus {
         }
 
         private final class Reported: Sendable { let flag = Mutex(false) }
+    }
+
+    /// A replica waits for the others for `wait`: until then, report each batch applied at once,
+    /// beginning with a reading of the log, so that the position passes this replica's own
+    /// changes (which it does not record otherwise), the last of which may be the one awaited.
+    func awaited(for wait: Duration) {
+        let until = ContinuousClock.now + wait
+        shared.state.withLock { $0.awaitedUntil = max($0.awaitedUntil ?? until, until) }
+        inbox.readLog()
+        changesSignal.signal()
+        reportSignal.signal()
     }
 
     func connectionChanged(up: Bool, reconnect: Bool = false, error: String? = nil) {

@@ -84,6 +84,8 @@ public final class PostgresBus: Service, Sendable {
     let shared = SharedState()
     /// Wakes the applier: a notification of changes, a (re)connection, a heartbeat.
     let changesSignal = Wakeup()
+    /// The changes notifications carried, for the applier.
+    let inbox = NoticeInbox(limit: 10_000)
     /// Wakes those waiting for replicas to apply: a notification that one did.
     let appliedSignal = Wakeup()
     /// Wakes the reporter: the store applied more of the log, or a heartbeat.
@@ -149,6 +151,9 @@ public final class PostgresBus: Service, Sendable {
                 skippedRows: $0.skippedRows, lastError: $0.lastError)
         }
     }
+
+    /// Times the applier read the log, rather than apply what notifications carried.
+    var logReads: Int { shared.state.withLock { $0.logReads } }
 
     // MARK: - Running
 
@@ -236,23 +241,26 @@ public final class PostgresBus: Service, Sendable {
     /// - Throws: `CancellationError`, or postgres-nio's `PSQLError` when PostgreSQL cannot be reached.
     public func waitUntilApplied(through sequence: Int64, timeout: Duration) async throws -> Bool {
         let deadline = ContinuousClock.now + timeout
-        // This replica too: its own changes do not wake its applier.
+        // This replica too: its own changes do not wake its applier, which reads the log to pass them.
+        inbox.readLog()
         changesSignal.signal()
         // PostgreSQL away: no query is asked of the pool (it would keep it waiting, and serve the
         // pile of them first once PostgreSQL is back); the wait goes on until the listening
-        // connection is up again or the deadline passes.
+        // connection is up again or the deadline passes. The first look also tells every replica
+        // that one waits (`w`), so that each reports what it applies at once until the deadline.
+        var told = false
         while true {
             let waiting = appliedSignal.generation
             let left = deadline - ContinuousClock.now
             guard left > .zero else { return false }
             if status.connected {
                 do {
-                    if try await withTimeout(
+                    let telling = told ? nil : left
+                    let behind = try await withTimeout(
                         left, "waiting for replicas", abandonedBy: connectionLost, in: outstanding,
-                        { try await self.replicasBehind(sequence) }
-                    ) == 0 {
-                        return true
-                    }
+                        { try await self.replicasBehind(sequence, telling: telling) })
+                    told = true
+                    if behind == 0 { return true }
                 } catch is PostgresBusTimeout {
                     return false
                 } catch is PostgresBusConnectionLost {
@@ -266,14 +274,23 @@ public final class PostgresBus: Service, Sendable {
         }
     }
 
-    /// How many live replicas have not applied through `sequence`.
-    func replicasBehind(_ sequence: Int64) async throws -> Int64 {
-        try await client.query(
-            """
-            SELECT count(*) FROM hoard_replicas
-            WHERE applied < \(sequence) AND \(unescaped: BusSchema.live(configuration.liveness))
-            """, logger: logger
-        ).decode(Int64.self).reduce(0) { $0 + $1 }
+    /// How many live replicas have not applied through `sequence`; with `telling`, every replica is
+    /// told in the same statement that one waits for that long (its notification is sent as the
+    /// statement commits, after the count's snapshot: a replica counted as behind hears it).
+    func replicasBehind(_ sequence: Int64, telling wait: Duration? = nil) async throws -> Int64 {
+        let behind = "r.applied < \(sequence) AND \(BusSchema.live(configuration.liveness, "r."))"
+        let query: PostgresQuery
+        if let wait {
+            let milliseconds = Int64((wait.seconds * 1_000).rounded(.up))
+            query = """
+                SELECT count(r.store_id)
+                FROM pg_notify('\(unescaped: BusSchema.channel)', 'w\(unescaped: String(milliseconds))')
+                LEFT JOIN hoard_replicas r ON \(unescaped: behind)
+                """
+        } else {
+            query = "SELECT count(*) FROM hoard_replicas r WHERE \(unescaped: behind)"
+        }
+        return try await client.query(query, logger: logger).decode(Int64.self).reduce(0) { $0 + $1 }
     }
 
     /// One replica as `hoard_replicas` records it.

@@ -1,7 +1,7 @@
 #if Postgres
 import Foundation
 import Hoard
-import HoardPostgres
+@testable import HoardPostgres
 import HoardTesting
 import Logging
 import PostgresNIO
@@ -116,7 +116,7 @@ final class Replica: Sendable {
 
     init(
         database: String, directory: String? = nil, port: Int? = nil, user: String? = nil,
-        liveness: Duration = .seconds(30)
+        liveness: Duration = .seconds(30), heartbeat: Duration = .milliseconds(200)
     ) throws {
         let directory =
             directory
@@ -128,7 +128,7 @@ final class Replica: Sendable {
         users = try store.collection(User.self)
         var configuration = PostgresBus.Configuration(
             postgres: try TestServer.configuration(database: database, port: port, user: user),
-            heartbeat: .milliseconds(200), liveness: liveness, backoff: (.milliseconds(20), .milliseconds(200)))
+            heartbeat: heartbeat, liveness: liveness, backoff: (.milliseconds(20), .milliseconds(200)))
         configuration.replicaName = directory
         let bus = PostgresBus(store: store, configuration: configuration, logger: TestServer.logger)
         self.bus = bus
@@ -282,6 +282,64 @@ final class Replica: Sendable {
         #expect(b.bus.status.skippedRows == 1)
         #expect(try b.users.get(1)?.name == "one")
         #expect(try b.users.get(2) == nil)
+        await b.stop()
+    }
+
+    @Test func aChangeItsNotificationCarriesIsAppliedWithoutReadingTheLog() async throws {
+        let database = try await TestServer.makeDatabase()
+        // Heartbeats (which read the log) far apart: every log read here is one the test caused.
+        let (a, b) = (try Replica(database: database, heartbeat: .seconds(60)), try Replica(database: database))
+        defer { [a, b].forEach { $0.remove() } }
+        try await a.ready()
+        try await b.ready()
+        try await a.users.put([User(id: 1, name: "one"), User(id: 2, name: "two"), User(id: 3, name: "three")])
+        // A first change, which A may still read from the log (its first reading may not be over).
+        try await b.users.invalidate(3)
+        try await a.waitApplied(try await b.bus.flush())
+        let readsBefore = a.bus.logReads
+        try await b.users.invalidate([1, 2])
+        let sequence = try await b.bus.flush()
+        try await a.waitApplied(sequence)
+        #expect(try a.users.get(1) == nil && a.users.get(2) == nil && a.users.get(3) == nil)
+        #expect(a.bus.logReads == readsBefore, "applied from the notifications alone")
+        #expect(try a.store.replication.position(of: "postgres")?.sequence == sequence)
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test func aChangeWithoutItsNotificationIsFoundInTheLog() async throws {
+        let database = try await TestServer.makeDatabase()
+        let b = try Replica(database: database, heartbeat: .seconds(60))
+        defer { b.remove() }
+        try await b.ready()
+        try await b.users.put((1...4).map { User(id: $0, name: "\($0)") })
+        let readsBefore = b.bus.logReads
+        struct RolledBack: Error {}
+        let head = try await TestServer.admin(database: database) { client in
+            // A change appended without a notification (as if B had missed it), and a publication
+            // rolled back (its number taken, no row); then one announced as usual, whose
+            // notification's previous number is neither B's position nor the missed change's.
+            try await client.query(
+                """
+                INSERT INTO hoard_changes (id, origin, collection, keys)
+                VALUES (nextval('hoard_change_ids'), NULL, 'User', ARRAY[hoard_key_int(1)])
+                """, logger: TestServer.logger)
+            await #expect(throws: PostgresTransactionError.self) {
+                try await client.withTransaction(logger: TestServer.logger) { connection in
+                    try await connection.query(
+                        "SELECT hoard_publish(NULL, 'User', ARRAY[hoard_key_int(2)])", logger: TestServer.logger)
+                    throw RolledBack()
+                }
+            }
+            return try await client.query(
+                "SELECT hoard_publish(NULL, 'User', ARRAY[hoard_key_int(3)])", logger: TestServer.logger
+            ).decode(Int64.self).reduce(0) { max($0, $1) }
+        }
+        try await b.waitApplied(head)
+        #expect(try b.users.get(1) == nil, "the change without a notification was applied")
+        #expect(try b.users.get(2)?.name == "2", "the rolled-back one was not")
+        #expect(try b.users.get(3) == nil && b.users.get(4)?.name == "4")
+        #expect(b.bus.logReads > readsBefore)
         await b.stop()
     }
 
