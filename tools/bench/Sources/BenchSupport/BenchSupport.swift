@@ -141,3 +141,15 @@ public func option(_ name: String, default value: Int) -> Int {
     if let i = args.firstIndex(of: "--\(name)"), i + 1 < args.count, let parsed = Int(args[i + 1]) { return parsed }
     return value
 }
+
+/// CPU time this process has used, in seconds (user and system).
+public func processCPUSeconds() -> Double {
+    var usage = rusage()
+    #if canImport(Glibc)
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    #else
+    getrusage(RUSAGE_SELF, &usage)
+    #endif
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
