@@ -92,8 +92,8 @@ enum BusSchema {
             new_id := nextval('hoard_change_ids');
             INSERT INTO hoard_changes (id, origin, collection, keys) VALUES (new_id, p_origin, p_collection, p_keys);
             IF array_position(p_keys, NULL) IS NULL THEN
-                payload := concat_ws('|', 'd', coalesce((SELECT log_id::text FROM hoard_bus LIMIT 1), ''), previous, new_id,
-                    coalesce(p_origin::text, ''),
+                payload := concat_ws('|', 'd', coalesce((SELECT log_id::text FROM hoard_bus LIMIT 1), ''),
+                    previous, new_id, coalesce(p_origin::text, ''),
                     array_to_string(ARRAY(SELECT encode(k, 'hex') FROM unnest(p_keys) AS k), ','), p_collection);
             END IF;
             IF payload IS NULL OR octet_length(payload) > 7999 THEN

@@ -10,8 +10,9 @@ internal import Synchronization
 extension PostgresBus {
     /// Holds a connection that LISTENs; every notification wakes the applier (or the waiters for
     /// replicas), with the change it carries (``NoticeInbox``), and every new connection wakes the
-    /// applier too, to read the log: what was sent while nobody listened is there. postgres-nio's listen ends with an error when its connection closes; this
-    /// loop then connects again, after a backoff that doubles up to its longest.
+    /// applier too, to read the log: what was sent while nobody listened is there. postgres-nio's
+    /// listen ends with an error when its connection closes; this loop then connects again, after
+    /// a backoff that doubles up to its longest.
     func keepListening() async {
         var delay = configuration.backoff.first
         var everConnected = false

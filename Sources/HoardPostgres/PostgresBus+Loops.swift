@@ -37,8 +37,9 @@ extension PostgresBus {
     /// Tells PostgreSQL how far the store has applied: once a heartbeat, and whenever that moves
     /// while a replica waits for the others (``PostgresBus/waitUntilApplied(through:timeout:)``
     /// notifies `w` first); several batches applied meanwhile make one report. Reports nobody
-    /// waits for are not worth a statement a batch: with 8 replicas writing they were over a quarter of
-    /// the propagation time (measured). A report that fails is made again at the next heartbeat.
+    /// waits for are not worth a statement a batch: with 8 replicas writing they were over a
+    /// quarter of the propagation time (measured). A report that fails is made again at the next
+    /// heartbeat.
     func keepReporting() async {
         while !Task.isCancelled {
             let generation = reportSignal.generation
