@@ -210,13 +210,13 @@ extension PostgresBus {
                 applied(through: start, reset: true)
                 continue
             }
-            known = KnownPosition(log: log, sequence: after, recorded: after)
+            known = KnownPosition(log: bounds.log, sequence: after, recorded: after)
             guard count > 0 else { break }
             let result = try await replication.apply(
                 changes, through: BusPosition(log: log, sequence: last), bus: configuration.name)
             noteSkipped(result, through: last)
             after = last
-            known = KnownPosition(log: log, sequence: last, recorded: last)
+            known = KnownPosition(log: bounds.log, sequence: last, recorded: last)
             applied(through: last)
             if count < configuration.batchSize { break }
         }
@@ -246,7 +246,7 @@ extension PostgresBus {
         // trim the log to the lowest position reported, which must be one the store holds.
         if !changes.isEmpty {
             let result = try await store.replication.apply(
-                changes, through: BusPosition(log: known.log, sequence: through), bus: configuration.name,
+                changes, through: BusPosition(log: known.log.uuidString, sequence: through), bus: configuration.name,
                 expecting: known.recorded)
             if result.unexpectedPosition || result.alreadyApplied { return false }
             noteSkipped(result, through: through)

@@ -19,7 +19,7 @@ import Testing
 
     @Test func aPayloadGivesItsChange() throws {
         let notice = try #require(BusNotice(payload: Self.payload(collection: "A|B")))
-        #expect(notice.log == Self.log.uuidString && notice.previous == 4 && notice.id == 5)
+        #expect(notice.log == Self.log && notice.previous == 4 && notice.id == 5)
         #expect(notice.change.origin == Self.origin)
         #expect(notice.change.keys == [[0x00, 0x01], [0xFF]])
         #expect(notice.change.collection == "A|B", "the collection is the rest of the payload")
@@ -31,6 +31,8 @@ import Testing
     @Test(arguments: [
         "c", "a", "w100", payload(previous: 5), payload(previous: 6), payload(id: -1), payload(keys: "0g"),
         payload(keys: "001"), payload(keys: "00,,01"), payload(keys: "0A"), payload(origin: "nobody"),
+        payload(origin: String(origin.uuidString.lowercased().dropLast()) + "g"), payload(previous: -1),
+        payload().replacingOccurrences(of: "-", with: "+"),
         "d|\(log)|4|5|", "x" + payload().dropFirst(),
     ])
     func anythingElseIsNotANotice(_ payload: String) {
