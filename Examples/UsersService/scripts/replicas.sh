@@ -13,12 +13,15 @@
 # replica, with a wait, once PostgreSQL accepts connections), and a check that every replica
 # serves the upstream's version of every user written (an older one is a lost invalidation).
 # Release build with the Replicas trait. Takes about 6 minutes once built.
-# Usage: scripts/replicas.sh [READS_PER_SECOND] [SECONDS_PER_PHASE]   (defaults 10000, 30)
+# Usage: scripts/replicas.sh [READS_PER_SECOND] [SECONDS_PER_PHASE] [READERS]   (defaults 10000, 30, 64)
+# READERS: the load generator's concurrent readers; each waits for its answer, so the reads a
+# second are at most READERS over a read's latency.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need curl curl
 reads="${1:-10000}"
 seconds="${2:-30}"
+readers="${3:-64}"
 
 build_example release --traits Replicas
 source "$repo_dir/tools/scripts/postgres.sh"
@@ -89,12 +92,12 @@ echo "replicas: PostgreSQL :$HOARD_PG_PORT, upstream :$upstream_port (5 ms), rep
 load verify "${endpoints[@]}" --ids 1-1000 >/dev/null  # every replica holds the 1,000 users
 
 # 1. Writes with reads on every replica.
-echo "writes    $(load run "${endpoints[@]}" --seconds "$seconds" --reads-per-second "$reads")"
+echo "writes    $(load run "${endpoints[@]}" --seconds "$seconds" --reads-per-second "$reads" --readers "$readers")"
 verify
 
 # 2 and 3. PostgreSQL restarted under load.
 for mode in fast immediate; do
-    load run "${endpoints[@]}" --seconds "$seconds" --reads-per-second "$reads" >"$work/load.out" &
+    load run "${endpoints[@]}" --seconds "$seconds" --reads-per-second "$reads" --readers "$readers" >"$work/load.out" &
     load_pid=$!
     sleep $((seconds / 3))  # let the load run before the fault (timing of the fault, not synchronization)
     began=$(now_ms)
@@ -107,7 +110,7 @@ for mode in fast immediate; do
 done
 
 # 4. PostgreSQL down for 60 s under load: reads from the stores, writes into the outboxes.
-load run "${endpoints[@]}" --seconds 80 --reads-per-second "$reads" --wait-ms 100 >"$work/load.out" &
+load run "${endpoints[@]}" --seconds 80 --reads-per-second "$reads" --readers "$readers" --wait-ms 100 >"$work/load.out" &
 load_pid=$!
 sleep 5
 pg_ctl stop -m fast
