@@ -77,29 +77,13 @@ struct BusNotice: Sendable, Equatable {
     /// A UUID as PostgreSQL writes one: 36 characters, lowercase hexadecimal in groups of 8, 4,
     /// 4, 4 and 12 separated by dashes.
     private static func uuid(_ text: UnsafeBufferPointer<UInt8>) -> UUID? {
-        guard text.count == 36 else { return nil }
-        var bytes = [UInt8](repeating: 0, count: 16)
-        var index = 0
-        var high: UInt8?
-        for (offset, character) in text.enumerated() {
-            if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
-                guard character == UInt8(ascii: "-") else { return nil }
-                continue
-            }
-            guard let value = nibble(character) else { return nil }
-            if let first = high {
-                bytes[index] = first << 4 | value
-                index += 1
-                high = nil
-            } else {
-                high = value
-            }
-        }
+        let dashes = [8, 13, 18, 23]
+        guard text.count == 36, dashes.allSatisfy({ text[$0] == UInt8(ascii: "-") }),
+            let b = bytes(hex: text.enumerated().lazy.filter { !dashes.contains($0.offset) }.map(\.element))
+        else { return nil }
         return UUID(
-            uuid: (
-                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
-                bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
-            ))
+            uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])
+        )
     }
 
     private static func nibble(_ digit: UInt8) -> UInt8? {
@@ -110,8 +94,9 @@ struct BusNotice: Sendable, Equatable {
         }
     }
 
-    private static func bytes(hex: Slice<UnsafeBufferPointer<UInt8>>) -> [UInt8]? {
-        // Empty: a key array of one empty key and an empty array would read alike.
+    /// The bytes of an even, non-empty number of lowercase hexadecimal digits. (Empty: a key array
+    /// of one empty key and an empty array would read alike.)
+    private static func bytes(hex: some Collection<UInt8>) -> [UInt8]? {
         guard !hex.isEmpty, hex.count % 2 == 0 else { return nil }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(hex.count / 2)

@@ -72,11 +72,8 @@ extension PostgresBus {
             await store.replication.announcementsAvailable()
             while !Task.isCancelled {
                 do {
-                    // As flush() does, without its bound on the wait in the queue (this loop
-                    // waits for nobody); the publication itself is bounded.
-                    _ = try await publishing.run {
-                        try await self.bounded("publishing") { try await self.publishOutbox() }
-                    }
+                    // Without flush()'s bound on the wait in the queue: this loop waits for nobody.
+                    _ = try await publishInTurn()
                     delay = configuration.backoff.first
                     break
                 } catch {
@@ -313,6 +310,13 @@ extension PostgresBus {
             metrics.lagChanges.record(changes)
             metrics.lagSeconds.record(seconds)
         }
+    }
+
+    /// Publishes the outbox once the publications asked for before have run, giving the
+    /// publication itself up after ``Configuration/operationTimeout`` (one stuck on a connection
+    /// PostgreSQL dropped must not hold the queue).
+    func publishInTurn() async throws -> Int64 {
+        try await publishing.run { try await self.bounded("publishing") { try await self.publishOutbox() } }
     }
 
     /// Publishes the outbox in one PostgreSQL statement per batch (so one transaction and one

@@ -231,7 +231,7 @@ public final class PostgresBus: Service, Sendable {
         // when the caller is cancelled; and the publication itself, so that one stuck on a
         // connection PostgreSQL dropped does not hold the queue.
         return try await withTimeout(configuration.operationTimeout, "waiting to publish", in: outstanding) {
-            try await self.publishing.run { try await self.bounded("publishing") { try await self.publishOutbox() } }
+            try await self.publishInTurn()
         }
     }
 

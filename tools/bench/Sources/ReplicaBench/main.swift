@@ -222,7 +222,6 @@ func propagation() async throws -> String {
     let sendSeconds = Double(now() - start) / 1e9
     let processCPU = processCPUSeconds() - processBefore
     let commits = replicas.map(\.store.writeStatistics.commits).reduce(0, +) - commitsBefore
-    let cpu = "CPU meanwhile: this process \(format(processCPU, 1)) s"
     for (index, latencies) in watched.enumerated() {
         guard !latencies.isEmpty else { continue }  // a writer with nothing of the others to watch
         all += latencies
@@ -246,7 +245,7 @@ func propagation() async throws -> String {
     return """
         propagation, \(replicaCount) replicas (\(writing) writing), \(count) invalidations at \(rate)/s (sent and delivered in \(format(sendSeconds, 2)) s, \(failures.count.load(ordering: .relaxed)) failed)
         all: p50 \(format(percentile(all, 0.5), 2)) ms, p99 \(format(percentile(all, 0.99), 2)) ms, max \(format(all.last ?? .nan, 2)) ms (of which the writer's own commit: p50 \(format(percentile(local, 0.5), 2)) ms, p99 \(format(percentile(local, 0.99), 2)) ms); every replica reported the head \(reported ? "after \(format(reportedAfter, 2)) ms" : "NOT within 10 s"), lag of the live replicas then (changes): \(lags.map(String.init).joined(separator: " "))
-        \(cpu); the stores' commits meanwhile: \(commits)
+        CPU meanwhile: this process \(format(processCPU, 1)) s; the stores' commits meanwhile: \(commits)
         \(lines.joined(separator: "\n"))
         """
 }
