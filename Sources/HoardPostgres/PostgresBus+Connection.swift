@@ -155,13 +155,14 @@ extension PostgresBus {
         private final class Reported: Sendable { let flag = Mutex(false) }
     }
 
-    /// A replica waits for the others for `wait`: until then, report each batch applied at once,
-    /// beginning with a reading of the log, so that the position passes this replica's own
-    /// changes (which it does not record otherwise), the last of which may be the one awaited.
+    /// A replica waits for the others for `wait`: until then, record and report each position
+    /// applied at once, this replica's own changes included (which it does not record otherwise:
+    /// ``applyNotices(_:)``), for the last of them may be the one awaited. The notifications of the
+    /// changes came before this one (PostgreSQL delivers them in commit order, and the wait began
+    /// after its change was published), so the log is read only when they do not follow on.
     func awaited(for wait: Duration) {
         let until = ContinuousClock.now + wait
         shared.state.withLock { $0.awaitedUntil = max($0.awaitedUntil ?? until, until) }
-        inbox.readLog()
         changesSignal.signal()
         reportSignal.signal()
     }

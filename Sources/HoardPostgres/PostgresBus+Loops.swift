@@ -225,9 +225,15 @@ extension PostgresBus {
     /// position the applier knows, in one transaction; returns `false` when they do not (a
     /// notification missed, a number rolled back, another log) or the store's position is not the
     /// one expected: the log is to be read instead. No round trip to PostgreSQL.
+    ///
+    /// This replica's own changes need no applying, and the position passes them in memory only:
+    /// the others trim the log to the lowest position reported, which must be one the store holds,
+    /// so it is written (and then reported) with the next change of another, or at once while a
+    /// replica waits (``awaited(for:)``), whose wait may be for one of them.
     func applyNotices(_ notices: [BusNotice]) async throws -> Bool {
-        guard !notices.isEmpty else { return true }
-        guard var known = shared.state.withLock({ $0.known }) else { return false }
+        let (knownNow, awaited) = shared.state.withLock { ($0.known, $0.awaitedUntil.map { $0 > .now } ?? false) }
+        guard !notices.isEmpty || awaited else { return true }
+        guard var known = knownNow else { return false }
         let own = try store.replication.identity()
         var changes: [RemoteChange] = []
         var through = known.sequence
@@ -238,10 +244,7 @@ extension PostgresBus {
             if notice.change.origin != own { changes.append(notice.change) }
             through = notice.id
         }
-        guard through > known.sequence else { return true }
-        // Only its own changes: nothing to write, and nothing to report either, for the others
-        // trim the log to the lowest position reported, which must be one the store holds.
-        if !changes.isEmpty {
+        if !changes.isEmpty || (awaited && through > known.recorded) {
             let result = try await store.replication.apply(
                 changes, through: BusPosition(log: known.log.uuidString, sequence: through), bus: configuration.name,
                 expecting: known.recorded)

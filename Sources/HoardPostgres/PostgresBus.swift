@@ -241,9 +241,8 @@ public final class PostgresBus: Service, Sendable {
     /// - Throws: `CancellationError`, or postgres-nio's `PSQLError` when PostgreSQL cannot be reached.
     public func waitUntilApplied(through sequence: Int64, timeout: Duration) async throws -> Bool {
         let deadline = ContinuousClock.now + timeout
-        // This replica too: its own changes do not wake its applier, which reads the log to pass them.
-        inbox.readLog()
-        changesSignal.signal()
+        // This replica too: its own changes, which do not wake its applier, are recorded and reported.
+        awaited(for: timeout)
         // PostgreSQL away: no query is asked of the pool (it would keep it waiting, and serve the
         // pile of them first once PostgreSQL is back); the wait goes on until the listening
         // connection is up again or the deadline passes. The first look also tells every replica
