@@ -12,7 +12,7 @@
 # After each fault: the time until every replica has applied every change (a write on each
 # replica, with a wait, once PostgreSQL accepts connections), and a check that every replica
 # serves the upstream's version of every user written (an older one is a lost invalidation).
-# Release build with the Replicas trait. Takes about 6 minutes once built.
+# Release build with the Replicas trait. Takes about 5 minutes once built.
 # Usage: scripts/replicas.sh [READS_PER_SECOND] [SECONDS_PER_PHASE] [READERS]   (defaults 10000, 30, 64)
 # READERS: the load generator's concurrent readers; each waits for its answer, so the reads a
 # second are at most READERS over a read's latency.

@@ -29,45 +29,40 @@ struct Run: AsyncParsableCommand {
     @OptionGroup var endpoints: Endpoints
     @Option(help: "How long, in seconds.") var seconds = 30
     @Option(help: "Reads a second, over all replicas.") var readsPerSecond = 10_000
-    @Option(help: "Concurrent readers.") var readers = 64
+    @Option(help: "Concurrent readers: each waits for its answer before its next read.") var readers = 64
+    @Option(help: "Threads the readers share.") var readerThreads = 2
     @Option(help: "Writes a second (PUT /users/:id?wait=…), on the replicas in turn.") var writesPerSecond = 100
     @Option(help: "Users read and written: 1 through this.") var users = 1_000
     @Option(help: "How long a write waits for every replica to apply it, in milliseconds.") var waitMs = 2_000
 
+    func validate() throws {
+        guard !endpoints.ports.isEmpty else { throw ValidationError("--services names no port") }
+        guard readers > 0, readerThreads > 0, readsPerSecond > 0, writesPerSecond > 0, users > 0 else {
+            throw ValidationError(
+                "--readers, --reader-threads, --reads-per-second, --writes-per-second and --users must be positive")
+        }
+    }
+
     func run() async throws {
-        // Readers and writers on clients of their own: writes that wait must not take the readers'
-        // connections (a read would then fail in this tool, not in the service).
-        let client = makeClient(connections: readers)
+        // The writers on a client of their own, the readers on plain connections of their own
+        // (PlainConnection and PacedReaders say why): a write that waits must not hold a reader's
+        // connection (a read would then fail in this tool, not in the service).
         let writeClient = makeClient(connections: 64)
         let ports = endpoints.ports
         let applied = AppliedVersions()
-        let (readers, readsPerSecond, writesPerSecond, users, waitMs) = (
-            readers, readsPerSecond, writesPerSecond, users, waitMs
+        let (readers, readerThreads, readsPerSecond, writesPerSecond, users, waitMs) = (
+            readers, readerThreads, readsPerSecond, writesPerSecond, users, waitMs
         )
         let reads = Tally()
         let writes = Tally()
         let deadline = ContinuousClock.now + .seconds(seconds)
         let started = ContinuousClock.now
         await withTaskGroup(of: Void.self) { group in
-            for reader in 0..<readers {
-                group.addTask {
-                    let interval = Duration.seconds(Double(readers) / Double(readsPerSecond))
-                    var next = ContinuousClock.now + interval * Double(reader) / Double(readers)
-                    while ContinuousClock.now < deadline {
-                        try? await Task.sleep(until: next)
-                        next += interval
-                        let id = Int64.random(in: 1...Int64(users))
-                        let port = ports.randomElement() ?? 0
-                        let floor = applied.versions.withLock { $0[id] ?? 0 }
-                        let begin = ContinuousClock.now
-                        do {
-                            let user = try await get(client, port, "/users/\(id)", as: User.self)
-                            reads.add(ContinuousClock.now - begin, stale: user.version < floor)
-                        } catch {
-                            reads.fail(error)
-                        }
-                    }
-                }
+            group.addTask {
+                await PacedReaders(
+                    readers: readers, threads: readerThreads, readsPerSecond: readsPerSecond, users: users,
+                    ports: ports, deadline: deadline, applied: applied
+                ).run(into: reads)
             }
             group.addTask {
                 let interval = Duration.seconds(1.0 / Double(writesPerSecond))
@@ -83,7 +78,7 @@ struct Run: AsyncParsableCommand {
                             let begin = ContinuousClock.now
                             do {
                                 let (user, everywhere) = try await write(writeClient, port, id, waitMs: waitMs)
-                                if everywhere { applied.versions.withLock { $0[id] = max($0[id] ?? 0, user.version) } }
+                                if everywhere { applied.saw(id, appliedAt: user.version) }
                                 writes.add(ContinuousClock.now - begin, stale: !everywhere)
                             } catch {
                                 writes.fail(error)
@@ -94,7 +89,6 @@ struct Run: AsyncParsableCommand {
             }
         }
         let elapsed = (ContinuousClock.now - started).seconds
-        try? await client.shutdown()
         try? await writeClient.shutdown()
         print(
             "reads \(reads.summary(over: elapsed, staleName: "stale")); writes \(writes.summary(over: elapsed, staleName: "not applied everywhere in \(waitMs) ms"))"
@@ -224,30 +218,52 @@ func parseRange(_ text: String) throws -> ClosedRange<Int64> {
 
 /// The highest version of each user that a write saw applied on every replica.
 final class AppliedVersions: Sendable {
-    let versions = Mutex<[Int64: Int]>([:])
+    private let versions = Mutex<[Int64: Int]>([:])
+
+    func floor(_ id: Int64) -> Int {
+        versions.withLock { $0[id] ?? 0 }
+    }
+
+    func saw(_ id: Int64, appliedAt version: Int) {
+        versions.withLock { $0[id] = max($0[id] ?? 0, version) }
+    }
 }
 
 /// Latencies, failures and a count of bad outcomes, from many tasks.
 final class Tally: Sendable {
-    private struct State {
+    /// What one task or thread saw: a reader thread keeps its own, and adds it once at its end.
+    struct Part {
         var latencies: [Double] = []
         var failed = 0
         var stale = 0
         var firstError: String?
+
+        mutating func add(_ latency: Duration, stale: Bool) {
+            latencies.append(latency.seconds * 1_000)
+            if stale { self.stale += 1 }
+        }
+
+        mutating func fail(_ error: any Error) {
+            failed += 1
+            if firstError == nil { firstError = "\(error)" }
+        }
     }
-    private let state = Mutex(State())
+    private let state = Mutex(Part())
 
     func add(_ latency: Duration, stale: Bool) {
-        state.withLock {
-            $0.latencies.append(latency.seconds * 1_000)
-            if stale { $0.stale += 1 }
-        }
+        state.withLock { $0.add(latency, stale: stale) }
     }
 
     func fail(_ error: any Error) {
+        state.withLock { $0.fail(error) }
+    }
+
+    func add(_ part: Part) {
         state.withLock {
-            $0.failed += 1
-            if $0.firstError == nil { $0.firstError = "\(error)" }
+            $0.latencies += part.latencies
+            $0.failed += part.failed
+            $0.stale += part.stale
+            if $0.firstError == nil { $0.firstError = part.firstError }
         }
     }
 
