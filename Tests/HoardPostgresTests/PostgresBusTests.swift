@@ -497,6 +497,9 @@ final class Replica: Sendable {
         let database = try await TestServer.makeDatabase()
         let b = try Replica(database: database)
         defer { b.remove() }
+        // Connected, so its listening connection has run its own migration: none runs again (that
+        // happens at a reconnection) while the schema is changed below.
+        try await b.ready()
         try await b.bus.migrate()
         try await b.bus.migrate()  // idempotent
         // A database of version 1 (before replicas said that they stopped) is brought up to 2.
