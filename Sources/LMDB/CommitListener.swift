@@ -46,12 +46,12 @@ extension Environment {
 extension WriteState {
     /// The position of each journal kept so far, before a nested transaction starts.
     func journalMarks() -> [(journal: any TransactionJournal, mark: Int)] {
-        locals.values.compactMap { $0 as? any TransactionJournal }.map { ($0, $0.mark) }
+        locals.compactMap { $0 as? any TransactionJournal }.map { ($0, $0.mark) }
     }
 
     /// Undoes what journals recorded since `marks` were taken (a journal made since then forgets all).
     func undoJournals(to marks: [(journal: any TransactionJournal, mark: Int)]) {
-        for case let journal as any TransactionJournal in locals.values {
+        for case let journal as any TransactionJournal in locals {
             let mark = marks.first { $0.journal === journal }?.mark ?? 0
             journal.undo(to: mark)
         }

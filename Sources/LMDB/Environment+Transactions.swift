@@ -12,8 +12,30 @@ final class WriteState {
     var mapFull = false
     /// Bytes of keys and values put so far (``Transaction/bytesWritten``).
     var bytesWritten = 0
-    /// What layers above keep for the length of this transaction (``Transaction/local(_:make:)``).
-    var locals: [ObjectIdentifier: AnyObject] = [:]
+    /// What layers above keep for the length of this transaction (``Transaction/local(_:make:)``):
+    /// one or two objects, the first held inline and any other in order (a dictionary's hashing
+    /// and storage, or an array's, cost a small write more than the rest of keeping one).
+    /// Unchecked: a write transaction's state is used on its own thread only, and the runtime's
+    /// checks of exclusive access cost as much as the lookup.
+    @exclusivity(unchecked) private var firstLocal: (key: ObjectIdentifier, object: AnyObject)?
+    @exclusivity(unchecked) private var otherLocals: [(key: ObjectIdentifier, object: AnyObject)] = []
+
+    /// The object kept under `key`, if any.
+    func local(_ key: ObjectIdentifier) -> AnyObject? {
+        if let firstLocal, firstLocal.key == key { return firstLocal.object }
+        for entry in otherLocals where entry.key == key { return entry.object }
+        return nil
+    }
+
+    /// Keeps `object` under `key` (which holds nothing yet).
+    func keep(_ object: AnyObject, as key: ObjectIdentifier) {
+        if firstLocal == nil { firstLocal = (key, object) } else { otherLocals.append((key, object)) }
+    }
+
+    /// Every object kept.
+    var locals: [AnyObject] {
+        (firstLocal.map { [$0.object] } ?? []) + otherLocals.map(\.object)
+    }
     /// What runs once this transaction has committed (``Transaction/onCommit(_:)``).
     var afterCommit: [() -> Void] = []
 }
@@ -119,7 +141,7 @@ extension Environment {
                 continue
             }
             try check(rc, "mdb_txn_commit", path)
-            listener?.didCommit(transaction: id, local: { state.locals[$0] })
+            listener?.didCommit(transaction: id, local: { state.local($0) })
             for action in state.afterCommit { action() }
             return result
         }

@@ -57,9 +57,9 @@ extension Transaction where Access == ReadWriteAccess {
     /// again after the map grew starts with nothing kept.
     public func local<T: AnyObject>(_ key: ObjectIdentifier, make: () -> T) -> T {
         guard let state else { return make() }
-        if let kept = state.locals[key] as? T { return kept }
+        if let kept = state.local(key) as? T { return kept }
         let made = make()
-        state.locals[key] = made
+        state.keep(made, as: key)
         return made
     }
 

@@ -12,10 +12,14 @@ final class ChangeJournal: TransactionJournal {
     // exclusive access cost more than the rest of recording a change.
     @exclusivity(unchecked) private(set) var collections: [CollectionState] = []
     @exclusivity(unchecked) private(set) var batches: [RawChanges] = []
-    /// Per collection: the hashes of the keys observed, when nothing else is recorded.
-    @exclusivity(unchecked) private var filters: [KeyHashSet?] = []
     /// The collection of each entry, in order (for undoing the last ones).
     @exclusivity(unchecked) private var order: [Int] = []
+    /// The collection recorded last (most transactions change one), and what of it is recorded:
+    /// the hashes of the keys observed, or (`nil`) every key. Looked at before anything is kept,
+    /// so that a write of a key nobody observes allocates nothing for it. (Two fields, read in
+    /// place: a tuple bound to a name is a copy, two retains and two releases a key.)
+    @exclusivity(unchecked) private var currentState: CollectionState?
+    @exclusivity(unchecked) private var currentFilter: KeyHashSet?
     private let recordsEverything: Bool
 
     init(recordsEverything: Bool) {
@@ -31,8 +35,12 @@ final class ChangeJournal: TransactionJournal {
     }
 
     func record(_ collection: CollectionState, key: UnsafeRawBufferPointer, _ kind: RecordedKind) {
+        if currentState !== collection {
+            currentState = collection
+            currentFilter = recordsEverything ? nil : collection.observedKeyFilter()
+        }
+        if kind != .cleared, currentFilter?.contains(keyHash(key)) == false { return }
         let index = self.index(of: collection)
-        if let filter = filters[index], kind != .cleared, !filter.contains(keyHash(key)) { return }
         batches[index].append(kind, key: key)
         order.append(index)
     }
@@ -42,12 +50,10 @@ final class ChangeJournal: TransactionJournal {
     }
 
     private func index(of collection: CollectionState) -> Int {
-        // Most transactions change one collection: the last one is checked first.
         if let last = collections.indices.last, collections[last] === collection { return last }
         if let found = collections.firstIndex(where: { $0 === collection }) { return found }
         collections.append(collection)
         batches.append(RawChanges(first: 0, last: 0, origin: .thisProcess))
-        filters.append(recordsEverything ? nil : collection.observedKeyFilter())
         return collections.count - 1
     }
 }
