@@ -22,6 +22,9 @@ final class PlainConnection {
     private var received: [UInt8] = []
     /// Where `read` puts what it receives, reused.
     private var chunk = [UInt8](repeating: 0, count: 16_384)
+    /// The path of the request sent and not answered yet, and whether it went on a connection
+    /// that had served requests before.
+    private var asked: (path: String, reused: Bool)?
 
     init(port: Int) {
         self.port = port
@@ -31,20 +34,32 @@ final class PlainConnection {
         disconnect()
     }
 
-    /// The path of the request sent and not answered yet, and whether it went on a connection
-    /// that had served requests before.
-    private var asked: (path: String, reused: Bool)?
-
     /// The socket, to wait until an answer is readable (`poll`); -1 when not connected.
     var descriptor: Int32 { socket }
 
-    /// Sends `GET path`, connecting first when not connected.
+    /// Sends `GET path`, connecting first when not connected; on a connection the server closed
+    /// while idle, connects again once.
     func send(_ path: String) throws(PlainHTTPError) {
+        do {
+            try sendOnce(path)
+        } catch .closedBeforeAnswer {
+            try sendOnce(path)
+        }
+    }
+
+    private func sendOnce(_ path: String) throws(PlainHTTPError) {
         let reused = socket >= 0
         do {
             if socket < 0 { try connect() }
             try send(Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n".utf8))
             asked = (path, reused)
+        } catch .closedBeforeAnswer where reused {
+            disconnect()
+            throw .closedBeforeAnswer
+        } catch .closedBeforeAnswer {
+            // A fresh connection closed at once: the server is going away, not idle.
+            disconnect()
+            throw .system("send to :\(port)", ECONNRESET)
         } catch {
             disconnect()
             throw error
@@ -61,7 +76,7 @@ final class PlainConnection {
             return try readAnswer()
         } catch .closedBeforeAnswer where asked.reused {
             disconnect()
-            try send(asked.path)
+            try sendOnce(asked.path)
             self.asked = nil
             do {
                 return try readAnswer()
