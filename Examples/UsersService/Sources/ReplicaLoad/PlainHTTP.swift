@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Foundation
 
 /// A keep-alive HTTP/1.1 connection to a port on loopback, with blocking calls, for the readers.
 ///
@@ -173,7 +174,7 @@ final class PlainConnection {
         let separator: [UInt8] = Array("\r\n\r\n".utf8)
         var headEnd: Int?
         while true {
-            headEnd = find(separator, in: received)
+            headEnd = received.firstRange(of: separator)?.lowerBound
             if headEnd != nil { break }
             guard try receiveMore() else {
                 throw received.isEmpty ? .closedBeforeAnswer : .malformed("the connection closed in the headers")
@@ -190,7 +191,7 @@ final class PlainConnection {
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { throw .malformed("header \(line)") }
             let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingSpaces
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             switch name {
             case "content-length": length = Int(value)
             case "transfer-encoding": throw .malformed("transfer-encoding \(value): only Content-Length is read")
@@ -222,23 +223,5 @@ enum PlainHTTPError: Error, CustomStringConvertible {
         case .closedBeforeAnswer: "the connection closed before an answer"
         case .malformed(let what): "malformed answer: \(what)"
         }
-    }
-}
-
-/// The offset of the first occurrence of `needle` in `bytes`.
-private func find(_ needle: [UInt8], in bytes: [UInt8]) -> Int? {
-    guard bytes.count >= needle.count else { return nil }
-    for start in 0...(bytes.count - needle.count) where bytes[start] == needle[0] {
-        if bytes[start..<(start + needle.count)].elementsEqual(needle) { return start }
-    }
-    return nil
-}
-
-extension Substring {
-    fileprivate var trimmingSpaces: Substring {
-        var text = self
-        while text.first == " " { text.removeFirst() }
-        while text.last == " " { text.removeLast() }
-        return text
     }
 }
