@@ -202,6 +202,52 @@ struct ObservationTests {
         }
     }
 
+    @Test("the observed keys a writer looks up: every key observed is found, of any length, and no other")
+    func observedKeysLookUp() {
+        var generator = SystemRandomNumberGenerator()
+        func key(_ length: Int) -> [UInt8] { (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) } }
+        let observed = (0..<40).map { key($0) } + (0..<8).map { _ in key(8) }
+        var keys = ObservedKeys()
+        for key in observed { key.withUnsafeBytes { keys.insert($0) } }
+        for key in observed { #expect(key.withUnsafeBytes { keys.contains($0) }, "\(key)") }
+        let others = (0..<20_000).map { key($0 % 40 + 1) }.filter { !observed.contains($0) }
+        let found = others.filter { key in key.withUnsafeBytes { keys.contains($0) } }
+        #expect(found.isEmpty, "keys not observed reported as observed: \(found)")
+    }
+
+    @Test("a write records only the keys observed, and a key observed since the last write at once")
+    func writerFollowsTheObservedKeys() throws {
+        try withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions)
+            let notes = try store.collection(Note.self)
+            let state = try #require(store.existingState(of: "Note"))
+            // The entries the transaction's journal holds after `body` (a journal made only for
+            // this look holds none).
+            func recorded(_ body: (borrowing WriteTransaction) throws -> Void) throws -> Int {
+                try synchronously {
+                    try store.write { txn in
+                        try body(txn)
+                        let journal = txn.local(ObjectIdentifier(ChangeJournal.self), make: ChangeJournal.init)
+                        return journal.batches.reduce(0) { $0 + $1.entries.count }
+                    }
+                }
+            }
+            let first = try notes.observe(1)
+            #expect(try recorded { try notes.put(Note(id: 2, text: "two", stars: 0, pinned: false), in: $0) } == 0)
+            #expect(try recorded { try notes.put(Note(id: 1, text: "one", stars: 0, pinned: false), in: $0) } == 1)
+            // The writer took the observed keys {1} above; a second observer adds 2.
+            let second = try notes.observe(2)
+            #expect(try recorded { try notes.put(Note(id: 2, text: "two'", stars: 1, pinned: false), in: $0) } == 1)
+            #expect(try recorded { try notes.put(Note(id: 3, text: "three", stars: 0, pinned: false), in: $0) } == 0)
+            // A subscriber to every change: every key again.
+            let all = notes.changes()
+            #expect(try recorded { try notes.put(Note(id: 3, text: "three'", stars: 1, pinned: false), in: $0) } == 1)
+            withExtendedLifetime((first, second, all)) {
+                #expect(state.observerCount.load(ordering: .relaxed) == 3)
+            }
+        }
+    }
+
     @Test("cancelling the consuming task or dropping the sequence ends the subscription")
     func endsOnCancelAndDrop() async throws {
         try await withTemporaryDirectory { dir in
@@ -231,7 +277,7 @@ struct ObservationTests {
             try synchronously {
                 try store.write { txn in
                     try notes.put(Note(id: 2, text: "two", stars: 0, pinned: false), in: txn)
-                    #expect(store.changeJournal(for: state, in: txn) == nil)
+                    #expect(store.changeRecorder(for: state, in: txn) == nil)
                 }
             }
         }

@@ -307,12 +307,12 @@ final class BoundTracker: EvictionSource {
             return .evicted
         }
         // Bounded in bytes: the record's size decides whether the settle goes on, so it goes now.
-        let journal = store.changeJournal(for: state, in: txn)
+        let recorder = store.changeRecorder(for: state, in: txn)
         return try txn.withCursor(in: database) { cursor in
             guard let entry = try cursor.seek(exactly: key) else { return .absent }
             let size = entry.value.count
             let expired = RecordHeader.peekExpiry(entry.value).map { $0 <= now } ?? false
-            journal?.record(state, key: key, expired ? .purged : .evicted)
+            recorder?.record(key: key, expired ? .purged : .evicted, in: txn)
             try cursor.deleteCurrent()
             removed(keySize: key.count, recordSize: size)
             if expired {
@@ -333,7 +333,7 @@ final class BoundTracker: EvictionSource {
         if !evictingSorted {
             evicting.sort { keyPrecedes(evictingBytes[$0], evictingBytes[$1]) }
         }
-        let journal = store.changeJournal(for: state, in: txn)
+        let recorder = store.changeRecorder(for: state, in: txn)
         try txn.withCursor(in: database) { cursor in
             // The record after the one just deleted, where the cursor stands: when it is the next
             // to go (records written together are evicted together), no search finds it.
@@ -352,7 +352,7 @@ final class BoundTracker: EvictionSource {
                 }
                 let size = entry.value.count
                 let expired = RecordHeader.peekExpiry(entry.value).map { $0 <= now } ?? false
-                journal?.record(state, key: entry.key, expired ? .purged : .evicted)
+                recorder?.record(key: entry.key, expired ? .purged : .evicted, in: txn)
                 try cursor.deleteCurrent()
                 next = try cursor.current()
                 if expired {
@@ -390,10 +390,10 @@ final class BoundTracker: EvictionSource {
             }
             return nil
         }
-        let journal = store.changeJournal(for: state, in: txn)
+        let recorder = store.changeRecorder(for: state, in: txn)
         for (key, bytes) in expired {
             guard try txn.delete(key, in: database) else { continue }
-            journal?.record(state, key: key, .purged)
+            recorder?.record(key: key, .purged, in: txn)
             removed(keySize: key.count, recordSize: bytes)
             removedExpired += 1
         }

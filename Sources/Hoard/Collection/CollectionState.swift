@@ -88,6 +88,15 @@ final class CollectionState: Sendable {
     /// there are: a writer records changes only while there is one (or a change log is kept).
     let observers = Mutex(CollectionObservers())
     let observerCount = Atomic<Int>(0)
+    /// Raised, under the lock of ``observers``, whenever the keys observed change.
+    let observedKeysVersion = Atomic<Int>(0)
+    /// The keys observed as the writer last took them (`nil`: every key), and their version
+    /// (``refreshWritersKeys()``).
+    /// Only the thread that holds the store's write transaction reads or writes these: LMDB lets
+    /// one write transaction run at a time, and its lock orders one writer's changes before the
+    /// next one's reads.
+    nonisolated(unsafe) var writersKeys: ObservedKeys?
+    nonisolated(unsafe) var writersKeysVersion = -1
 
     /// The counters behind ``HoardCollection/statistics()``.
     let counters: Counters

@@ -9,6 +9,18 @@ internal import CBOR
 // Writing: puts of one model or many (a bulk put shares its clock read and emit buffer), deletes,
 // and purging expired records.
 
+/// What the records of one put call share. Outside the generic collection, so that a put moves it
+/// without asking the runtime for its generic type's metadata (as a member of `HoardCollection<Model>`,
+/// it did once it held more than one reference: a few hundred instructions a put).
+private struct PutBatch {
+    let header: RecordHeader
+    let options: PutOptions
+    /// The bound's bookkeeping; `nil` for a collection without a capacity.
+    let tracker: BoundTracker?
+    /// What records the puts for observers; `nil` when none would read them.
+    let recorder: ChangeRecorder?
+}
+
 extension HoardCollection {
     /// Stores `model` under its ID, replacing what was there, in a transaction of its own
     /// (which also rewrites records waiting for a lazy migration).
@@ -47,7 +59,7 @@ extension HoardCollection {
     ) throws {
         let batch = PutBatch(
             header: header(for: expiry), options: insertOnly ? .noOverwrite : [], tracker: try boundTracker(in: txn),
-            journal: store.changeJournal(for: state, in: txn))
+            recorder: store.changeRecorder(for: state, in: txn))
         if let table = currentEmitted {
             try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
         } else {
@@ -72,7 +84,7 @@ extension HoardCollection {
     ) throws {
         let batch = PutBatch(
             header: header(for: expiry), options: insertOnly ? .noOverwrite : [], tracker: try boundTracker(in: txn),
-            journal: store.changeJournal(for: state, in: txn))
+            recorder: store.changeRecorder(for: state, in: txn))
         // Counted once a call (a counter call per record would add a few percent to a bulk put).
         var stored = 0
         defer {
@@ -112,16 +124,6 @@ extension HoardCollection {
             }
         }
         try batch.tracker?.finish(in: txn)
-    }
-
-    /// What the records of one put call share.
-    private struct PutBatch {
-        let header: RecordHeader
-        let options: PutOptions
-        /// The bound's bookkeeping; `nil` for a collection without a capacity.
-        let tracker: BoundTracker?
-        /// Where the puts are recorded for observers; `nil` when none would read them.
-        let journal: ChangeJournal?
     }
 
     /// The header of a record written now with `expiry`.
@@ -170,7 +172,7 @@ extension HoardCollection {
     ) throws {
         try batch.tracker?.willStore(key, recordSize: RecordHeader.size + payload.count, in: txn)
         try batch.header.store(payload: payload, forKey: key, in: database, options: batch.options, txn: txn)
-        batch.journal?.record(state, key: key, .stored)
+        batch.recorder?.record(key: key, .stored, in: txn)
     }
 
     /// Removes the record under `id` in a transaction of its own; returns whether there was one.
@@ -204,7 +206,7 @@ extension HoardCollection {
         try tracker?.finish(in: txn)
         if deleted {
             state.metrics.deletes.increment()
-            store.changeJournal(for: state, in: txn)?.record(state, key: key, .deleted)
+            store.changeRecorder(for: state, in: txn)?.record(key: key, .deleted, in: txn)
         }
         return deleted
     }
@@ -215,7 +217,7 @@ extension HoardCollection {
     public func deleteAll() throws {
         try store.environment.write { txn in
             try txn.clear(database)
-            store.changeJournal(for: state, in: txn)?.record(state, key: [], .cleared)
+            store.changeRecorder(for: state, in: txn)?.record(key: [], .cleared, in: txn)
             if let tracker = try boundTracker(in: txn) {
                 tracker.emptied()
                 try tracker.finish(in: txn)

@@ -3,8 +3,8 @@ internal import LMDB
 /// The changes one write transaction made to observed collections, kept with the transaction
 /// (``Transaction/local(_:make:)``) and published when it commits: one ``RawChanges`` a
 /// collection, built as the writes go (keys back to back in one buffer), so that publishing
-/// copies nothing. A collection observed only by ``HoardCollection/observe(_:)`` records only
-/// the keys observed (a hash of the key, looked up in a small table, decides). A nested
+/// copies nothing. It is made by the first change a transaction records (``ChangeRecorder``), so
+/// that a write of a key nobody observes allocates nothing. A nested
 /// transaction that is undone takes its entries with it (``TransactionJournal``), and a write
 /// that LMDB runs again after growing the map starts with a new journal.
 final class ChangeJournal: TransactionJournal {
@@ -14,18 +14,6 @@ final class ChangeJournal: TransactionJournal {
     @exclusivity(unchecked) private(set) var batches: [RawChanges] = []
     /// The collection of each entry, in order (for undoing the last ones).
     @exclusivity(unchecked) private var order: [Int] = []
-    /// The collection recorded last (most transactions change one), and what of it is recorded:
-    /// the hashes of the keys observed, or (`nil`) every key. Looked at before anything is kept,
-    /// so that a write of a key nobody observes allocates nothing for it. (Two fields, read in
-    /// place: a tuple bound to a name is a copy, two retains and two releases a key.)
-    @exclusivity(unchecked) private var currentState: CollectionState?
-    @exclusivity(unchecked) private var currentFilter: KeyHashSet?
-    private let recordsEverything: Bool
-
-    init(recordsEverything: Bool) {
-        self.recordsEverything = recordsEverything
-    }
-
     var mark: Int { order.count }
 
     func undo(to mark: Int) {
@@ -35,18 +23,9 @@ final class ChangeJournal: TransactionJournal {
     }
 
     func record(_ collection: CollectionState, key: UnsafeRawBufferPointer, _ kind: RecordedKind) {
-        if currentState !== collection {
-            currentState = collection
-            currentFilter = recordsEverything ? nil : collection.observedKeyFilter()
-        }
-        if kind != .cleared, currentFilter?.contains(keyHash(key)) == false { return }
         let index = self.index(of: collection)
         batches[index].append(kind, key: key)
         order.append(index)
-    }
-
-    func record(_ collection: CollectionState, key: [UInt8], _ kind: RecordedKind) {
-        key.withUnsafeBytes { record(collection, key: $0, kind) }
     }
 
     private func index(of collection: CollectionState) -> Int {

@@ -55,7 +55,7 @@ final class Observation: CommitListener, @unchecked Sendable {
             ownCommits.withLock { $0[id] = true }
         }
         if let changeLogLength, let changeLog {
-            let journal = txn.local(ObjectIdentifier(ChangeJournal.self)) { ChangeJournal(recordsEverything: true) }
+            let journal = txn.local(ObjectIdentifier(ChangeJournal.self), make: ChangeJournal.init)
             try ChangeLogFormat.write(journal, transaction: id, keeping: changeLogLength, in: changeLog, txn: txn)
         }
     }
@@ -155,20 +155,52 @@ final class Observation: CommitListener, @unchecked Sendable {
 /// The subscribers of one collection in this process, and the keys they observe.
 struct CollectionObservers {
     var subscribers: [ChangeSubscriber] = []
-    /// The hashes of the keys observed (``HoardCollection/observe(_:)``); `nil` when a subscriber
-    /// wants every change.
-    var keys: KeyHashSet? = KeyHashSet()
+    /// The keys observed (``HoardCollection/observe(_:)``); `nil` when a subscriber wants every
+    /// change.
+    var keys: ObservedKeys? = ObservedKeys()
 
     mutating func updateKeys() {
-        var filter = KeyHashSet(capacity: subscribers.count)
+        var observed = ObservedKeys()
         for subscriber in subscribers {
             guard case .key(let key) = subscriber.interest else {
                 keys = nil
                 return
             }
-            filter.insert(key.withUnsafeBytes(keyHash))
+            key.withUnsafeBytes { observed.insert($0) }
         }
-        keys = filter
+        keys = observed
+    }
+}
+
+/// The keys a collection's ``HoardCollection/observe(_:)`` subscribers watch, as a writer looks a
+/// written key up: first in a word with one bit set for each observed key (a few instructions
+/// tell most keys apart, with no hash of the whole key), then by the key's hash.
+struct ObservedKeys {
+    private var hashes = KeyHashSet()
+    private var summary: UInt64 = 0
+
+    mutating func insert(_ key: UnsafeRawBufferPointer) {
+        hashes.insert(keyHash(key))
+        summary |= Self.bit(key)
+    }
+
+    @inline(__always)
+    func contains(_ key: UnsafeRawBufferPointer) -> Bool {
+        summary & Self.bit(key) != 0 && hashes.contains(keyHash(key))
+    }
+
+    /// The key's bit in the summary: from its length and its first and last eight bytes (which
+    /// overlap in a shorter key), multiplied so that every byte moves the top six bits.
+    @inline(__always)
+    private static func bit(_ key: UnsafeRawBufferPointer) -> UInt64 {
+        var folded = UInt64(truncatingIfNeeded: key.count)
+        if key.count >= 8 {
+            let last = key.loadUnaligned(fromByteOffset: key.count - 8, as: UInt64.self)
+            folded ^= key.loadUnaligned(as: UInt64.self) ^ (last << 29 | last >> 35)
+        } else {
+            for byte in key { folded = folded << 8 | UInt64(byte) }
+        }
+        return 1 << ((folded &* 0x9E37_79B9_7F4A_7C15) >> 58)
     }
 }
 
@@ -177,6 +209,7 @@ extension CollectionState {
         observers.withLock { observers in
             observers.subscribers.append(subscriber)
             observers.updateKeys()
+            observedKeysVersion.add(1, ordering: .releasing)
         }
         observerCount.add(1, ordering: .sequentiallyConsistent)
         metrics.observers.record(observerCount.load(ordering: .relaxed))
@@ -187,16 +220,22 @@ extension CollectionState {
             guard let index = observers.subscribers.firstIndex(where: { $0 === subscriber }) else { return false }
             observers.subscribers.remove(at: index)
             observers.updateKeys()
+            observedKeysVersion.add(1, ordering: .releasing)
             return true
         }
         if removed { observerCount.subtract(1, ordering: .sequentiallyConsistent) }
         metrics.observers.record(observerCount.load(ordering: .relaxed))
     }
 
-    /// What a write records of this collection when no change log is kept: only the keys
-    /// observed (their hashes), or (`nil`) every key.
-    func observedKeyFilter() -> KeyHashSet? {
-        observers.withLock { $0.keys }
+    /// Brings the writer's copy of the keys observed (``writersKeys``) up to date, taking the lock
+    /// only when they changed since it was taken (``observedKeysVersion``). Called only by the
+    /// thread that holds the store's write transaction.
+    @inline(__always)
+    func refreshWritersKeys() {
+        let version = observedKeysVersion.load(ordering: .acquiring)
+        guard version != writersKeysVersion else { return }
+        writersKeys = observers.withLock { $0.keys }
+        writersKeysVersion = version
     }
 
     /// Hands `batch` to every subscriber.
@@ -206,25 +245,51 @@ extension CollectionState {
 }
 
 extension Store {
-    /// The journal to record a change of the collection of `state` in, or `nil` when nobody
-    /// would read it (no subscriber in this process, no change log): one atomic load.
+    /// What records the changes of the collection of `state` in `txn`, or `nil` when nobody would
+    /// read them (no subscriber in this process, no change log): one atomic load.
     @inline(__always)
-    func changeJournal(for state: CollectionState, in txn: borrowing WriteTransaction) -> ChangeJournal? {
+    func changeRecorder(for state: CollectionState, in txn: borrowing WriteTransaction) -> ChangeRecorder? {
         let logsChanges = observation.logsChanges
         guard state.observerCount.load(ordering: .acquiring) > 0 || logsChanges else { return nil }
-        return txn.local(ObjectIdentifier(ChangeJournal.self)) { ChangeJournal(recordsEverything: logsChanges) }
+        return ChangeRecorder(state: state, everything: logsChanges, in: txn)
+    }
+
+    /// What records the changes of collection `name` in `txn`, or `nil` when nobody would read
+    /// them. For writers that know the collection by name (a replica's invalidations).
+    func changeRecorder(forCollection name: String, in txn: borrowing WriteTransaction) -> ChangeRecorder? {
+        let state = observation.logsChanges ? state(of: name) : existingState(of: name)
+        guard let state else { return nil }
+        return changeRecorder(for: state, in: txn)
     }
 }
 
-extension Store {
-    /// The journal, and the state, to record a change of collection `name` in; `nil` when nobody
-    /// would read it. For writers that know the collection by name (a replica's invalidations).
-    func changeJournal(
-        forCollection name: String, in txn: borrowing WriteTransaction
-    ) -> (ChangeJournal, CollectionState)? {
-        let state = observation.logsChanges ? state(of: name) : existingState(of: name)
-        guard let state, let journal = changeJournal(for: state, in: txn) else { return nil }
-        return (journal, state)
+/// Records a write transaction's changes to one collection in the transaction's ``ChangeJournal``:
+/// every change when the store keeps a change log or a subscriber wants them all (the journal is
+/// taken at once), otherwise only those of the keys observed (``ObservedKeys``). The journal is
+/// then made by the first change kept, so that a write of a key nobody observes allocates nothing.
+struct ChangeRecorder {
+    let state: CollectionState
+    /// The journal, when every change is kept.
+    let journal: ChangeJournal?
+
+    init(state: CollectionState, everything: Bool, in txn: borrowing WriteTransaction) {
+        self.state = state
+        state.refreshWritersKeys()
+        journal =
+            everything || state.writersKeys == nil
+            ? txn.local(ObjectIdentifier(ChangeJournal.self), make: ChangeJournal.init) : nil
+    }
+
+    func record(key: UnsafeRawBufferPointer, _ kind: RecordedKind, in txn: borrowing WriteTransaction) {
+        if let journal {
+            journal.record(state, key: key, kind)
+        } else if kind == .cleared || state.writersKeys?.contains(key) != false {
+            txn.local(ObjectIdentifier(ChangeJournal.self), make: ChangeJournal.init).record(state, key: key, kind)
+        }
+    }
+
+    func record(key: [UInt8], _ kind: RecordedKind, in txn: borrowing WriteTransaction) {
+        key.withUnsafeBytes { record(key: $0, kind, in: txn) }
     }
 }
 

@@ -189,19 +189,17 @@ struct RemoteTarget {
             return onError > revalidate ? now - revalidate : nil
         }
         let tracker = try BoundTracker.open(collection, keyKind: .custom, database: database, store: store, txn: txn)
-        let recording = store.changeJournal(forCollection: collection, in: txn)
+        let recorder = store.changeRecorder(forCollection: collection, in: txn)
         for key in keys where !key.isEmpty && key.count <= store.environment.maxKeySize {
             if let expireAs, let marked = try markExpired(key, at: expireAs, in: txn) {
                 result.markedExpired += 1
-                if marked, let (journal, state) = recording {
-                    journal.record(state, key: key, .expired)
-                }
+                if marked { recorder?.record(key: key, .expired, in: txn) }
                 continue
             }
             if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
             if try txn.delete(key, in: database) {
                 result.removed += 1
-                if let (journal, state) = recording { journal.record(state, key: key, .deleted) }
+                recorder?.record(key: key, .deleted, in: txn)
             }
         }
         try tracker?.finish(in: txn)

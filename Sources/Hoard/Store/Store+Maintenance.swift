@@ -78,7 +78,7 @@ extension Store {
         var purged = 0
         var scanned = 0
         let tracker = try BoundTracker.open(name, keyKind: .custom, database: database, store: self, txn: txn)
-        let journal = changeJournal(for: state, in: txn)
+        let recorder = changeRecorder(for: state, in: txn)
         let resumeAt = try txn.withCursor(in: database) { cursor -> [UInt8]? in
             var entry = try start.map { try cursor.seek(atLeast: $0) } ?? cursor.first()
             while let current = entry {
@@ -86,7 +86,7 @@ extension Store {
                 scanned += 1
                 if let header = try? RecordHeader.parse(current.value).0, header.isExpired(at: now) {
                     tracker?.removed(keySize: current.key.count, recordSize: current.value.count)
-                    journal?.record(state, key: current.key, .purged)
+                    recorder?.record(key: current.key, .purged, in: txn)
                     try cursor.deleteCurrent()
                     purged += 1
                 }

@@ -113,10 +113,10 @@ extension HoardCollection {
         let tracker = try boundTracker(in: txn)
         if let tracker { try checkFits(incoming, tracker.bound.capacity) }
         let merged = try plan(incoming, scope, range, now, txn)
-        let journal = store.changeJournal(for: state, in: txn)
+        let recorder = store.changeRecorder(for: state, in: txn)
         for key in merged.removed + merged.discarded {
             if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
-            if try txn.delete(key, in: database) { journal?.record(state, key: key, .deleted) }
+            if try txn.delete(key, in: database) { recorder?.record(key: key, .deleted, in: txn) }
         }
         let header = RecordHeader(version: currentVersion, writtenAt: store.writeStamp(now), expiresAt: expiresAt)
         try incoming.payloadBytes.withUnsafeBytes { payloads in
@@ -126,7 +126,7 @@ extension HoardCollection {
                     let key = UnsafeRawBufferPointer(rebasing: keys[incoming.keys[index]])
                     try tracker?.willStore(key, recordSize: RecordHeader.size + payload.count, in: txn)
                     try header.store(payload: payload, forKey: key, in: database, txn: txn)
-                    journal?.record(state, key: key, .stored)
+                    recorder?.record(key: key, .stored, in: txn)
                 }
             }
         }

@@ -90,6 +90,13 @@ if let only = argument("only") {
     // With `-observers`, 8 observe(id) subscribers.
     let consumer = only.hasSuffix("-changes") ? drain(collection.changes()) : nil
     let observers = only.hasSuffix("-observers") ? try observeEight(collection) : []
+    // A second thread, in every workload: the subscribers' tasks start the concurrency runtime's
+    // threads, and once a process has more than one, the C library takes slower paths in its
+    // system calls and allocations for good. Without this, a workload with no subscriber would
+    // count those paths as the subscribers' cost (a service always has other threads).
+    let started = DispatchSemaphore(value: 0)
+    DispatchQueue.global().async { started.signal() }
+    started.wait()
     for _ in 0..<rounds {
         switch only {
         case "single", "single-changes", "single-observers": _ = try singlePuts(collection)
