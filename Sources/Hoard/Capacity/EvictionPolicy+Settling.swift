@@ -124,11 +124,13 @@ extension EvictionPolicy {
             in txn: borrowing WriteTransaction
         ) throws {
             let estimate = policy.admitsByFrequency ? policy.sketch.estimate(hash) : 0
+            // While recency has the upper hand (``PolicyTrial``), every candidate is kept.
+            let keepsEveryKey = policy.trial?.prefersRecency ?? false
             // Victims that turn out pinned or gone leave probation and the next is tried; once
             // as many as there are records have, none is left that may go.
             for _ in 0...records {
                 guard let victim = try probationVictim(&source, in: txn) else { break }
-                guard !policy.admitsByFrequency || estimate > victimEstimate(victim) else {
+                guard !policy.admitsByFrequency || keepsEveryKey || estimate > victimEstimate(victim) else {
                     // A candidate the sketch never saw asked for was not read since it was
                     // written (unless before the sketch's last halving): it has no recent-use
                     // count to clear, and the look-up is spared.
@@ -141,7 +143,14 @@ extension EvictionPolicy {
                     break
                 }
             }
-            admit(candidate)
+            if keepsEveryKey {
+                // Into the main part, with a pass of the hand's grace: in probation, a new key
+                // that was not read again before probation's turn came went, as under the
+                // frequency rule; recency wants it kept about as long as the rest.
+                policy.recentUse.touch(hash)
+            } else {
+                admit(candidate)
+            }
         }
 
         /// Asks for the sketch's lines of the next `count` candidates and of probation's first

@@ -16,7 +16,8 @@ internal import LMDB
 /// candidate; the oldest key in probation that was not read while there is the victim (one that
 /// was read, or written again, is promoted: it leaves probation for the main part); the sketch
 /// decides, and the one asked for less often
-/// goes (the victim stays on a tie). When probation runs short, the hand moves over the main
+/// goes (the victim stays on a tie), unless the ``PolicyTrial`` finds that keeping every new key
+/// would hit more now: then the candidate stays, in the main part with a pass of grace. When probation runs short, the hand moves over the main
 /// part in key order: a record read since the hand last passed has its count lowered and stays;
 /// the first one not read moves to probation.
 ///
@@ -33,7 +34,8 @@ internal import LMDB
 /// After a restart, the window and probation are empty and every count is zero: the first
 /// evictions come from the main part in key order, and the sketch learns again from the
 /// traffic, reaching its steady state after about `sampleMultiple` × the records' number of
-/// accesses.
+/// accesses. The trial starts empty, with the sketch deciding, and can turn to recency once its
+/// miniature caches have filled.
 final class EvictionPolicy: Sendable {
     let sketch: FrequencySketch
     let recentUse: RecentUse
@@ -92,7 +94,12 @@ final class EvictionPolicy: Sendable {
         // several passes of the hand.
         sketch = FrequencySketch(records: admitsByFrequency ? records : 1)
         recentUse = RecentUse(records: records, maximum: admitsByFrequency ? 3 : 1)
+        trial = admitsByFrequency ? PolicyTrial(records: records) : nil
     }
+
+    /// Whether new keys are kept whatever the sketch says, now (``PolicyTrial``); `nil` for the
+    /// recency strategy, which always keeps them.
+    let trial: PolicyTrial?
 
     /// Gets' accesses not counted yet (counted 32 at a time, for the caches' sake).
     private let accesses = AccessBuffer()
@@ -120,16 +127,17 @@ final class EvictionPolicy: Sendable {
                 let hash = entry & ~1
                 if admitsByFrequency { sketch.increment(hash) }
                 if entry & 1 != 0 { recentUse.touch(hash) }
+                if let trial, trial.samples(hash) { trial.accessed(hash, sketch: sketch) }
             }
         }
     }
 
-    /// The memory the policy's state takes, in bytes (sketch, counts, buffered accesses, queues
-    /// and the set of the window's keys).
+    /// The memory the policy's state takes, in bytes (sketch, counts, buffered accesses, queues,
+    /// the set of the window's keys and the trial's miniature caches).
     var byteCount: Int {
         state.withLock { state in
             sketch.byteCount + recentUse.byteCount + accesses.byteCount + state.window.byteCount
-                + state.probation.byteCount + state.inWindow.byteCount
+                + state.probation.byteCount + state.inWindow.byteCount + (trial?.byteCount ?? 0)
         }
     }
 

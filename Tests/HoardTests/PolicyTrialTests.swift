@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+
+@testable import Hoard
+
+/// The miniature caches that choose between keeping every new key and the frequency filter.
+@Suite("Policy trial")
+struct PolicyTrialTests {
+    @Test("the miniature LRU cache hits exactly where an LRU cache does, through evictions and its index's deletes")
+    func miniatureLRUIsLRU() {
+        for (trace, capacity) in [
+            (zipfTrace(objects: 5_000, requests: 60_000, alpha: 0.8, seed: 3), 300),
+            (recencyTrace(requests: 60_000, meanDistance: 40, seed: 5), 100),
+            ((0..<20_000).map { UInt32($0 % 51) }, 50),
+        ] {
+            var cache = MiniatureCache(capacity: capacity, segmented: false)
+            let hits = trace.reduce(0) { hits, id in hits + (cache.accessLRU(hash(id)) ? 1 : 0) }
+            let expected = lruHitRatio(trace, capacity: capacity) * Double(trace.count)
+            #expect(Double(hits) == expected.rounded(), "capacity \(capacity)")
+        }
+    }
+
+    @Test("the miniature W-TinyLFU cache keeps popular keys through a scan, where LRU loses them")
+    func miniatureTinyLFUResistsScans() {
+        let sketch = FrequencySketch(records: 200)
+        var cache = MiniatureCache(capacity: 200, segmented: true)
+        var lru = MiniatureCache(capacity: 200, segmented: false)
+        let popular = (0..<UInt32(150)).map { $0 }
+        func access(_ id: UInt32) -> (Bool, Bool) {
+            sketch.increment(hash(id))
+            return (cache.accessTinyLFU(hash(id), sketch: sketch), lru.accessLRU(hash(id)))
+        }
+        for _ in 0..<20 { for id in popular { _ = access(id) } }
+        for id in UInt32(10_000)..<UInt32(12_000) { _ = access(id) }
+        let after = popular.map(access)
+        #expect(after.filter(\.0).count >= 140, "W-TinyLFU kept \(after.filter(\.0).count) of 150")
+        #expect(after.filter(\.1).count == 0)
+    }
+
+    @Test("the trial turns to recency when recent keys come back soon, and back to frequency when popularity lasts")
+    func trialFollowsTheTraffic() {
+        let records = 500
+        let sketch = FrequencySketch(records: records)
+        let trial = PolicyTrial(records: records)
+        func replay(_ trace: [UInt32]) {
+            for id in trace {
+                sketch.increment(hash(id))
+                if trial.samples(hash(id)) { trial.accessed(hash(id), sketch: sketch) }
+            }
+        }
+        replay(zipfTrace(objects: 20_000, requests: 100_000, alpha: 0.9, seed: 23))
+        #expect(!trial.prefersRecency)
+        replay(recencyTrace(requests: 100_000, meanDistance: 250, seed: 29))
+        #expect(trial.prefersRecency)
+        replay(zipfTrace(objects: 20_000, requests: 100_000, alpha: 0.9, seed: 31))
+        #expect(!trial.prefersRecency)
+        replay(recencyTrace(requests: 100_000, meanDistance: 250, seed: 37))
+        #expect(trial.prefersRecency)
+        // A loop a little larger than the bound: LRU keeps nothing of it.
+        replay((0..<100_000).map { UInt32(5_000_000 + $0 % 550) })
+        #expect(!trial.prefersRecency)
+    }
+
+    @Test("a trial for a million records samples about 2,048 keys' share and takes under 200 KB")
+    func trialIsSmall() {
+        let trial = PolicyTrial(records: 1_000_000)
+        let sampled = (0..<UInt32(1_000_000)).filter { trial.samples(hash($0)) }.count
+        #expect((1_500...2_500).contains(sampled), "\(sampled) keys sampled")
+        #expect(trial.byteCount <= 200_000, "\(trial.byteCount) bytes")
+        let small = PolicyTrial(records: 1_000)
+        #expect((0..<UInt32(1_000)).allSatisfy { small.samples(hash($0)) })
+    }
+
+    private func hash(_ id: UInt32) -> UInt64 { bytes(id).withUnsafeBytes(keyHash) }
+}
+
+/// Requests of a recency-heavy stream: 30% for a key never asked for before, the rest for one of
+/// the recent new keys, about `meanDistance` new keys back (exponentially distributed).
+func recencyTrace(requests: Int, meanDistance: Double, seed: UInt64) -> [UInt32] {
+    var generator = SplitMix(seed: seed)
+    var newest = 10_000_000 &+ UInt32(truncatingIfNeeded: seed) &* 1_000_000
+    let first = newest
+    return (0..<requests).map { _ in
+        if generator.next() % 10 < 3 {
+            newest += 1
+            return newest
+        }
+        let uniform = Double(generator.next() >> 11 | 1) / Double(1 << 53)
+        let back = UInt32(min(Double(newest - first), -log(uniform) * meanDistance))
+        return newest - back
+    }
+}
