@@ -75,8 +75,11 @@ public struct Capacity: Sendable, Hashable, CustomStringConvertible {
 /// How a bounded collection chooses the records it gives up (docs/CACHING.md).
 public enum EvictionStrategy: Sendable, Hashable {
     /// Keeps the records asked for most often (the default): a new record is kept only when it
-    /// has been asked for more often than the record it would push out, as W-TinyLFU decides.
-    /// Best where popularity lasts (most caches): Zipf-like traffic, scans, loops.
+    /// has been asked for more often than the record it would push out, as W-TinyLFU decides,
+    /// unless a trial of both rules on a sample of the keys finds that keeping every new record
+    /// would hit more now (new records asked for again soon after, a hot set that moved). Best
+    /// where popularity lasts (most caches): Zipf-like traffic, scans, loops; about recency's hits
+    /// where it does not.
     case frequency
     /// Keeps the records asked for most recently: a record read since eviction last passed it
     /// stays once more, every new record is kept (CLOCK, close to LRU). Best where what was asked
