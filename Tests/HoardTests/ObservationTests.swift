@@ -202,6 +202,50 @@ struct ObservationTests {
         }
     }
 
+    @Test("a journal undoes its last entries in whichever collections they went to, and numbers new ones on")
+    func journalUndoAcrossCollections() throws {
+        try withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions)
+            _ = try store.collection(Note.self, named: "A")
+            _ = try store.collection(Note.self, named: "B")
+            let a = try #require(store.existingState(of: "A"))
+            let b = try #require(store.existingState(of: "B"))
+            let journal = ChangeJournal()
+            func record(_ state: CollectionState, _ key: UInt8) {
+                [key].withUnsafeBytes { journal.record(state, key: $0, .stored) }
+            }
+            // What each collection's batch holds, by key.
+            func held() -> [String: [UInt8]] {
+                var result: [String: [UInt8]] = [:]
+                journal.forEachBatch { state, batch in
+                    result[state.name] = batch.entries.map { batch.keys[$0.start] }
+                }
+                return result
+            }
+            record(a, 1)
+            record(a, 2)
+            let beforeB = journal.mark
+            record(b, 3)
+            record(a, 4)
+            let middle = journal.mark
+            record(b, 5)
+            record(a, 6)
+            #expect(held() == ["A": [1, 2, 4, 6], "B": [3, 5]])
+            journal.undo(to: middle)
+            #expect(held() == ["A": [1, 2, 4], "B": [3]])
+            journal.undo(to: 1)
+            #expect(held() == ["A": [1], "B": []])
+            record(b, 7)
+            record(a, 8)
+            #expect(held() == ["A": [1, 8], "B": [7]])
+            journal.undo(to: 2)
+            #expect(held() == ["A": [1], "B": [7]])
+            #expect(journal.mark == 2 && beforeB == 2)
+            journal.undo(to: 0)
+            #expect(held() == ["A": [], "B": []])
+        }
+    }
+
     @Test("the observed keys a writer looks up: every key observed is found, of any length, and no other")
     func observedKeysLookUp() {
         var generator = SystemRandomNumberGenerator()
@@ -228,7 +272,9 @@ struct ObservationTests {
                     try store.write { txn in
                         try body(txn)
                         let journal = txn.local(ObjectIdentifier(ChangeJournal.self), make: ChangeJournal.init)
-                        return journal.batches.reduce(0) { $0 + $1.entries.count }
+                        var entries = 0
+                        journal.forEachBatch { entries += $1.entries.count }
+                        return entries
                     }
                 }
             }

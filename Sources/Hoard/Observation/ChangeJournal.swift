@@ -10,30 +10,66 @@ internal import LMDB
 final class ChangeJournal: TransactionJournal {
     // Unchecked: a journal belongs to one write transaction on one thread, and the checks of
     // exclusive access cost more than the rest of recording a change.
-    @exclusivity(unchecked) private(set) var collections: [CollectionState] = []
-    @exclusivity(unchecked) private(set) var batches: [RawChanges] = []
-    /// The collection of each entry, in order (for undoing the last ones).
+    /// The collection changed first, and its batch, held inline: most transactions change one
+    /// collection, and arrays of collections and batches were three allocations a commit.
+    @exclusivity(unchecked) private var firstState: CollectionState?
+    @exclusivity(unchecked) private var firstBatch = RawChanges(first: 0, last: 0, origin: .thisProcess)
+    /// The other collections changed, and their batches.
+    @exclusivity(unchecked) private var otherStates: [CollectionState] = []
+    @exclusivity(unchecked) private var otherBatches: [RawChanges] = []
+    /// How many entries are recorded.
+    @exclusivity(unchecked) private var count = 0
+    /// For undoing the last entries: the batch of each entry from the `orderStart`th on (0 for
+    /// the first collection's, `n` for `otherBatches[n - 1]`), kept only once a second collection
+    /// changed (every entry before is the first collection's).
     @exclusivity(unchecked) private var order: [Int] = []
-    var mark: Int { order.count }
+    @exclusivity(unchecked) private var orderStart: Int?
+
+    var mark: Int { count }
 
     func undo(to mark: Int) {
-        while order.count > mark, let collection = order.popLast() {
-            batches[collection].removeLast()
+        while count > mark {
+            count -= 1
+            if let orderStart, count >= orderStart, let batch = order.popLast(), batch > 0 {
+                otherBatches[batch - 1].removeLast()
+            } else {
+                firstBatch.removeLast()
+            }
         }
+        // Entries recorded from here on are numbered from here.
+        if let orderStart, count < orderStart { self.orderStart = count }
     }
 
     func record(_ collection: CollectionState, key: UnsafeRawBufferPointer, _ kind: RecordedKind) {
-        let index = self.index(of: collection)
-        batches[index].append(kind, key: key)
-        order.append(index)
+        let batch = self.batch(of: collection)
+        if batch == 0 {
+            firstBatch.append(kind, key: key)
+        } else {
+            otherBatches[batch - 1].append(kind, key: key)
+        }
+        if orderStart != nil { order.append(batch) }
+        count += 1
     }
 
-    private func index(of collection: CollectionState) -> Int {
-        if let last = collections.indices.last, collections[last] === collection { return last }
-        if let found = collections.firstIndex(where: { $0 === collection }) { return found }
-        collections.append(collection)
-        batches.append(RawChanges(first: 0, last: 0, origin: .thisProcess))
-        return collections.count - 1
+    /// Calls `body` with each collection changed and its batch, in the order they first changed.
+    func forEachBatch(_ body: (CollectionState, RawChanges) throws -> Void) rethrows {
+        guard let firstState else { return }
+        try body(firstState, firstBatch)
+        for index in otherStates.indices { try body(otherStates[index], otherBatches[index]) }
+    }
+
+    /// The batch of `collection` (0: the first collection's, `n`: `otherBatches[n - 1]`), begun if new.
+    private func batch(of collection: CollectionState) -> Int {
+        if firstState === collection { return 0 }
+        if firstState == nil {
+            firstState = collection
+            return 0
+        }
+        if let found = otherStates.firstIndex(where: { $0 === collection }) { return found + 1 }
+        if orderStart == nil { orderStart = count }
+        otherStates.append(collection)
+        otherBatches.append(RawChanges(first: 0, last: 0, origin: .thisProcess))
+        return otherStates.count
     }
 }
 

@@ -28,7 +28,7 @@ enum ChangeLogFormat {
         txn: borrowing WriteTransaction
     ) throws {
         var value: [UInt8] = [format]
-        for (collection, batch) in zip(journal.collections, journal.batches) {
+        journal.forEachBatch { collection, batch in
             let name = Array(collection.name.utf8)
             for entry in batch.entries {
                 value.append(entry.kind.rawValue)

@@ -62,8 +62,9 @@ final class Observation: CommitListener, @unchecked Sendable {
 
     func didCommit(transaction id: Int, local: (ObjectIdentifier) -> AnyObject?) {
         if let journal = local(ObjectIdentifier(ChangeJournal.self)) as? ChangeJournal {
-            for (state, var batch) in zip(journal.collections, journal.batches)
-            where !batch.isEmpty && state.observerCount.load(ordering: .relaxed) > 0 {
+            journal.forEachBatch { state, batch in
+                guard !batch.isEmpty, state.observerCount.load(ordering: .relaxed) > 0 else { return }
+                var batch = batch
                 (batch.first, batch.last) = (id, id)
                 state.publish(batch)
             }
