@@ -61,12 +61,12 @@ struct PolicyTrialTests {
         #expect(!trial.prefersRecency)
     }
 
-    @Test("a trial for a million records samples about 2,048 keys' share and takes under 200 KB")
+    @Test("a trial for a million records samples about 1,024 keys' share and takes under 100 KB")
     func trialIsSmall() {
         let trial = PolicyTrial(records: 1_000_000)
         let sampled = (0..<UInt32(1_000_000)).filter { trial.samples(hash($0)) }.count
-        #expect((1_500...2_500).contains(sampled), "\(sampled) keys sampled")
-        #expect(trial.byteCount <= 200_000, "\(trial.byteCount) bytes")
+        #expect((700...1_400).contains(sampled), "\(sampled) keys sampled")
+        #expect(trial.byteCount <= 100_000, "\(trial.byteCount) bytes")
         let small = PolicyTrial(records: 1_000)
         #expect((0..<UInt32(1_000)).allSatisfy { small.samples(hash($0)) })
     }

@@ -29,8 +29,12 @@ let rounds = option("rounds", default: 5)
 let stateRecords = option("state-records", default: 1_000_000)
 let skipGets = option("skip-gets", default: 0) != 0
 let onlySize = option("put-size", default: 0)
-guard (0...count).contains(onlySize) else {
-    let problem = "--put-size must be between 1 and --records (\(count)), or 0 for both sizes; not \(onlySize)"
+guard (0...count).contains(onlySize), onlySize > 0 || count >= 10_000 else {
+    // A put replaces as many of the oldest records as it writes: no put may be larger than the collection.
+    let problem =
+        onlySize == 0
+        ? "--records must be at least 10,000 for both put sizes (the larger puts 10,000), not \(count); or give --put-size"
+        : "--put-size must be between 1 and --records (\(count)), or 0 for both sizes; not \(onlySize)"
     FileHandle.standardError.write(Data("capacity-bench: \(problem)\n".utf8))
     exit(2)
 }
