@@ -97,8 +97,8 @@ final class EvictionPolicy: Sendable {
         trial = admitsByFrequency ? PolicyTrial(records: records) : nil
     }
 
-    /// Whether new keys are kept whatever the sketch says, now (``PolicyTrial``); `nil` for the
-    /// recency strategy, which always keeps them.
+    /// What decides whether new keys are kept whatever the sketch says (``PolicyTrial``); `nil`
+    /// for the recency strategy, which always keeps them.
     let trial: PolicyTrial?
 
     /// Gets' accesses not counted yet (counted 32 at a time, for the caches' sake).
