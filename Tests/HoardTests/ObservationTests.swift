@@ -218,7 +218,9 @@ struct ObservationTests {
             func held() -> [String: [UInt8]] {
                 var result: [String: [UInt8]] = [:]
                 journal.forEachBatch { state, batch in
-                    result[state.name] = batch.entries.map { batch.keys[$0.start] }
+                    result[state.name] = batch.entries.indices.map { index in
+                        batch.keys.withBytes(in: batch.keyRange(index)) { $0[0] }
+                    }
                 }
                 return result
             }
@@ -243,6 +245,43 @@ struct ObservationTests {
             #expect(journal.mark == 2 && beforeB == 2)
             journal.undo(to: 0)
             #expect(held() == ["A": [], "B": []])
+        }
+    }
+
+    @Test("a batch handed on keeps its keys while the journal that made it is emptied and used again")
+    func reusedJournal() throws {
+        try withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions)
+            _ = try store.collection(Note.self, named: "A")
+            let a = try #require(store.existingState(of: "A"))
+            // Keys of every length the appending treats apart: empty, under a word, one or two
+            // words, longer.
+            let keys = [0, 1, 7, 8, 9, 15, 16, 17, 100].map { length in
+                (0..<length).map { UInt8(truncatingIfNeeded: length &* 31 &+ $0) }
+            }
+            func contents(_ batch: RawChanges) -> [[UInt8]] {
+                batch.entries.indices.map { index in batch.keys.withBytes(in: batch.keyRange(index)) { Array($0) } }
+            }
+            let journal = ChangeJournal()
+            for key in keys { key.withUnsafeBytes { journal.record(a, key: $0, .stored) } }
+            var published: [RawChanges] = []
+            journal.forEachBatch { _, batch in published.append(batch) }
+            #expect(published.count == 1 && contents(published[0]) == keys)
+
+            // Emptied while the published batch still holds its buffers, then filled again.
+            journal.reset()
+            for key in keys.reversed() { key.withUnsafeBytes { journal.record(a, key: $0, .deleted) } }
+            #expect(contents(published[0]) == keys)
+            var again: [RawChanges] = []
+            journal.forEachBatch { _, batch in again.append(batch) }
+            #expect(contents(again[0]) == keys.reversed())
+
+            // Undoing in a copy, and merging one batch into another, change neither source.
+            var copy = again[0]
+            copy.removeLast()
+            copy.merge(published[0], limit: 100)
+            #expect(contents(copy) == Array(keys.reversed().dropLast()) + keys)
+            #expect(contents(again[0]) == keys.reversed() && contents(published[0]) == keys)
         }
     }
 

@@ -97,6 +97,10 @@ final class CollectionState: Sendable {
     /// next one's reads.
     nonisolated(unsafe) var writersKeys: ObservedKeys?
     nonisolated(unsafe) var writersKeysVersion = -1
+    /// ``writersKeys``' summary bits (all set when every key is wanted), and whether every key is
+    /// wanted: what a writer reads of them for a key nobody observes.
+    nonisolated(unsafe) var writersKeysSummary: UInt64 = 0
+    nonisolated(unsafe) var writersWantEverything = false
 
     /// The counters behind ``HoardCollection/statistics()``.
     let counters: Counters

@@ -3,13 +3,15 @@ internal import LMDB
 /// The changes one write transaction made to observed collections, kept with the transaction
 /// (``Transaction/local(_:make:)``) and published when it commits: one ``RawChanges`` a
 /// collection, built as the writes go (keys back to back in one buffer), so that publishing
-/// copies nothing. It is made by the first change a transaction records (``ChangeRecorder``), so
-/// that a write of a key nobody observes allocates nothing. A nested
+/// copies nothing. It is taken by the first change a transaction records (``ChangeRecorder``),
+/// so that a write of a key nobody observes allocates nothing, and it is the store's one spare
+/// journal when there is one (``Observation/takeJournal()``). A nested
 /// transaction that is undone takes its entries with it (``TransactionJournal``), and a write
 /// that LMDB runs again after growing the map starts with a new journal.
-final class ChangeJournal: TransactionJournal {
-    // Unchecked: a journal belongs to one write transaction on one thread, and the checks of
-    // exclusive access cost more than the rest of recording a change.
+final class ChangeJournal: TransactionJournal, @unchecked Sendable {
+    // Unchecked: a journal belongs to one write transaction on one thread at a time (the next
+    // takes it through the spare's lock), and the checks of exclusive access cost more than the
+    // rest of recording a change.
     /// The collection changed first, and its batch, held inline: most transactions change one
     /// collection, and arrays of collections and batches were three allocations a commit.
     @exclusivity(unchecked) private var firstState: CollectionState?
@@ -27,6 +29,19 @@ final class ChangeJournal: TransactionJournal {
 
     var mark: Int { count }
 
+    /// Empties the journal for another transaction. Its buffers are kept when the subscribers
+    /// that were handed them let them go, so that a writer whose subscribers keep up allocates
+    /// nothing for them (``Observation/takeJournal()``).
+    func reset() {
+        firstState = nil
+        firstBatch.reset()
+        otherStates.removeAll()
+        otherBatches.removeAll()
+        count = 0
+        order.removeAll(keepingCapacity: true)
+        orderStart = nil
+    }
+
     func undo(to mark: Int) {
         while count > mark {
             count -= 1
@@ -40,7 +55,18 @@ final class ChangeJournal: TransactionJournal {
         if let orderStart, count < orderStart { self.orderStart = count }
     }
 
+    @inline(__always)
     func record(_ collection: CollectionState, key: UnsafeRawBufferPointer, _ kind: RecordedKind) {
+        // Most transactions change one collection: its entries need no order kept.
+        if firstState === collection, orderStart == nil {
+            firstBatch.append(kind, key: key)
+            count += 1
+        } else {
+            record(inAnyBatch: collection, key: key, kind)
+        }
+    }
+
+    private func record(inAnyBatch collection: CollectionState, key: UnsafeRawBufferPointer, _ kind: RecordedKind) {
         let batch = self.batch(of: collection)
         if batch == 0 {
             firstBatch.append(kind, key: key)
@@ -49,6 +75,12 @@ final class ChangeJournal: TransactionJournal {
         }
         if orderStart != nil { order.append(batch) }
         count += 1
+    }
+
+    /// Whether the journal is worth keeping for another transaction: not when its buffers
+    /// take more than a MiB (a large write's), which a spare would hold on to for good.
+    var isWorthKeeping: Bool {
+        otherBatches.isEmpty && firstBatch.bufferSize <= 1 << 20
     }
 
     /// Calls `body` with each collection changed and its batch, in the order they first changed.
@@ -82,7 +114,9 @@ enum RecordedKind: UInt8, Sendable {
 }
 
 /// A batch of changes to one collection before it is handed to a subscriber: keys as bytes,
-/// in the order they changed (a ``RecordedKind/cleared`` entry empties what came before it).
+/// back to back in the order they changed (a ``RecordedKind/cleared`` entry empties what came
+/// before it). An entry is its key's end and its kind: its key starts where the entry before it
+/// ends.
 struct RawChanges: Sendable {
     var first: Int
     var last: Int
@@ -90,11 +124,11 @@ struct RawChanges: Sendable {
     var unknown = false
     /// A wake-up that is not a commit (a record's expiry came): read again whatever the range says.
     var expiryTick = false
-    var keys: [UInt8] = []
+    var keys = KeyBytes()
     var entries: [Entry] = []
 
     struct Entry: Sendable {
-        var start: Int
+        /// Where the entry's key ends in ``RawChanges/keys``.
         var end: Int
         var kind: RecordedKind
     }
@@ -107,26 +141,38 @@ struct RawChanges: Sendable {
 
     var isEmpty: Bool { !unknown && !expiryTick && entries.isEmpty }
 
+    /// Where the key of the entry at `index` is in ``keys``.
+    func keyRange(_ index: Int) -> Range<Int> {
+        (index == 0 ? 0 : entries[index - 1].end)..<entries[index].end
+    }
+
     mutating func append(_ kind: RecordedKind, key: UnsafeRawBufferPointer) {
-        let start = keys.count
-        keys.append(contentsOf: key)
-        entries.append(Entry(start: start, end: keys.count, kind: kind))
+        keys.append(key)
+        entries.append(Entry(end: keys.count, kind: kind))
     }
 
     mutating func removeLast() {
-        guard let entry = entries.popLast() else { return }
-        keys.removeSubrange(entry.start...)
+        guard !entries.isEmpty else { return }
+        entries.removeLast()
+        keys.removeSuffix(from: entries.last?.end ?? 0)
     }
+
+    /// Empties the batch for another transaction, keeping its buffers when nothing else holds them.
+    mutating func reset() {
+        (first, last, origin, unknown, expiryTick) = (0, 0, .thisProcess, false, false)
+        keys.removeAll()
+        entries.removeAll(keepingCapacity: true)
+    }
+
+    /// The bytes its buffers take.
+    var bufferSize: Int { keys.capacity + entries.capacity * MemoryLayout<Entry>.stride }
 
     /// Whether the batch may concern the record under `key`.
     func mentions(_ key: [UInt8]) -> Bool {
         if unknown || expiryTick { return true }
         return key.withUnsafeBytes { key in
-            keys.withUnsafeBytes { keys in
-                entries.contains { entry in
-                    entry.kind == .cleared
-                        || bytesEqual(UnsafeRawBufferPointer(rebasing: keys[entry.start..<entry.end]), key)
-                }
+            entries.indices.contains { index in
+                entries[index].kind == .cleared || keys.withBytes(in: keyRange(index)) { bytesEqual($0, key) }
             }
         }
     }
@@ -134,7 +180,7 @@ struct RawChanges: Sendable {
     /// Says only "unknown" from now on, keeping no keys.
     mutating func forget() {
         unknown = true
-        keys = []
+        keys = KeyBytes()
         entries = []
     }
 
@@ -147,18 +193,17 @@ struct RawChanges: Sendable {
         // What a later emptying of the collection covers need not be kept, whatever it was.
         if let clear = next.entries.lastIndex(where: { $0.kind == .cleared }) {
             unknown = false
-            keys = []
+            keys = KeyBytes()
             entries = []
-            let start = next.entries[clear].start
-            keys.append(contentsOf: next.keys[start...])
-            entries = next.entries[clear...].map { Entry(start: $0.start - start, end: $0.end - start, kind: $0.kind) }
+            let start = next.keyRange(clear).lowerBound
+            keys.append(next.keys, from: start)
+            entries = next.entries[clear...].map { Entry(end: $0.end - start, kind: $0.kind) }
         } else if next.unknown {
             forget()
         } else if !unknown {
             let offset = keys.count
-            keys.append(contentsOf: next.keys)
-            entries.append(
-                contentsOf: next.entries.map { Entry(start: $0.start + offset, end: $0.end + offset, kind: $0.kind) })
+            keys.append(next.keys, from: 0)
+            entries.append(contentsOf: next.entries.lazy.map { Entry(end: $0.end + offset, kind: $0.kind) })
         }
         if next.unknown || entries.count > limit { forget() }
     }

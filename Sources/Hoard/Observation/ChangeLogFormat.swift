@@ -30,10 +30,10 @@ enum ChangeLogFormat {
         var value: [UInt8] = [format]
         journal.forEachBatch { collection, batch in
             let name = Array(collection.name.utf8)
-            for entry in batch.entries {
-                value.append(entry.kind.rawValue)
-                append(name[...], to: &value)
-                append(batch.keys[entry.start..<entry.end], to: &value)
+            for index in batch.entries.indices {
+                value.append(batch.entries[index].kind.rawValue)
+                name.withUnsafeBytes { append($0, to: &value) }
+                batch.keys.withBytes(in: batch.keyRange(index)) { append($0, to: &value) }
             }
         }
         try txn.put(value, forKey: key(id), in: log)
@@ -46,7 +46,7 @@ enum ChangeLogFormat {
         }
     }
 
-    private static func append(_ bytes: ArraySlice<UInt8>, to value: inout [UInt8]) {
+    private static func append(_ bytes: UnsafeRawBufferPointer, to value: inout [UInt8]) {
         let count = min(bytes.count, Int(UInt16.max))
         value.append(UInt8(count >> 8))
         value.append(UInt8(count & 0xFF))

@@ -166,13 +166,13 @@ public struct ChangeSequence<ID: HoardKey>: AsyncSequence, Sendable {
             var records: [ID: ChangeKind] = [:]
             var cleared = false
             records.reserveCapacity(raw.entries.count)
-            for entry in raw.entries {
-                guard let kind = entry.kind.kind else {
+            for index in raw.entries.indices {
+                guard let kind = raw.entries[index].kind.kind else {
                     cleared = true
                     records.removeAll()
                     continue
                 }
-                guard let id = ID(keyBytes: raw.keys[entry.start..<entry.end]) else {
+                guard let id = raw.keys.withBytes(in: raw.keyRange(index), { ID(keyBytes: $0) }) else {
                     return ChangeBatch(transactions: range, origin: raw.origin, content: .unknown)
                 }
                 records[id] = kind

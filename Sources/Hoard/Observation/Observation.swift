@@ -32,6 +32,9 @@ final class Observation: CommitListener, @unchecked Sendable {
     let tracksOwnCommits = Atomic<Bool>(false)
     /// Subscribers alive, for the watch's start and stop.
     let watch = Mutex<WatchState>(WatchState())
+    /// The journal of the last transaction that published one, to be emptied and used again by
+    /// the next (``takeJournal()``).
+    private let spareJournal = Mutex<ChangeJournal?>(nil)
 
     struct WatchState {
         var subscribers = 0
@@ -49,14 +52,29 @@ final class Observation: CommitListener, @unchecked Sendable {
 
     // MARK: Commits
 
+    /// A journal for a write transaction: the spare one emptied, or a new one. Only one write
+    /// transaction runs at a time, but the last one may still be publishing on another thread,
+    /// hence the lock. The spare is emptied here rather than when it is put back: by now its
+    /// subscribers have usually let its buffers go, so they are kept rather than copied.
+    func takeJournal() -> ChangeJournal {
+        guard let journal = spareJournal.withLock({ $0.take() }) else { return ChangeJournal() }
+        journal.reset()
+        return journal
+    }
+
+    /// The journal of `txn`, taken if it has none yet.
+    func journal(of txn: borrowing WriteTransaction) -> ChangeJournal {
+        txn.local(ObjectIdentifier(ChangeJournal.self), make: takeJournal)
+    }
+
     func willCommit(_ txn: borrowing WriteTransaction) throws {
-        let id = txn.id
         if tracksOwnCommits.load(ordering: .acquiring) {
+            let id = txn.id
             ownCommits.withLock { $0[id] = true }
         }
         if let changeLogLength, let changeLog {
-            let journal = txn.local(ObjectIdentifier(ChangeJournal.self), make: ChangeJournal.init)
-            try ChangeLogFormat.write(journal, transaction: id, keeping: changeLogLength, in: changeLog, txn: txn)
+            try ChangeLogFormat.write(
+                journal(of: txn), transaction: txn.id, keeping: changeLogLength, in: changeLog, txn: txn)
         }
     }
 
@@ -68,6 +86,7 @@ final class Observation: CommitListener, @unchecked Sendable {
                 (batch.first, batch.last) = (id, id)
                 state.publish(batch)
             }
+            if journal.isWorthKeeping { spareJournal.withLock { $0 = journal } }
         }
         if tracksOwnCommits.load(ordering: .acquiring) {
             ownCommits.withLock { $0[id] = false }
@@ -178,7 +197,8 @@ struct CollectionObservers {
 /// tell most keys apart, with no hash of the whole key), then by the key's hash.
 struct ObservedKeys {
     private var hashes = KeyHashSet()
-    private var summary: UInt64 = 0
+    /// The bits of the keys observed (``bit(_:)``).
+    private(set) var summary: UInt64 = 0
 
     mutating func insert(_ key: UnsafeRawBufferPointer) {
         hashes.insert(keyHash(key))
@@ -193,7 +213,7 @@ struct ObservedKeys {
     /// The key's bit in the summary: from its length and its first and last eight bytes (which
     /// overlap in a shorter key), multiplied so that every byte moves the top six bits.
     @inline(__always)
-    private static func bit(_ key: UnsafeRawBufferPointer) -> UInt64 {
+    static func bit(_ key: UnsafeRawBufferPointer) -> UInt64 {
         var folded = UInt64(truncatingIfNeeded: key.count)
         if key.count >= 8 {
             let last = key.loadUnaligned(fromByteOffset: key.count - 8, as: UInt64.self)
@@ -236,6 +256,8 @@ extension CollectionState {
         let version = observedKeysVersion.load(ordering: .acquiring)
         guard version != writersKeysVersion else { return }
         writersKeys = observers.withLock { $0.keys }
+        writersKeysSummary = writersKeys?.summary ?? ~0
+        writersWantEverything = writersKeys == nil
         writersKeysVersion = version
     }
 
@@ -250,9 +272,8 @@ extension Store {
     /// read them (no subscriber in this process, no change log): one atomic load.
     @inline(__always)
     func changeRecorder(for state: CollectionState, in txn: borrowing WriteTransaction) -> ChangeRecorder? {
-        let logsChanges = observation.logsChanges
-        guard state.observerCount.load(ordering: .acquiring) > 0 || logsChanges else { return nil }
-        return ChangeRecorder(state: state, everything: logsChanges, in: txn)
+        guard state.observerCount.load(ordering: .acquiring) > 0 || observation.logsChanges else { return nil }
+        return ChangeRecorder(state: state, observation: observation, in: txn)
     }
 
     /// What records the changes of collection `name` in `txn`, or `nil` when nobody would read
@@ -267,25 +288,49 @@ extension Store {
 /// Records a write transaction's changes to one collection in the transaction's ``ChangeJournal``:
 /// every change when the store keeps a change log or a subscriber wants them all (the journal is
 /// taken at once), otherwise only those of the keys observed (``ObservedKeys``). The journal is
-/// then made by the first change kept, so that a write of a key nobody observes allocates nothing.
+/// then taken by the first change kept, so that a write of a key nobody observes allocates nothing.
 struct ChangeRecorder {
-    let state: CollectionState
+    // Unmanaged: a recorder lives within one write transaction, which the collection's state,
+    // the store's observation and the transaction's journal all outlive. Held strongly (or
+    // unowned), each use of them counted a reference, and that was most of what recording cost
+    // a write of a key nobody observes.
+    private let state: Unmanaged<CollectionState>
+    private let observation: Unmanaged<Observation>
     /// The journal, when every change is kept.
-    let journal: ChangeJournal?
+    private let journal: Unmanaged<ChangeJournal>?
+    /// The summary bits of the keys observed (``ObservedKeys/summary``), when only those are kept.
+    private let summary: UInt64
 
-    init(state: CollectionState, everything: Bool, in txn: borrowing WriteTransaction) {
-        self.state = state
+    // Borrowed: an initializer takes its arguments owned by default, which cost a write a
+    // retain and a release of each.
+    init(state: borrowing CollectionState, observation: borrowing Observation, in txn: borrowing WriteTransaction) {
+        self.state = Unmanaged.passUnretained(state)
+        self.observation = Unmanaged.passUnretained(observation)
         state.refreshWritersKeys()
+        summary = state.writersKeysSummary
         journal =
-            everything || state.writersKeys == nil
-            ? txn.local(ObjectIdentifier(ChangeJournal.self), make: ChangeJournal.init) : nil
+            observation.logsChanges || state.writersWantEverything
+            ? Unmanaged.passUnretained(observation.journal(of: txn)) : nil
     }
 
+    /// Records that the record under `key` changed, if it is kept. Inlined into the write sites
+    /// down to the summary bit, the few instructions a key nobody observes costs.
+    @inline(__always)
     func record(key: UnsafeRawBufferPointer, _ kind: RecordedKind, in txn: borrowing WriteTransaction) {
         if let journal {
-            journal.record(state, key: key, kind)
-        } else if kind == .cleared || state.writersKeys?.contains(key) != false {
-            txn.local(ObjectIdentifier(ChangeJournal.self), make: ChangeJournal.init).record(state, key: key, kind)
+            state._withUnsafeGuaranteedRef { state in
+                journal._withUnsafeGuaranteedRef { $0.record(state, key: key, kind) }
+            }
+        } else if kind == .cleared || summary & ObservedKeys.bit(key) != 0 {
+            recordIfObserved(key: key, kind, in: txn)
+        }
+    }
+
+    private func recordIfObserved(key: UnsafeRawBufferPointer, _ kind: RecordedKind, in txn: borrowing WriteTransaction)
+    {
+        state._withUnsafeGuaranteedRef { state in
+            guard kind == .cleared || state.writersKeys?.contains(key) != false else { return }
+            observation._withUnsafeGuaranteedRef { $0.journal(of: txn) }.record(state, key: key, kind)
         }
     }
 
