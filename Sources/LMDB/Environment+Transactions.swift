@@ -7,6 +7,7 @@ internal import Darwin
 #endif
 
 /// What a write transaction learned while it ran.
+@usableFromInline
 final class WriteState {
     /// A put or delete inside the closure hit `MDB_MAP_FULL`; LMDB has poisoned the transaction.
     var mapFull = false
@@ -21,6 +22,7 @@ final class WriteState {
     @exclusivity(unchecked) private var otherLocals: [(key: ObjectIdentifier, object: AnyObject)] = []
 
     /// The object kept under `key`, if any.
+    @usableFromInline
     func local(_ key: ObjectIdentifier) -> AnyObject? {
         if let firstLocal, firstLocal.key == key { return firstLocal.object }
         for entry in otherLocals where entry.key == key { return entry.object }
@@ -28,6 +30,7 @@ final class WriteState {
     }
 
     /// Keeps `object` under `key` (which holds nothing yet).
+    @usableFromInline
     func keep(_ object: AnyObject, as key: ObjectIdentifier) {
         if firstLocal == nil { firstLocal = (key, object) } else { otherLocals.append((key, object)) }
     }

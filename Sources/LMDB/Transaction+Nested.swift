@@ -55,6 +55,9 @@ extension Transaction where Access == ReadWriteAccess {
     /// and a nested transaction that is undone does not undo what it kept here, unless the object
     /// is a ``TransactionJournal``, which is told to forget what was recorded in it. A write that runs
     /// again after the map grew starts with nothing kept.
+    // Inlinable, so that the callers' cast to their own class is specialized: the generic one
+    // cost about as much as the rest of recording a change.
+    @inlinable
     public func local<T: AnyObject>(_ key: ObjectIdentifier, make: () -> T) -> T {
         guard let state else { return make() }
         if let kept = state.local(key) as? T { return kept }

@@ -28,7 +28,7 @@ public typealias WriteTransaction = Transaction<ReadWriteAccess>
 public struct Transaction<Access: TransactionAccess>: ~Copyable {
     @usableFromInline let handle: OpaquePointer
     @usableFromInline unowned(unsafe) let environment: Environment
-    let state: WriteState?
+    @usableFromInline let state: WriteState?
 
     init(handle: OpaquePointer, environment: Environment, state: WriteState?) {
         self.handle = handle

@@ -83,6 +83,15 @@ final class ChangeJournal: TransactionJournal, @unchecked Sendable {
         otherBatches.isEmpty && firstBatch.bufferSize <= 1 << 20
     }
 
+    /// Whether no subscriber holds the journal's buffers any more, so that ``reset()`` keeps them.
+    var buffersAreFree: Bool { firstBatch.buffersAreFree }
+
+    /// Marks every batch as transaction `id`'s.
+    func stamp(transaction id: Int) {
+        (firstBatch.first, firstBatch.last) = (id, id)
+        for index in otherBatches.indices { (otherBatches[index].first, otherBatches[index].last) = (id, id) }
+    }
+
     /// Calls `body` with each collection changed and its batch, in the order they first changed.
     func forEachBatch(_ body: (CollectionState, RawChanges) throws -> Void) rethrows {
         guard let firstState else { return }
@@ -167,6 +176,12 @@ struct RawChanges: Sendable {
     /// The bytes its buffers take.
     var bufferSize: Int { keys.capacity + entries.capacity * MemoryLayout<Entry>.stride }
 
+    /// Whether this copy alone holds its buffers: its keys', which a copy shares along with the
+    /// entries' (an array tells no one whether it is shared).
+    var buffersAreFree: Bool {
+        mutating get { keys.isUniquelyHeld }
+    }
+
     /// Whether the batch may concern the record under `key`.
     func mentions(_ key: [UInt8]) -> Bool {
         if unknown || expiryTick { return true }
@@ -175,6 +190,13 @@ struct RawChanges: Sendable {
                 entries[index].kind == .cleared || keys.withBytes(in: keyRange(index)) { bytesEqual($0, key) }
             }
         }
+    }
+
+    /// The batch saying only "unknown", over the same transactions.
+    var forgotten: RawChanges {
+        var forgotten = RawChanges(first: first, last: last, origin: origin)
+        (forgotten.unknown, forgotten.expiryTick) = (true, expiryTick)
+        return forgotten
     }
 
     /// Says only "unknown" from now on, keeping no keys.

@@ -43,15 +43,20 @@ final class ChangeSubscriber: Sendable {
     /// Hands `batch` to the waiting consumer, or merges it into what waits. Never blocks on the
     /// consumer: a writer's thread calls it.
     func deliver(_ batch: RawChanges) {
-        var batch = batch
         switch interest {
         case .key(let key):
             guard batch.mentions(key) else { return }
             // Only the fact matters: the observer reads the record again.
-            batch.forget()
+            hand(batch.forgotten)
         case .all(let limit):
-            if batch.entries.count > limit { batch.forget() }
+            hand(batch.entries.count > limit ? batch.forgotten : batch)
         }
+    }
+
+    /// Hands on `batch` as it is. Its buffers are shared with the writer's journal and, once
+    /// taken, with the consumer's thread: each count of a reference to them is a cache line that
+    /// moves between cores, so the batch is copied only into where it waits.
+    private func hand(_ batch: RawChanges) {
         let limit = self.limit
         let waiter = state.withLock { state -> CheckedContinuation<RawChanges?, Never>? in
             guard !state.finished else { return nil }

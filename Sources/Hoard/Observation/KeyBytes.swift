@@ -26,6 +26,11 @@ struct KeyBytes: @unchecked Sendable {
     /// The bytes allocated.
     var capacity: Int { buffer?.withUnsafeMutablePointerToHeader { $0.pointee.capacity } ?? 0 }
 
+    /// Whether this copy alone holds the buffer (or there is none).
+    var isUniquelyHeld: Bool {
+        mutating get { buffer == nil || isKnownUniquelyReferenced(&buffer) }
+    }
+
     /// Adds `bytes` at the end.
     @inline(__always)
     mutating func append(_ bytes: UnsafeRawBufferPointer) {

@@ -32,9 +32,9 @@ final class Observation: CommitListener, @unchecked Sendable {
     let tracksOwnCommits = Atomic<Bool>(false)
     /// Subscribers alive, for the watch's start and stop.
     let watch = Mutex<WatchState>(WatchState())
-    /// The journal of the last transaction that published one, to be emptied and used again by
-    /// the next (``takeJournal()``).
-    private let spareJournal = Mutex<ChangeJournal?>(nil)
+    /// The journals of the last two transactions that published one, to be emptied and used
+    /// again (``takeJournal()``).
+    private let spareJournals = Mutex<SpareJournals>(SpareJournals())
 
     struct WatchState {
         var subscribers = 0
@@ -52,12 +52,11 @@ final class Observation: CommitListener, @unchecked Sendable {
 
     // MARK: Commits
 
-    /// A journal for a write transaction: the spare one emptied, or a new one. Only one write
+    /// A journal for a write transaction: a spare one emptied, or a new one. Only one write
     /// transaction runs at a time, but the last one may still be publishing on another thread,
-    /// hence the lock. The spare is emptied here rather than when it is put back: by now its
-    /// subscribers have usually let its buffers go, so they are kept rather than copied.
+    /// hence the lock.
     func takeJournal() -> ChangeJournal {
-        guard let journal = spareJournal.withLock({ $0.take() }) else { return ChangeJournal() }
+        guard let journal = spareJournals.withLock({ $0.take() }) else { return ChangeJournal() }
         journal.reset()
         return journal
     }
@@ -80,13 +79,12 @@ final class Observation: CommitListener, @unchecked Sendable {
 
     func didCommit(transaction id: Int, local: (ObjectIdentifier) -> AnyObject?) {
         if let journal = local(ObjectIdentifier(ChangeJournal.self)) as? ChangeJournal {
+            journal.stamp(transaction: id)
             journal.forEachBatch { state, batch in
                 guard !batch.isEmpty, state.observerCount.load(ordering: .relaxed) > 0 else { return }
-                var batch = batch
-                (batch.first, batch.last) = (id, id)
                 state.publish(batch)
             }
-            if journal.isWorthKeeping { spareJournal.withLock { $0 = journal } }
+            if journal.isWorthKeeping { spareJournals.withLock { $0.keep(journal) } }
         }
         if tracksOwnCommits.load(ordering: .acquiring) {
             ownCommits.withLock { $0[id] = false }
@@ -169,6 +167,36 @@ final class Observation: CommitListener, @unchecked Sendable {
         for state in observed.withLock({ Array($0.values) }) where state.observerCount.load(ordering: .relaxed) > 0 {
             state.publish(batch)
         }
+    }
+}
+
+/// The journals kept for the next write transactions (``Observation/takeJournal()``): two, so
+/// that a subscriber has a whole commit more to let go of a batch's buffers before they are
+/// needed again. A journal whose buffers a subscriber still holds would copy them when emptied
+/// (an allocation the writer makes and the consumer's thread frees, which each cost about what
+/// the rest of recording a small commit does).
+struct SpareJournals {
+    private var older: ChangeJournal?
+    private var newer: ChangeJournal?
+
+    /// A spare journal whose buffers are free, the older first; `nil` when neither's are (a new
+    /// journal costs no more than emptying one, and the spares may be free by the next commit).
+    mutating func take() -> ChangeJournal? {
+        if let older, older.buffersAreFree {
+            self.older = nil
+            return older
+        }
+        if let newer, newer.buffersAreFree {
+            self.newer = nil
+            return newer
+        }
+        return nil
+    }
+
+    /// Keeps `journal`, letting go of the older one if there are two.
+    mutating func keep(_ journal: ChangeJournal) {
+        if let newer { older = newer }
+        newer = journal
     }
 }
 
@@ -261,9 +289,13 @@ extension CollectionState {
         writersKeysVersion = version
     }
 
-    /// Hands `batch` to every subscriber.
+    /// Hands `batch` to every subscriber. Under the lock, rather than on a copy of the
+    /// subscribers: a copy counts a reference to each subscriber, whose cache line its consumer
+    /// keeps reading (``ChangeSubscriber/deliver(_:)`` never blocks).
     func publish(_ batch: RawChanges) {
-        for subscriber in observers.withLock({ $0.subscribers }) { subscriber.deliver(batch) }
+        observers.withLock { observers in
+            for index in observers.subscribers.indices { observers.subscribers[index].deliver(batch) }
+        }
     }
 }
 
