@@ -16,7 +16,8 @@ public protocol CommitListener: AnyObject, Sendable {
     func didCommit(transaction: Int, local: (ObjectIdentifier) -> AnyObject?)
     /// Called when a transaction that ``willCommit(_:)`` was called for did not commit after
     /// all (the call threw, the commit failed, or LMDB runs the write again after the map grew).
-    func didNotCommit(transaction: Int)
+    /// `local` finds what the transaction kept.
+    func didNotCommit(transaction: Int, local: (ObjectIdentifier) -> AnyObject?)
 }
 
 /// An object kept with a write transaction (``Transaction/local(_:make:)``) that must forget

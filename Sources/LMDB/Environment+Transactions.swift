@@ -119,7 +119,7 @@ extension Environment {
             } catch {
                 mdb_txn_abort(txn)
                 gate.leave(writing: true)
-                if announced { listener?.didNotCommit(transaction: id) }
+                if announced { listener?.didNotCommit(transaction: id, local: { state.local($0) }) }
                 afterEachAttempt()
                 if state.mapFull {
                     try growMap(from: sizeAtStart)
@@ -137,7 +137,7 @@ extension Environment {
             }
             let rc = mdb_txn_commit(txn)  // frees the transaction whatever the outcome
             gate.leave(writing: true)
-            if rc != 0, announced { listener?.didNotCommit(transaction: id) }
+            if rc != 0, announced { listener?.didNotCommit(transaction: id, local: { state.local($0) }) }
             afterEachAttempt()
             if rc == MDB_MAP_FULL {
                 try growMap(from: sizeAtStart)

@@ -66,6 +66,13 @@ extension Transaction where Access == ReadWriteAccess {
         return made
     }
 
+    /// The object kept with this write transaction under `key` (``local(_:make:)``), if there is
+    /// one of type `T`.
+    @inlinable
+    public func local<T: AnyObject>(_ key: ObjectIdentifier, as type: T.Type) -> T? {
+        state?.local(key) as? T
+    }
+
     /// Runs `action` once this transaction has committed, on the committing thread, after the
     /// commit: for what must count only writes that took effect (statistics). It never runs when
     /// the transaction is aborted, when a nested transaction it was asked in is undone, or for an

@@ -1,4 +1,5 @@
 @testable import Hoard
+import Foundation
 import HoardTestSupport
 import LMDB
 import MetricsTestKit
@@ -282,6 +283,42 @@ struct ObservationTests {
             copy.merge(published[0], limit: 100)
             #expect(contents(copy) == Array(keys.reversed().dropLast()) + keys)
             #expect(contents(again[0]) == keys.reversed() && contents(published[0]) == keys)
+        }
+    }
+
+    @Test("commits of this process are published in the order they committed, whichever thread gets there first")
+    func publicationOrder() async throws {
+        try await withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions)
+            let notes = try store.collection(Note.self)
+            let state = try #require(store.existingState(of: notes.name))
+            var changes = notes.changes().makeAsyncIterator()
+            // Two transactions of this process about to commit, in this order: the first stores
+            // note 7, the second deletes it.
+            func journal(_ kind: RecordedKind) -> ChangeJournal {
+                let journal = ChangeJournal()
+                Int64(7).keyBytes.withUnsafeBytes { journal.record(state, key: $0, kind) }
+                store.observation.announce(journal)
+                return journal
+            }
+            let (first, second) = (journal(.stored), journal(.deleted))
+
+            // The second's thread reaches its publication first. It must wait for the first: a
+            // moment is given for it to publish out of order, which it must not take.
+            let secondDone = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                store.observation.didCommit(transaction: 102, local: { _ in second })
+                secondDone.signal()
+            }
+            let finishedAlone = secondDone.wait(timeout: .now() + .milliseconds(200)) == .success
+            store.observation.didCommit(transaction: 101, local: { _ in first })
+            if !finishedAlone { secondDone.wait() }
+            #expect(!finishedAlone, "the later commit was published before the earlier one")
+
+            // One batch waits, both merged: note 7 ends deleted, as the store has it.
+            let batch = try await nextBatch(&changes)
+            #expect(batch.transactions == 101...102)
+            #expect(batch.records == [7: .deleted])
         }
     }
 

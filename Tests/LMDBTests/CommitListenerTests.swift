@@ -21,7 +21,7 @@ final class RecordingListener: CommitListener, Sendable {
         events.withLock { $0.append("did \(transaction) \(journal?.entries ?? [])") }
     }
 
-    func didNotCommit(transaction: Int) {
+    func didNotCommit(transaction: Int, local: (ObjectIdentifier) -> AnyObject?) {
         events.withLock { $0.append("not \(transaction)") }
     }
 }

@@ -29,10 +29,15 @@ final class ChangeJournal: TransactionJournal, @unchecked Sendable {
 
     var mark: Int { count }
 
+    /// The journal's place in the order in which this process's commits are published
+    /// (``Observation/announce(_:)``); 0 until its transaction is about to commit.
+    var publication = 0
+
     /// Empties the journal for another transaction. Its buffers are kept when the subscribers
     /// that were handed them let them go, so that a writer whose subscribers keep up allocates
     /// nothing for them (``Observation/takeJournal()``).
     func reset() {
+        publication = 0
         firstState = nil
         firstBatch.reset()
         otherStates.removeAll()

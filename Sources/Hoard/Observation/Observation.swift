@@ -1,4 +1,10 @@
 internal import LMDB
+
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
 internal import Logging
 internal import Synchronization
 
@@ -32,6 +38,11 @@ final class Observation: CommitListener, @unchecked Sendable {
     let tracksOwnCommits = Atomic<Bool>(false)
     /// Subscribers alive, for the watch's start and stop.
     let watch = Mutex<WatchState>(WatchState())
+    /// The place the next journal about to commit takes in the order of publication, and the
+    /// last place published (``announce(_:)``). Read and written by the transaction about to
+    /// commit only, which holds LMDB's writer lock.
+    nonisolated(unsafe) private var nextPublication = 1
+    private let published = Atomic<Int>(0)
     /// The journals of the last two transactions that published one, to be emptied and used
     /// again (``takeJournal()``).
     private let spareJournals = Mutex<SpareJournals>(SpareJournals())
@@ -75,14 +86,19 @@ final class Observation: CommitListener, @unchecked Sendable {
             try ChangeLogFormat.write(
                 journal(of: txn), transaction: txn.id, keeping: changeLogLength, in: changeLog, txn: txn)
         }
+        if let journal = txn.local(ObjectIdentifier(ChangeJournal.self), as: ChangeJournal.self) {
+            announce(journal)
+        }
     }
 
     func didCommit(transaction id: Int, local: (ObjectIdentifier) -> AnyObject?) {
         if let journal = local(ObjectIdentifier(ChangeJournal.self)) as? ChangeJournal {
-            journal.stamp(transaction: id)
-            journal.forEachBatch { state, batch in
-                guard !batch.isEmpty, state.observerCount.load(ordering: .relaxed) > 0 else { return }
-                state.publish(batch)
+            publishInTurn(journal) {
+                journal.stamp(transaction: id)
+                journal.forEachBatch { state, batch in
+                    guard !batch.isEmpty, state.observerCount.load(ordering: .relaxed) > 0 else { return }
+                    state.publish(batch)
+                }
             }
             if journal.isWorthKeeping { spareJournals.withLock { $0.keep(journal) } }
         }
@@ -94,10 +110,40 @@ final class Observation: CommitListener, @unchecked Sendable {
     }
 
     /// Forgets a commit this process began but that failed (the id may be another process's next).
-    func didNotCommit(transaction id: Int) {
+    func didNotCommit(transaction id: Int, local: (ObjectIdentifier) -> AnyObject?) {
+        if let journal = local(ObjectIdentifier(ChangeJournal.self)) as? ChangeJournal {
+            // Its place in the order passes on, with nothing published.
+            publishInTurn(journal) {}
+        }
         guard tracksOwnCommits.load(ordering: .acquiring) else { return }
         ownCommits.withLock { _ = $0.removeValue(forKey: id) }
         watch.withLock { $0.watcher }?.settled(id)
+    }
+
+    // MARK: Order of publication
+
+    // LMDB releases its writer lock inside the commit, before the committing thread publishes:
+    // another thread of this process can commit the next transaction and publish it first. A
+    // subscriber would then get the later batch first, and a merged batch would give an ID the
+    // kind of its earlier change. So each journal takes a place as its transaction is about to
+    // commit (under the writer lock, so in the order of the commits), and is published only
+    // after the journal before it. The wait is for another writer's few instructions between its
+    // commit and its publication, never for a consumer.
+
+    /// Gives `journal` the next place in the order of publication.
+    func announce(_ journal: ChangeJournal) {
+        journal.publication = nextPublication
+        nextPublication += 1
+    }
+
+    /// Runs `publish` once every journal before `journal` in the order has been published or
+    /// withdrawn, then marks `journal`'s place passed.
+    func publishInTurn(_ journal: ChangeJournal, _ publish: () -> Void) {
+        let place = journal.publication
+        guard place > 0 else { return publish() }
+        while published.load(ordering: .acquiring) != place - 1 { sched_yield() }
+        publish()
+        published.store(place, ordering: .releasing)
     }
 
     // MARK: Subscribers
