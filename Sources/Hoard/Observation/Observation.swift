@@ -33,7 +33,9 @@ final class Observation: CommitListener, @unchecked Sendable {
     let observed = Mutex<[String: CollectionState]>([:])
     /// The commits this process made that the watch has not passed yet: those it is making
     /// (`true`: the commit has not returned) and those it made.
-    let ownCommits = Mutex<[Int: Bool]>([:])
+    let ownCommits = Mutex(OwnCommits())
+    /// This process's commit the watch waits to see settled (0 for none).
+    let watchWaitsFor = Atomic<Int>(0)
     /// Whether ``ownCommits`` is kept (only while a watch runs).
     let tracksOwnCommits = Atomic<Bool>(false)
     /// Subscribers alive, for the watch's start and stop.
@@ -80,7 +82,7 @@ final class Observation: CommitListener, @unchecked Sendable {
     func willCommit(_ txn: borrowing WriteTransaction) throws {
         if tracksOwnCommits.load(ordering: .acquiring) {
             let id = txn.id
-            ownCommits.withLock { $0[id] = true }
+            ownCommits.withLock { $0.begin(id) }
         }
         if let changeLogLength, let changeLog {
             try ChangeLogFormat.write(
@@ -103,9 +105,8 @@ final class Observation: CommitListener, @unchecked Sendable {
             if journal.isWorthKeeping { spareJournals.withLock { $0.keep(journal) } }
         }
         if tracksOwnCommits.load(ordering: .acquiring) {
-            ownCommits.withLock { $0[id] = false }
-            // A watch that met this commit while it was being made waits for it to be settled.
-            watch.withLock { $0.watcher }?.settled(id)
+            ownCommits.withLock { $0.settle(id, committed: true) }
+            wakeWatchWaiting(for: id)
         }
     }
 
@@ -116,8 +117,15 @@ final class Observation: CommitListener, @unchecked Sendable {
             publishInTurn(journal) {}
         }
         guard tracksOwnCommits.load(ordering: .acquiring) else { return }
-        ownCommits.withLock { _ = $0.removeValue(forKey: id) }
-        watch.withLock { $0.watcher }?.settled(id)
+        ownCommits.withLock { $0.settle(id, committed: false) }
+        wakeWatchWaiting(for: id)
+    }
+
+    /// Wakes the watch if it met this process's commit `id` while it was being made and waits
+    /// for it to be settled (``watchWaitsFor``).
+    private func wakeWatchWaiting(for id: Int) {
+        guard watchWaitsFor.load(ordering: .acquiring) == id else { return }
+        watch.withLock { $0.watcher }?.wake()
     }
 
     // MARK: Order of publication
@@ -244,6 +252,48 @@ struct SpareJournals {
         if let newer { older = newer }
         newer = journal
     }
+}
+
+/// This process's commits that the watch has not passed yet, in the order of their ids (each
+/// is begun under LMDB's writer lock, so they come in order): those being made, and those made.
+/// An array rather than a dictionary: a writer adds and settles one at the end, and hashing cost
+/// a commit more than that.
+struct OwnCommits {
+    private var commits: [(id: Int, made: Bool)] = []
+
+    /// Notes that this process is about to commit `id`.
+    mutating func begin(_ id: Int) { commits.append((id, false)) }
+
+    /// Notes that `id` committed, or forgets it when it did not (its id may be another process's).
+    mutating func settle(_ id: Int, committed: Bool) {
+        guard let index = commits.lastIndex(where: { $0.id == id }) else { return }
+        if committed { commits[index].made = true } else { commits.remove(at: index) }
+    }
+
+    /// Whether every commit in `range` is one this process made.
+    func madeAll(_ range: ClosedRange<Int>) -> Bool {
+        commits.count { range.contains($0.id) && $0.made } == range.count
+    }
+
+    /// The commits in `range` this process made, and the first one in it still being made.
+    func made(in range: ClosedRange<Int>) -> (made: Set<Int>, beingMade: Int?) {
+        var made = Set<Int>()
+        for commit in commits where range.contains(commit.id) {
+            if !commit.made { return (made, commit.id) }
+            made.insert(commit.id)
+        }
+        return (made, nil)
+    }
+
+    /// Whether `id` is still being made.
+    func isBeingMade(_ id: Int) -> Bool { commits.contains { $0.id == id && !$0.made } }
+
+    /// Forgets the commits up to `id`, which the watch passed.
+    mutating func forget(through id: Int) {
+        commits.removeFirst(commits.firstIndex { $0.id > id } ?? commits.count)
+    }
+
+    mutating func removeAll() { commits.removeAll() }
 }
 
 /// The subscribers of one collection in this process, and the keys they observe.

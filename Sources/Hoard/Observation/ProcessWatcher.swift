@@ -12,13 +12,20 @@ internal import Darwin
 ///
 /// LMDB writes its data file with `pwrite` (Hoard never maps it writable), the meta page last,
 /// so every commit of every process modifies the file: on Linux an inotify watch of the file
-/// wakes the watch when another process commits, at no cost to that process; elsewhere, or with
+/// wakes the watch when another process commits; elsewhere, or with
 /// ``Store/OtherProcessChanges/poll(every:)``, the watch reads the last transaction id on an
 /// interval. Either way, on waking it opens a read transaction and takes that transaction's own
 /// id as its mark (the environment's "last transaction id" can run ahead of what a new read
 /// transaction sees). The commits between the old mark and the new one that this process did not
 /// make are other processes': the change log names their keys when it has them, and otherwise
 /// every observed collection gets an "unknown" batch for the range.
+///
+/// The inotify watch fires once and is then set again (`IN_ONESHOT`), at most every
+/// ``rearmInterval``. A watched file costs every `pwrite` to it in any process, in that process:
+/// the kernel makes an event and wakes the watch (a single put took about 1.8 times as long while
+/// its own process watched the file). An unarmed watch costs nothing, so a stream of commits pays
+/// for one event a interval; a commit made while it was not armed is found by the look at the
+/// transaction id that follows each setting of it.
 final class ProcessWatcher: @unchecked Sendable {
     // @unchecked: `mark`, `inotify` and `changeLog` belong to the watch's own queue; the rest is
     // immutable or atomic.
@@ -33,10 +40,17 @@ final class ProcessWatcher: @unchecked Sendable {
     private let started = Atomic<Bool>(false)
     /// Signalled when the loop has ended.
     private let ended = DispatchSemaphore(value: 0)
-    /// The id of this process's commit the watch waits to see settled (0 for none).
-    private let waitingFor = Atomic<Int>(0)
     /// The inotify descriptor; `-1` when polling.
     private var inotify: Int32 = -1
+    /// The watched data file's device and inode, to tell a file replaced under the store when
+    /// the watch is set again.
+    private var watchedFile: (device: UInt64, inode: UInt64)?
+    /// When the watch was last set (monotonic nanoseconds).
+    private var armedAt: UInt64 = 0
+    /// How long at least between two settings of the watch: what a stream of commits waits at
+    /// most to be noticed beyond the watch's own work, and what keeps their cost to one event
+    /// a interval.
+    static let rearmInterval: UInt64 = 100_000
     /// How often to look when polling, in milliseconds.
     private let pollMilliseconds: Int32
     /// The last transaction whose changes were handed out.
@@ -60,7 +74,9 @@ final class ProcessWatcher: @unchecked Sendable {
             pollMilliseconds = Int32(clamping: max(interval.storedMilliseconds, 1))
         case .watchFile(let fallback):
             pollMilliseconds = Int32(clamping: max(fallback.storedMilliseconds, 1))
-            inotify = Self.watch(environment.dataFilePath)
+            watchedFile = Self.identity(of: environment.dataFilePath)
+            inotify = watchedFile == nil ? -1 : Self.watch(environment.dataFilePath)
+            armedAt = monotonicNanoseconds()
             if inotify < 0 {
                 observation.logger.warning(
                     "cannot watch the data file; polling for other processes' commits instead",
@@ -71,12 +87,13 @@ final class ProcessWatcher: @unchecked Sendable {
         }
     }
 
-    /// An inotify watch of `path`'s modifications, or -1 (not Linux, or inotify refused).
+    /// An inotify descriptor watching `path` for its next modification, or -1 (not Linux, or
+    /// inotify refused).
     private static func watch(_ path: String) -> Int32 {
         #if os(Linux)
         let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard fd >= 0 else { return -1 }
-        guard inotify_add_watch(fd, path, UInt32(IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF)) >= 0 else {
+        guard arm(fd, path) else {
             close(fd)
             return -1
         }
@@ -84,6 +101,20 @@ final class ProcessWatcher: @unchecked Sendable {
         #else
         return -1
         #endif
+    }
+
+    #if os(Linux)
+    /// Sets the watch of `path` on `fd` for one event.
+    private static func arm(_ fd: Int32, _ path: String) -> Bool {
+        inotify_add_watch(fd, path, UInt32(IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF) | UInt32(IN_ONESHOT)) >= 0
+    }
+    #endif
+
+    /// The device and inode of the file at `path`, or `nil` when it cannot be read.
+    private static func identity(of path: String) -> (device: UInt64, inode: UInt64)? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return (UInt64(info.st_dev), UInt64(info.st_ino))
     }
 
     func start() {
@@ -103,12 +134,8 @@ final class ProcessWatcher: @unchecked Sendable {
         }
     }
 
-    /// Wakes the watch if it waits for this process's commit `id` to be settled.
-    func settled(_ id: Int) {
-        if waitingFor.load(ordering: .acquiring) == id { wake() }
-    }
-
-    private func wake() {
+    /// Wakes the watch's loop.
+    func wake() {
         wakeWrite.withLock { fd in
             var byte: UInt8 = 1
             if fd >= 0 { _ = write(fd, &byte, 1) }
@@ -144,14 +171,25 @@ final class ProcessWatcher: @unchecked Sendable {
             }
             if stopped.load(ordering: .acquiring) { return }
             drain(wakeRead)
-            if inotify >= 0 { readEvents() }
-            do {
-                try check()
-            } catch {
-                observation.logger.error(
-                    "cannot read other processes' commits",
-                    metadata: ["path": "\(environment.path)", "error": "\(error)"])
+            let fired = inotify >= 0 && readEvents()
+            look()
+            // Set the watch again after what woke it was handed out, so that the wait for the
+            // interval delays only the commits made meanwhile, which the second look finds.
+            if fired {
+                rearm()
+                look()
             }
+        }
+    }
+
+    /// Hands out the changes of other processes' commits since the mark; logs what fails.
+    private func look() {
+        do {
+            try check()
+        } catch {
+            observation.logger.error(
+                "cannot read other processes' commits",
+                metadata: ["path": "\(environment.path)", "error": "\(error)"])
         }
     }
 
@@ -160,30 +198,58 @@ final class ProcessWatcher: @unchecked Sendable {
         while read(fd, &buffer, buffer.count) > 0 {}
     }
 
-    /// Reads the inotify events; a data file deleted or renamed away ends the watch of it
-    /// (an overflow of the queue needs nothing: every wake-up looks at the transaction id).
-    private func readEvents() {
+    /// Reads the inotify events; returns whether the watch fired (and must be set again). A data
+    /// file deleted or renamed away ends the watch of it (an overflow of the queue needs nothing:
+    /// every wake-up looks at the transaction id).
+    private func readEvents() -> Bool {
         #if os(Linux)
         var buffer = [UInt8](repeating: 0, count: 4096)
-        var replaced = false
+        var (fired, replaced) = (false, false)
         while true {
             let count = read(inotify, &buffer, buffer.count)
             guard count > 0 else { break }
             var offset = 0
             while offset + MemoryLayout<inotify_event>.size <= count {
                 let event = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: inotify_event.self) }
-                if event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 { replaced = true }
+                if event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF) != 0 { replaced = true }
+                // A one-shot watch is removed once it fired (IN_IGNORED follows its event).
+                if event.mask & UInt32(IN_IGNORED) != 0 { fired = true }
                 offset += MemoryLayout<inotify_event>.size + Int(event.len)
             }
         }
-        if replaced {
-            observation.logger.warning(
-                "the data file was replaced or removed; polling for other processes' commits from now on",
-                metadata: ["path": "\(environment.dataFilePath)"])
-            close(inotify)
-            inotify = -1
+        if replaced { endFileWatch() }
+        return fired && !replaced
+        #else
+        return false
+        #endif
+    }
+
+    /// Sets the watch again, once ``rearmInterval`` has passed since it was last set; a path
+    /// that names another file by now ends the watch.
+    private func rearm() {
+        #if os(Linux)
+        let due = armedAt &+ Self.rearmInterval
+        let now = monotonicNanoseconds()
+        if due > now {
+            var pause = timespec(tv_sec: 0, tv_nsec: Int(due - now))
+            _ = nanosleep(&pause, nil)
+        }
+        armedAt = monotonicNanoseconds()
+        let armed = Self.arm(inotify, environment.dataFilePath)
+        let file = Self.identity(of: environment.dataFilePath)
+        if !armed || file == nil || file?.device != watchedFile?.device || file?.inode != watchedFile?.inode {
+            endFileWatch()
         }
         #endif
+    }
+
+    /// Falls back to polling, for a data file that is not the store's any more.
+    private func endFileWatch() {
+        observation.logger.warning(
+            "the data file was replaced or removed; polling for other processes' commits from now on",
+            metadata: ["path": "\(environment.dataFilePath)"])
+        close(inotify)
+        inotify = -1
     }
 
     /// Hands out the changes of the commits between the mark and what a read transaction sees now.
@@ -193,12 +259,10 @@ final class ProcessWatcher: @unchecked Sendable {
         // mark moves without a read transaction (the watch wakes at this process's commits too).
         let committed = try environment.info().lastTransactionID
         guard committed > mark else { return }
-        let allOwn = observation.ownCommits.withLock { commits in
-            ((mark + 1)...committed).allSatisfy { commits[$0] == false }
-        }
+        let allOwn = observation.ownCommits.withLock { $0.madeAll((mark + 1)...committed) }
         if allOwn {
             mark = committed
-            observation.ownCommits.withLock { commits in commits = commits.filter { $0.key > committed } }
+            observation.ownCommits.withLock { $0.forget(through: committed) }
             return
         }
         // LMDB's window: a writer writes its meta page (the change the file watch sees) before it
@@ -218,18 +282,11 @@ final class ProcessWatcher: @unchecked Sendable {
         let range = (mark + 1)...now
         // This process's commits in the range, and the first one still being made (its outcome
         // decides whether its id is this process's or, if it failed, the next writer's).
-        let (own, unsettled) = observation.ownCommits.withLock { commits -> (Set<Int>, Int?) in
-            var own = Set<Int>()
-            var unsettled: Int?
-            for (id, inFlight) in commits where range.contains(id) {
-                if inFlight { unsettled = min(unsettled ?? .max, id) } else { own.insert(id) }
-            }
-            return (own, unsettled)
-        }
+        let (own, unsettled) = observation.ownCommits.withLock { $0.made(in: range) }
         let end = unsettled.map { $0 - 1 } ?? now
-        waitingFor.store(unsettled ?? 0, ordering: .releasing)
+        observation.watchWaitsFor.store(unsettled ?? 0, ordering: .releasing)
         // Settled between the look and the store: look again rather than wait.
-        if let unsettled, observation.ownCommits.withLock({ $0[unsettled] }) != true {
+        if let unsettled, !observation.ownCommits.withLock({ $0.isBeingMade(unsettled) }) {
             wake()
         }
         guard end > mark else { return }
@@ -244,7 +301,7 @@ final class ProcessWatcher: @unchecked Sendable {
             }
         }
         mark = end
-        observation.ownCommits.withLock { commits in commits = commits.filter { $0.key > end } }
+        observation.ownCommits.withLock { $0.forget(through: end) }
     }
 
     /// Publishes what the change log says of the commits in `range` not in `own`; returns how
