@@ -20,12 +20,13 @@ internal import Darwin
 /// make are other processes': the change log names their keys when it has them, and otherwise
 /// every observed collection gets an "unknown" batch for the range.
 ///
-/// The inotify watch fires once and is then set again (`IN_ONESHOT`), at most every
-/// ``rearmInterval``. A watched file costs every `pwrite` to it in any process, in that process:
-/// the kernel makes an event and wakes the watch (a single put took about 1.8 times as long while
-/// its own process watched the file). An unarmed watch costs nothing, so a stream of commits pays
-/// for one event a interval; a commit made while it was not armed is found by the look at the
-/// transaction id that follows each setting of it.
+/// The inotify watch fires once and is then set again (`IN_ONESHOT`): at most every
+/// ``rearmInterval``, or every ``ownRearmInterval`` after it woke for this process's commits
+/// only. A watched file costs every `pwrite` to it in any
+/// process, in that process: the kernel makes an event and wakes the watch (a single put took
+/// about 1.8 times as long while its own process watched the file). An unset watch costs
+/// nothing, so a stream of commits pays for one event a interval; a commit made while it was
+/// not set is found by the look at the transaction id that follows each setting of it.
 final class ProcessWatcher: @unchecked Sendable {
     // @unchecked: `mark`, `inotify` and `changeLog` belong to the watch's own queue; the rest is
     // immutable or atomic.
@@ -47,10 +48,14 @@ final class ProcessWatcher: @unchecked Sendable {
     private var watchedFile: (device: UInt64, inode: UInt64)?
     /// When the watch was last set (monotonic nanoseconds).
     private var armedAt: UInt64 = 0
-    /// How long at least between two settings of the watch: what a stream of commits waits at
-    /// most to be noticed beyond the watch's own work, and what keeps their cost to one event
-    /// a interval.
+    /// How long at least between two settings of the watch: what a stream of other processes'
+    /// commits waits at most to be noticed beyond the watch's own work, and what keeps their
+    /// cost to one event a interval.
     static let rearmInterval: UInt64 = 100_000
+    /// The same after it woke for this process's commits only, which it need not see: a writer
+    /// of this process then pays for one event a millisecond, and another process's commit made
+    /// meanwhile waits up to that long.
+    static let ownRearmInterval: UInt64 = 1_000_000
     /// How often to look when polling, in milliseconds.
     private let pollMilliseconds: Int32
     /// The last transaction whose changes were handed out.
@@ -172,24 +177,36 @@ final class ProcessWatcher: @unchecked Sendable {
             if stopped.load(ordering: .acquiring) { return }
             drain(wakeRead)
             let fired = inotify >= 0 && readEvents()
-            look()
+            let found = look()
             // Set the watch again after what woke it was handed out, so that the wait for the
             // interval delays only the commits made meanwhile, which the second look finds.
             if fired {
-                rearm()
-                look()
+                rearm(after: found == .ownOnly ? Self.ownRearmInterval : Self.rearmInterval)
+                _ = look()
             }
         }
     }
 
+    /// What a look found since the mark.
+    private enum Found {
+        /// No commit (or none settled yet: a commit whose meta page is not written yet wakes
+        /// the watch too), or a look that failed.
+        case nothing
+        /// Only this process's commits.
+        case ownOnly
+        /// Other processes' commits.
+        case others
+    }
+
     /// Hands out the changes of other processes' commits since the mark; logs what fails.
-    private func look() {
+    private func look() -> Found {
         do {
-            try check()
+            return try check()
         } catch {
             observation.logger.error(
                 "cannot read other processes' commits",
                 metadata: ["path": "\(environment.path)", "error": "\(error)"])
+            return .nothing
         }
     }
 
@@ -224,11 +241,11 @@ final class ProcessWatcher: @unchecked Sendable {
         #endif
     }
 
-    /// Sets the watch again, once ``rearmInterval`` has passed since it was last set; a path
-    /// that names another file by now ends the watch.
-    private func rearm() {
+    /// Sets the watch again, once `interval` has passed since it was last set; a path that names
+    /// another file by now ends the watch.
+    private func rearm(after interval: UInt64) {
         #if os(Linux)
-        let due = armedAt &+ Self.rearmInterval
+        let due = armedAt &+ interval
         let now = monotonicNanoseconds()
         if due > now {
             var pause = timespec(tv_sec: 0, tv_nsec: Int(due - now))
@@ -253,17 +270,21 @@ final class ProcessWatcher: @unchecked Sendable {
     }
 
     /// Hands out the changes of the commits between the mark and what a read transaction sees now.
-    private func check() throws {
+    private func check() throws -> Found {
         // The newest commit of the meta pages (LMDB reads them from the map, which shows what
         // writers wrote at once): when every commit since the mark is this process's own, the
         // mark moves without a read transaction (the watch wakes at this process's commits too).
         let committed = try environment.info().lastTransactionID
-        guard committed > mark else { return }
+        guard committed > mark else {
+            // The next commit is under way: this process's own when it is making it (LMDB lets
+            // one writer write at a time), which woke the watch with its first pages.
+            return observation.ownCommits.withLock { $0.isBeingMade(mark + 1) } ? .ownOnly : .nothing
+        }
         let allOwn = observation.ownCommits.withLock { $0.madeAll((mark + 1)...committed) }
         if allOwn {
             mark = committed
             observation.ownCommits.withLock { $0.forget(through: committed) }
-            return
+            return .ownOnly
         }
         // LMDB's window: a writer writes its meta page (the change the file watch sees) before it
         // publishes the new transaction to readers in the lock file (which no watch sees). When
@@ -278,7 +299,7 @@ final class ProcessWatcher: @unchecked Sendable {
             waited += 1
             now = try environment.read { $0.id }
         }
-        guard now > mark else { return }
+        guard now > mark else { return .nothing }
         let range = (mark + 1)...now
         // This process's commits in the range, and the first one still being made (its outcome
         // decides whether its id is this process's or, if it failed, the next writer's).
@@ -289,7 +310,7 @@ final class ProcessWatcher: @unchecked Sendable {
         if let unsettled, !observation.ownCommits.withLock({ $0.isBeingMade(unsettled) }) {
             wake()
         }
-        guard end > mark else { return }
+        guard end > mark else { return .nothing }
         let settled = (mark + 1)...end
         let foreign = settled.count - own.count { settled.contains($0) }
         if foreign > 0 {
@@ -302,6 +323,7 @@ final class ProcessWatcher: @unchecked Sendable {
         }
         mark = end
         observation.ownCommits.withLock { $0.forget(through: end) }
+        return foreign > 0 ? .others : .ownOnly
     }
 
     /// Publishes what the change log says of the commits in `range` not in `own`; returns how
