@@ -22,11 +22,11 @@ internal import Darwin
 ///
 /// The inotify watch fires once and is then set again (`IN_ONESHOT`): at most every
 /// ``rearmInterval``, or every ``ownRearmInterval`` after it woke for this process's commits
-/// only. A watched file costs every `pwrite` to it in any
-/// process, in that process: the kernel makes an event and wakes the watch (a single put took
-/// about 1.8 times as long while its own process watched the file). An unset watch costs
-/// nothing, so a stream of commits pays for one event a interval; a commit made while it was
-/// not set is found by the look at the transaction id that follows each setting of it.
+/// only. A watched file costs every `pwrite` to it in any process, in that process: the kernel
+/// makes an event and wakes the watch (a single put took about 1.8 times as long while its own
+/// process watched the file). An unset watch costs nothing, so a stream of commits pays for one
+/// event an interval; a commit made while it was not set is found by the look at the
+/// transaction id that follows each setting of it.
 final class ProcessWatcher: @unchecked Sendable {
     // @unchecked: `mark`, `inotify` and `changeLog` belong to the watch's own queue; the rest is
     // immutable or atomic.
@@ -50,7 +50,7 @@ final class ProcessWatcher: @unchecked Sendable {
     private var armedAt: UInt64 = 0
     /// How long at least between two settings of the watch: what a stream of other processes'
     /// commits waits at most to be noticed beyond the watch's own work, and what keeps their
-    /// cost to one event a interval.
+    /// cost to one event an interval.
     static let rearmInterval: UInt64 = 100_000
     /// The same after it woke for this process's commits only, which it need not see: a writer
     /// of this process then pays for one event a millisecond, and another process's commit made
