@@ -30,11 +30,20 @@ public protocol TransactionJournal: AnyObject {
 }
 
 extension Environment {
-    /// Sets (or, with `nil`, removes) the object told about every write transaction of this
-    /// environment in this process. Costs a writer one atomic load a commit when none is set.
-    public func setCommitListener(_ listener: (any CommitListener)?) {
+    /// Sets (or, with `nil`, removes) the object told about the write transactions of this
+    /// environment in this process: every one, or with `everyCommit` false only those that kept
+    /// an object (``Transaction/local(_:make:)``), which spares the others the listener's calls.
+    /// Costs a writer one atomic load a commit when none is set.
+    public func setCommitListener(_ listener: (any CommitListener)?, everyCommit: Bool = true) {
         commitListener.withLock { $0 = listener }
+        listenerHearsEveryCommit.store(everyCommit, ordering: .releasing)
         hasCommitListener.store(listener != nil, ordering: .releasing)
+    }
+
+    /// Changes whether the listener hears of every write transaction or only of those that
+    /// kept an object; a transaction about to commit may still see the former setting.
+    public func setCommitListenerHearsEveryCommit(_ everyCommit: Bool) {
+        listenerHearsEveryCommit.store(everyCommit, ordering: .releasing)
     }
 
     /// The listener, if one is set.

@@ -35,6 +35,9 @@ final class WriteState {
         if firstLocal == nil { firstLocal = (key, object) } else { otherLocals.append((key, object)) }
     }
 
+    /// Whether an object is kept.
+    var keepsLocals: Bool { firstLocal != nil }
+
     /// Every object kept.
     var locals: [AnyObject] {
         (firstLocal.map { [$0.object] } ?? []) + otherLocals.map(\.object)
@@ -111,7 +114,9 @@ extension Environment {
             let result: R
             do {
                 result = try body(txn, state)
-                listener = currentCommitListener
+                if state.keepsLocals || listenerHearsEveryCommit.load(ordering: .acquiring) {
+                    listener = currentCommitListener
+                }
                 if let listener, !state.mapFull {
                     announced = true
                     try listener.willCommit(WriteTransaction(handle: txn, environment: self, state: state))

@@ -126,6 +126,9 @@ public final class Environment: @unchecked Sendable {
     /// Told about every write transaction (``setCommitListener(_:)``); the flag spares a writer the lock when none is set.
     let commitListener = Mutex<(any CommitListener)?>(nil)
     let hasCommitListener = Atomic<Bool>(false)
+    /// Whether the listener hears of every write transaction, or only of those that kept a
+    /// local object (``setCommitListener(_:everyCommit:)``).
+    let listenerHearsEveryCommit = Atomic<Bool>(true)
 
     /// Environments open in this process, by data-file identity.
     private static let registry = Mutex<Set<FileIdentity>>([])

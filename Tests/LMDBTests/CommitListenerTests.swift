@@ -66,6 +66,23 @@ struct CommitListenerTests {
         }
     }
 
+    @Test("a listener that does not hear every commit hears those that kept an object, and every one once asked to")
+    func onlyTransactionsThatKeptAnObject() throws {
+        try withTemporaryEnvironment { env, _ in
+            let items = try env.openDatabase("items", create: true)
+            let listener = RecordingListener(marker: try env.openDatabase("marker", create: true))
+            env.setCommitListener(listener, everyCommit: false)
+            try env.write { txn in try txn.put(b("v"), forKey: b("plain"), in: items) }
+            try env.write { txn in record("kept", in: txn) }
+            let kept = try env.read { $0.id }
+            #expect(listener.events.withLock { $0 } == ["will \(kept)", "did \(kept) [\"kept\"]"])
+            env.setCommitListenerHearsEveryCommit(true)
+            try env.write { txn in try txn.put(b("w"), forKey: b("plain"), in: items) }
+            let plain = try env.read { $0.id }
+            #expect(listener.events.withLock { $0.suffix(2) } == ["will \(plain)", "did \(plain) []"])
+        }
+    }
+
     @Test("a journal forgets what an undone nested transaction recorded, and keeps the rest")
     func journalUndo() throws {
         try withTemporaryEnvironment { env, _ in

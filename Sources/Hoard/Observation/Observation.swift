@@ -184,7 +184,7 @@ final class Observation: CommitListener, @unchecked Sendable {
             return watch.watcher
         }
         if let stopping {
-            tracksOwnCommits.store(false, ordering: .releasing)
+            trackOwnCommits(false, in: store.environment)
             stopping.stop()
             ownCommits.withLock { $0.removeAll() }
         }
@@ -192,12 +192,12 @@ final class Observation: CommitListener, @unchecked Sendable {
 
     private func startWatch(store: Store) {
         guard otherProcesses.mode != .off else { return }
-        tracksOwnCommits.store(true, ordering: .releasing)
+        trackOwnCommits(true, in: store.environment)
         let watcher: ProcessWatcher
         do {
             watcher = try ProcessWatcher(environment: store.environment, observation: self)
         } catch {
-            tracksOwnCommits.store(false, ordering: .releasing)
+            trackOwnCommits(false, in: store.environment)
             logger.error(
                 "cannot watch the store for other processes' commits",
                 metadata: ["path": "\(store.path)", "error": "\(error)"])
@@ -210,6 +210,19 @@ final class Observation: CommitListener, @unchecked Sendable {
         }
         if started { watcher.start() } else { watcher.stop() }
     }
+
+    /// Starts or stops noting this process's commits for the watch. The listener hears of
+    /// every commit while it notes them or writes the change log, and otherwise only of the
+    /// transactions that kept a journal: a write of a key nobody observes then makes no call.
+    /// Every commit is heard before the first is noted, and noted no more before they are not.
+    private func trackOwnCommits(_ on: Bool, in environment: Environment) {
+        if on { environment.setCommitListenerHearsEveryCommit(true) }
+        tracksOwnCommits.store(on, ordering: .releasing)
+        if !on && !logsChanges { environment.setCommitListenerHearsEveryCommit(false) }
+    }
+
+    /// Whether the listener must hear of every commit (``trackOwnCommits(_:in:)``).
+    var hearsEveryCommit: Bool { logsChanges || tracksOwnCommits.load(ordering: .acquiring) }
 
     /// Hands `batch` to every subscriber of collection `name`.
     func publish(_ batch: RawChanges, toCollection name: String) {
@@ -471,7 +484,7 @@ extension Environment {
     /// Makes `listener` the environment's commit listener unless it already is.
     func setCommitListenerOnce(_ listener: Observation) {
         if let current = currentCommitListener, current === listener { return }
-        setCommitListener(listener)
+        setCommitListener(listener, everyCommit: listener.hearsEveryCommit)
     }
 }
 
