@@ -4,8 +4,8 @@ internal import LMDB
 /// (``Transaction/local(_:make:)``) and published when it commits: one ``RawChanges`` a
 /// collection, built as the writes go (keys back to back in one buffer), so that publishing
 /// copies nothing. It is taken by the first change a transaction records (``ChangeRecorder``),
-/// so that a write of a key nobody observes allocates nothing, and it is the store's one spare
-/// journal when there is one (``Observation/takeJournal()``). A nested
+/// so that a write of a key nobody observes allocates nothing, and it is one of the store's spare
+/// journals when one is free (``Observation/takeJournal()``). A nested
 /// transaction that is undone takes its entries with it (``TransactionJournal``), and a write
 /// that LMDB runs again after growing the map starts with a new journal.
 final class ChangeJournal: TransactionJournal, @unchecked Sendable {
