@@ -1,9 +1,11 @@
 import Synchronization
 
-/// What a layer above wants to hear about every write transaction of an environment: the last
-/// moment to write in it, and whether it committed. Set with ``Environment/setCommitListener(_:)``.
+/// What a layer above wants to hear about the write transactions of an environment (every one,
+/// or those that kept an object): the last moment to write in it, and whether it committed. Set
+/// with ``Environment/setCommitListener(_:everyCommit:)``.
 ///
-/// Its calls run on the committing thread, inside LMDB's writer lock: keep them short.
+/// Its calls run on the committing thread, ``willCommit(_:)`` inside LMDB's writer lock and the
+/// others after the commit released it: keep them short.
 public protocol CommitListener: AnyObject, Sendable {
     /// Called after the transaction's closure returned and just before it commits: what is
     /// written here commits with the rest. It may run more than once for one write, when LMDB

@@ -123,7 +123,7 @@ public final class Environment: @unchecked Sendable {
     let databaseOpenLock = Lock()
     /// How the keys of some databases read in error messages, by `dbi` (``describeKeys(of:with:)``).
     let keyDescribers = Mutex<[UInt32: @Sendable (UnsafeRawBufferPointer) -> String]>([:])
-    /// Told about every write transaction (``setCommitListener(_:)``); the flag spares a writer the lock when none is set.
+    /// Told about write transactions (``setCommitListener(_:everyCommit:)``); the flag spares a writer the lock when none is set.
     let commitListener = Mutex<(any CommitListener)?>(nil)
     let hasCommitListener = Atomic<Bool>(false)
     /// Whether the listener hears of every write transaction, or only of those that kept a
