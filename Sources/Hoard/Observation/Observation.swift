@@ -180,14 +180,15 @@ final class Observation: CommitListener, @unchecked Sendable {
             watch.subscribers -= 1
             guard watch.subscribers == 0 else { return nil }
             if !logsChanges { store.environment.setCommitListener(nil) }
-            defer { watch.watcher = nil }
-            return watch.watcher
-        }
-        if let stopping {
+            guard let watcher = watch.watcher else { return nil }
+            // Under the lock: a newcomer's watch starts noting this process's commits after
+            // this, never before (it would then run without them being noted).
             trackOwnCommits(false, in: store.environment)
-            stopping.stop()
             ownCommits.withLock { $0.removeAll() }
+            watch.watcher = nil
+            return watcher
         }
+        stopping?.stop()
     }
 
     private func startWatch(store: Store) {
@@ -204,7 +205,13 @@ final class Observation: CommitListener, @unchecked Sendable {
             return
         }
         let started = watch.withLock { watch -> Bool in
-            guard watch.subscribers > 0, watch.watcher == nil else { return false }
+            guard watch.watcher == nil else { return false }
+            guard watch.subscribers > 0 else {
+                // The subscribers left meanwhile: nothing is to note this process's commits.
+                trackOwnCommits(false, in: store.environment)
+                ownCommits.withLock { $0.removeAll() }
+                return false
+            }
             watch.watcher = watcher
             return true
         }
