@@ -119,6 +119,36 @@ final class ChangeJournal: TransactionJournal, @unchecked Sendable {
     }
 }
 
+/// The journals kept for the next write transactions (``Observation/takeJournal()``): two, so
+/// that a subscriber has a whole commit more to let go of a batch's buffers before they are
+/// needed again. A journal whose buffers a subscriber still holds would copy them when emptied
+/// (an allocation the writer makes and the consumer's thread frees, which each cost about what
+/// the rest of recording a small commit does).
+struct SpareJournals {
+    private var older: ChangeJournal?
+    private var newer: ChangeJournal?
+
+    /// A spare journal whose buffers are free, the older first; `nil` when neither's are (a new
+    /// journal costs no more than emptying one, and the spares may be free by the next commit).
+    mutating func take() -> ChangeJournal? {
+        if let older, older.buffersAreFree {
+            self.older = nil
+            return older
+        }
+        if let newer, newer.buffersAreFree {
+            self.newer = nil
+            return newer
+        }
+        return nil
+    }
+
+    /// Keeps `journal`, letting go of the older one if there are two.
+    mutating func keep(_ journal: ChangeJournal) {
+        if let newer { older = newer }
+        newer = journal
+    }
+}
+
 /// A ``ChangeKind``, or the emptying of a whole collection.
 enum RecordedKind: UInt8, Sendable {
     case stored = 1, deleted, evicted, purged, expired

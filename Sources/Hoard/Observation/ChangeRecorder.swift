@@ -1,0 +1,106 @@
+internal import LMDB
+
+extension Store {
+    /// What records the changes of the collection of `state` in `txn`, or `nil` when nobody would
+    /// read them (no subscriber in this process, no change log): one atomic load.
+    @inline(__always)
+    func changeRecorder(for state: CollectionState, in txn: borrowing WriteTransaction) -> ChangeRecorder? {
+        guard state.observerCount.load(ordering: .acquiring) > 0 || observation.logsChanges else { return nil }
+        return ChangeRecorder(state: state, observation: observation, in: txn)
+    }
+
+    /// What records the changes of collection `name` in `txn`, or `nil` when nobody would read
+    /// them. For writers that know the collection by name (a replica's invalidations).
+    func changeRecorder(forCollection name: String, in txn: borrowing WriteTransaction) -> ChangeRecorder? {
+        let state = observation.logsChanges ? state(of: name) : existingState(of: name)
+        guard let state else { return nil }
+        return changeRecorder(for: state, in: txn)
+    }
+}
+
+/// Records a write transaction's changes to one collection in the transaction's ``ChangeJournal``:
+/// every change when the store keeps a change log or a subscriber wants them all (the journal is
+/// taken at once), otherwise only those of the keys observed (``ObservedKeys``). The journal is
+/// then taken by the first change kept, so that a write of a key nobody observes allocates nothing.
+struct ChangeRecorder {
+    // Unmanaged: a recorder lives within one write transaction, which the collection's state,
+    // the store's observation and the transaction's journal all outlive. Held strongly (or
+    // unowned), each use of them counted a reference, and that was most of what recording cost
+    // a write of a key nobody observes.
+    private let state: Unmanaged<CollectionState>
+    private let observation: Unmanaged<Observation>
+    /// The journal, when every change is kept.
+    private let journal: Unmanaged<ChangeJournal>?
+    /// The summary bits of the keys observed (``ObservedKeys/summary``), when only those are kept.
+    private let summary: UInt64
+
+    // Borrowed: an initializer takes its arguments owned by default, which cost a write a
+    // retain and a release of each.
+    init(state: borrowing CollectionState, observation: borrowing Observation, in txn: borrowing WriteTransaction) {
+        self.state = Unmanaged.passUnretained(state)
+        self.observation = Unmanaged.passUnretained(observation)
+        state.refreshWritersKeys()
+        summary = state.writersKeysSummary
+        journal =
+            observation.logsChanges || state.writersWantEverything
+            ? Unmanaged.passUnretained(observation.journal(of: txn)) : nil
+    }
+
+    /// Records that the record under `key` changed, if it is kept. Inlined into the write sites
+    /// down to the summary bit, the few instructions a key nobody observes costs.
+    @inline(__always)
+    func record(key: UnsafeRawBufferPointer, _ kind: RecordedKind, in txn: borrowing WriteTransaction) {
+        if let journal {
+            state._withUnsafeGuaranteedRef { state in
+                journal._withUnsafeGuaranteedRef { $0.record(state, key: key, kind) }
+            }
+        } else if kind == .cleared || summary & ObservedKeys.bit(key) != 0 {
+            recordIfObserved(key: key, kind, in: txn)
+        }
+    }
+
+    private func recordIfObserved(key: UnsafeRawBufferPointer, _ kind: RecordedKind, in txn: borrowing WriteTransaction)
+    {
+        state._withUnsafeGuaranteedRef { state in
+            guard kind == .cleared || state.writersKeys?.contains(key) != false else { return }
+            observation._withUnsafeGuaranteedRef { $0.journal(of: txn) }.record(state, key: key, kind)
+        }
+    }
+
+    func record(key: [UInt8], _ kind: RecordedKind, in txn: borrowing WriteTransaction) {
+        key.withUnsafeBytes { record(key: $0, kind, in: txn) }
+    }
+}
+
+/// The keys a collection's ``HoardCollection/observe(_:)`` subscribers watch, as a writer looks a
+/// written key up: first in a word with one bit set for each observed key (a few instructions
+/// tell most keys apart, with no hash of the whole key), then by the key's hash.
+struct ObservedKeys {
+    private var hashes = KeyHashSet()
+    /// The bits of the keys observed (``bit(_:)``).
+    private(set) var summary: UInt64 = 0
+
+    mutating func insert(_ key: UnsafeRawBufferPointer) {
+        hashes.insert(keyHash(key))
+        summary |= Self.bit(key)
+    }
+
+    @inline(__always)
+    func contains(_ key: UnsafeRawBufferPointer) -> Bool {
+        summary & Self.bit(key) != 0 && hashes.contains(keyHash(key))
+    }
+
+    /// The key's bit in the summary: from its length and its first and last eight bytes (which
+    /// overlap in a shorter key), multiplied so that every byte moves the top six bits.
+    @inline(__always)
+    static func bit(_ key: UnsafeRawBufferPointer) -> UInt64 {
+        var folded = UInt64(truncatingIfNeeded: key.count)
+        if key.count >= 8 {
+            let last = key.loadUnaligned(fromByteOffset: key.count - 8, as: UInt64.self)
+            folded ^= key.loadUnaligned(as: UInt64.self) ^ (last << 29 | last >> 35)
+        } else {
+            for byte in key { folded = folded << 8 | UInt64(byte) }
+        }
+        return 1 << ((folded &* 0x9E37_79B9_7F4A_7C15) >> 58)
+    }
+}

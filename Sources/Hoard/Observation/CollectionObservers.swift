@@ -1,0 +1,67 @@
+internal import Synchronization
+
+/// The subscribers of one collection in this process, and the keys they observe.
+struct CollectionObservers {
+    var subscribers: [ChangeSubscriber] = []
+    /// The keys observed (``HoardCollection/observe(_:)``); `nil` when a subscriber wants every
+    /// change.
+    var keys: ObservedKeys? = ObservedKeys()
+
+    mutating func updateKeys() {
+        var observed = ObservedKeys()
+        for subscriber in subscribers {
+            guard case .key(let key) = subscriber.interest else {
+                keys = nil
+                return
+            }
+            key.withUnsafeBytes { observed.insert($0) }
+        }
+        keys = observed
+    }
+}
+
+extension CollectionState {
+    func subscribe(_ subscriber: ChangeSubscriber) {
+        observers.withLock { observers in
+            observers.subscribers.append(subscriber)
+            observers.updateKeys()
+            observedKeysVersion.add(1, ordering: .releasing)
+        }
+        observerCount.add(1, ordering: .sequentiallyConsistent)
+        metrics.observers.record(observerCount.load(ordering: .relaxed))
+    }
+
+    func unsubscribe(_ subscriber: ChangeSubscriber) {
+        let removed = observers.withLock { observers -> Bool in
+            guard let index = observers.subscribers.firstIndex(where: { $0 === subscriber }) else { return false }
+            observers.subscribers.remove(at: index)
+            observers.updateKeys()
+            observedKeysVersion.add(1, ordering: .releasing)
+            return true
+        }
+        if removed { observerCount.subtract(1, ordering: .sequentiallyConsistent) }
+        metrics.observers.record(observerCount.load(ordering: .relaxed))
+    }
+
+    /// Brings the writer's copy of the keys observed (``writersKeys``) up to date, taking the lock
+    /// only when they changed since it was taken (``observedKeysVersion``). Called only by the
+    /// thread that holds the store's write transaction.
+    @inline(__always)
+    func refreshWritersKeys() {
+        let version = observedKeysVersion.load(ordering: .acquiring)
+        guard version != writersKeysVersion else { return }
+        writersKeys = observers.withLock { $0.keys }
+        writersKeysSummary = writersKeys?.summary ?? ~0
+        writersWantEverything = writersKeys == nil
+        writersKeysVersion = version
+    }
+
+    /// Hands `batch` to every subscriber. Under the lock, rather than on a copy of the
+    /// subscribers: a copy counts a reference to each subscriber, whose cache line its consumer
+    /// keeps reading (``ChangeSubscriber/deliver(_:)`` never blocks).
+    func publish(_ batch: RawChanges) {
+        observers.withLock { observers in
+            for index in observers.subscribers.indices { observers.subscribers[index].deliver(batch) }
+        }
+    }
+}
