@@ -70,6 +70,52 @@ struct EvictionPolicyTests {
         #expect(frequency >= recency - 0.02, "recency \(recency), frequency \(frequency)")
     }
 
+    @Test("a victim popular long ago has its counts halved by candidates asked for again, until one wins")
+    func oldPopularityFades() throws {
+        try inTransaction { txn in try oldPopularityFades(txn) }
+    }
+
+    private func oldPopularityFades(_ txn: borrowing WriteTransaction) throws {
+        // Sized for 1,000 records, so that the sketch does not halve everything during the test;
+        // the records are bounded to 10.
+        let policy = EvictionPolicy(records: 1_000)
+        var records = InMemoryRecords(capacity: 10)
+        let old = (0..<10).map { bytes(UInt32($0)) }
+        // Ten records asked for 15 times each (the sketch's highest count), none read since.
+        var first = WrittenBatch()
+        for key in old {
+            let hash = key.withUnsafeBytes(keyHash)
+            for _ in 0..<15 { policy.sketch.increment(hash) }
+            records.insert(key)
+            first.append(key, hash: hash)
+        }
+        _ = try policy.settle(&records, written: &first, in: txn)
+        // A new key asked for `asks` times, then written: it enters the window, and the key
+        // there before it leaves as the candidate.
+        func write(_ value: UInt32, asks: Int) throws {
+            let key = bytes(value)
+            let hash = key.withUnsafeBytes(keyHash)
+            for _ in 0..<asks { policy.sketch.increment(hash) }
+            records.insert(key)
+            records.pinned = [key]
+            var written = WrittenBatch()
+            written.append(key, hash: hash)
+            _ = try policy.settle(&records, written: &written, in: txn)
+        }
+        // The last old key, out of the window, ties with the victim (15 against 15) and goes.
+        try write(100, asks: 2)
+        // Two candidates asked for twice lose to the victim; each halves its counts (15 → 7 → 3).
+        try write(101, asks: 2)
+        try write(102, asks: 4)
+        #expect(!records.contains(bytes(100)) && !records.contains(bytes(101)))
+        #expect(old.filter(records.contains).count == 9)
+        // The candidate asked for four times now beats the victim (3): without the halving it
+        // would have lost to 15.
+        try write(103, asks: 1)
+        #expect(records.contains(bytes(102)))
+        #expect(old.filter(records.contains).count == 8)
+    }
+
     @Test("every settle ends within the bound and never evicts what the running write wrote")
     func boundAndPinned() throws {
         try inTransaction { txn in try boundAndPinned(txn) }

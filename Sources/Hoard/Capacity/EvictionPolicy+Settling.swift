@@ -131,6 +131,16 @@ extension EvictionPolicy {
             for _ in 0...records {
                 guard let victim = try probationVictim(&source, in: txn) else { break }
                 guard !policy.admitsByFrequency || keepsEveryKey || estimate > victimEstimate(victim) else {
+                    // A victim counted more than three times as often as a candidate asked for
+                    // twice or more, yet not read since the hand last passed it, was popular
+                    // before: its counts are halved, so that after a few such candidates the
+                    // new keys can win (BENCHMARKS.md).
+                    if estimate >= EvictionPolicy.staleCandidateMinimum,
+                        estimate * EvictionPolicy.staleVictimRatio < victimEstimate(victim)
+                    {
+                        policy.forgetOldPopularity(victim)
+                        self.victim?.estimate = nil
+                    }
                     // A candidate the sketch never saw asked for was not read since it was
                     // written (unless before the sketch's last halving): it has no recent-use
                     // count to clear, and the look-up is spared.

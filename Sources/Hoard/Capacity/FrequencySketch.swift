@@ -96,6 +96,20 @@ final class FrequencySketch: @unchecked Sendable {
         return Int(least)
     }
 
+    /// Halves the counters of the key with `hash`: its popularity is known to be old (a counter it
+    /// shares with another key is halved for both, which can only bring that key's estimate
+    /// nearer its true count or below it, as a halving of all does). One thread at a time, as
+    /// ``increment(_:)``.
+    func halve(_ hash: UInt64) {
+        let mixed = Self.mixed(hash)
+        for row in 0..<Self.depth {
+            let (word, shift) = slot(mixed, row: row)
+            let current = words[word].load(ordering: .relaxed)
+            let halved = ((current >> shift) & 0xF) >> 1
+            words[word].store(current & ~(0xF << shift) | halved << shift, ordering: .relaxed)
+        }
+    }
+
     /// Halves every counter (the reset that lets popularity fade). Run by the access that
     /// reached the sample size, as part of counting it.
     private func halve() {
