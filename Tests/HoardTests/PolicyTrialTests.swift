@@ -33,7 +33,9 @@ struct PolicyTrialTests {
         for _ in 0..<20 { for id in popular { _ = access(id) } }
         for id in UInt32(10_000)..<UInt32(12_000) { _ = access(id) }
         let after = popular.map(access)
-        #expect(after.filter(\.0).count >= 140, "W-TinyLFU kept \(after.filter(\.0).count) of 150")
+        // Half the cache is protected, so about 50 of the popular keys are in probation while the
+        // scan passes and face each of its keys there; the sketch keeps all but a few of them.
+        #expect(after.filter(\.0).count >= 135, "W-TinyLFU kept \(after.filter(\.0).count) of 150")
         #expect(after.filter(\.1).count == 0)
     }
 
@@ -59,6 +61,37 @@ struct PolicyTrialTests {
         // A loop a little larger than the bound: LRU keeps nothing of it.
         replay((0..<100_000).map { UInt32(5_000_000 + $0 % 550) })
         #expect(!trial.prefersRecency)
+    }
+
+    @Test(
+        "after a hot set moves to new keys, the trial turns to recency and is back with the sketch within 150,000 requests"
+    )
+    func trialReturnsAfterAMove() {
+        let records = 5_000
+        let sketch = FrequencySketch(records: records)
+        let trial = PolicyTrial(records: records)
+        func access(_ id: UInt32) {
+            let hash = bytes(id).withUnsafeBytes(keyHash)
+            sketch.increment(hash)
+            if trial.samples(hash) { trial.accessed(hash, sketch: sketch) }
+        }
+        for id in zipfTrace(objects: 50_000, requests: 300_000, alpha: 1.0, seed: 43) { access(id) }
+        #expect(!trial.prefersRecency)
+        // The same popularity over keys never asked for before.
+        let moved = zipfTrace(objects: 50_000, requests: 300_000, alpha: 1.0, seed: 47).map { $0 + 1_000_000 }
+        var turned: Int?
+        var back: Int?
+        for (index, id) in moved.enumerated() {
+            access(id)
+            if turned == nil, trial.prefersRecency { turned = index }
+            if turned != nil, back == nil, !trial.prefersRecency { back = index }
+        }
+        // Measured: turned after about 1,700 requests and back after about 104,000; with the
+        // trial's earlier settings (a lead of 1/32 to flip, hits halved every two turns, 80% of
+        // the miniature protected, old popularity kept) back after about 204,000.
+        #expect(turned != nil)
+        let description = "turned at \(String(describing: turned)), back at \(String(describing: back))"
+        #expect(back ?? moved.count <= 150_000, "\(description)")
     }
 
     @Test("a trial for a million records samples about 1,024 keys' share and takes under 100 KB")

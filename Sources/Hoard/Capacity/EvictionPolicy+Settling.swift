@@ -135,9 +135,7 @@ extension EvictionPolicy {
                     // twice or more, yet not read since the hand last passed it, was popular
                     // before: its counts are halved, so that after a few such candidates the
                     // new keys can win (BENCHMARKS.md).
-                    if estimate >= EvictionPolicy.staleCandidateMinimum,
-                        estimate * EvictionPolicy.staleVictimRatio < victimEstimate(victim)
-                    {
+                    if EvictionPolicy.isOldPopularity(victim: victimEstimate(victim), candidate: estimate) {
                         policy.forgetOldPopularity(victim)
                         self.victim?.estimate = nil
                     }

@@ -74,6 +74,13 @@ final class EvictionPolicy: Sendable {
     static let staleCandidateMinimum = 2
     static let staleVictimRatio = 3
 
+    /// Whether a victim whose estimate beats a candidate's holds popularity from before
+    /// (``staleVictimRatio``).
+    @inline(__always)
+    static func isOldPopularity(victim: Int, candidate: Int) -> Bool {
+        candidate >= staleCandidateMinimum && candidate * staleVictimRatio < victim
+    }
+
     /// The window, probation and the hands: what a settle changes, under the policy's lock.
     struct State {
         var window = KeyQueue()
