@@ -15,7 +15,8 @@ internal import LMDB
 /// that puts the collection over its bound then settles it: the window's oldest key is the
 /// candidate; the oldest key in probation that was not read while there is the victim (one that
 /// was read, or written again, is promoted: it leaves probation for the main part); the sketch
-/// decides, and the one asked for less often goes (the victim stays on a tie), unless the
+/// decides, and the one asked for less often goes (the victim stays on a tie; one that wins by far
+/// against a candidate asked for again has its counts halved, ``staleVictimRatio``), unless the
 /// ``PolicyTrial`` finds that keeping every new key would hit more now: then the candidate stays,
 /// in the main part with a pass of grace. When probation runs short, the hand moves over the
 /// main part in key order: a record read since the hand last passed has its count lowered and
