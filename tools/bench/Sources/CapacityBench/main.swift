@@ -125,7 +125,10 @@ var evictionsExpected = 0
         var (plain, capped, floored) = (UInt64(0), UInt64(0), UInt64(0))
         for number in 0..<batches {
             let batch = (0..<size).map { member(next &+ Int64($0)) }
-            let old = floorIDs[oldest..<(oldest + size)]
+            // A copy, not a slice: a slice would keep the whole array's buffer, and the append
+            // below would then copy all of it (a megabyte and more, with fresh pages, before
+            // every put, which flushed the caches between the measured puts).
+            let old = Array(floorIDs[oldest..<(oldest + size)])
             floorIDs += batch.map(\.id)
             next &+= Int64(size)
             oldest += size
