@@ -8,8 +8,9 @@ internal import Synchronization
 /// One thread counts at a time (the policy counts gets' accesses in batches, under a lock of its
 /// own, ``EvictionPolicy``); estimates are read by any thread meanwhile, without a lock, since
 /// every word of 16 counters is loaded and stored whole. Estimates never fall below a key's true
-/// count since the last halving (up to 15); keys that share counters can only raise each
-/// other's estimates.
+/// count since the last halving (up to 15), and keys that share counters can only raise each
+/// other's estimates, but for one case: a key whose counts are halved alone as old popularity
+/// (``halve(_:)``) halves its share of a counter for the key it shares it with too.
 final class FrequencySketch: @unchecked Sendable {
     // @unchecked: the table's words are only read and written through their atomics; counting
     // is serialized by the caller.
