@@ -53,15 +53,19 @@ struct KeyQueue {
     mutating func append(contentsOf other: KeyQueue, keys: Range<Int>) {
         let keys = keys.clamped(to: 0..<other.count)
         guard !keys.isEmpty else { return }
-        // Where the first key starts, and how many bytes the keys take.
+        // Where the first key starts, and how many bytes the keys take: for all of them (a
+        // write's keys into the window, most often), the bytes in use; else found key by key.
         var from = other.head
-        var remaining = 0
-        var index = other.head
-        for number in 0..<keys.upperBound {
-            if number == keys.lowerBound { from = index }
-            let length = Int(other.ring[index]) << 8 | Int(other.ring[other.wrapped(index + 1)])
-            if number >= keys.lowerBound { remaining += 2 + length }
-            index = other.wrapped(other.wrapped(index + 2) + length)
+        var remaining = other.used
+        if keys.count != other.count {
+            remaining = 0
+            var index = other.head
+            for number in 0..<keys.upperBound {
+                if number == keys.lowerBound { from = index }
+                let length = Int(other.ring[index]) << 8 | Int(other.ring[other.wrapped(index + 1)])
+                if number >= keys.lowerBound { remaining += 2 + length }
+                index = other.wrapped(other.wrapped(index + 2) + length)
+            }
         }
         reserve(remaining)
         var to = wrapped(head + used)
