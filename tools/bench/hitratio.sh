@@ -4,7 +4,7 @@
 # hitratio-bench in release mode, installs libcachesim, numpy and matplotlib into
 # tools/bench/.build-sim (a Python venv) when missing, and writes docs/benchmarks/hitratio.json,
 # hitratio.md (the table in BENCHMARKS.md) and hitratio.png. Exits 1 when Hoard is more than one
-# point below the best of the five on any trace. About fifteen minutes here.
+# point below the best of the five on any trace. About five minutes here once built.
 #   tools/bench/hitratio.sh
 set -euo pipefail
 cd "$(dirname "$0")"
