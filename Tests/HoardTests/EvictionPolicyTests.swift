@@ -386,7 +386,9 @@ struct EvictionPolicyTests {
         #expect(written.filterPassRate(others) < 0.05, "the filter let \(written.filterPassRate(others)) through")
     }
 
-    @Test("the key queue gives keys back first in, first out, across its compaction and batches queued at once")
+    @Test(
+        "the key queue gives keys back first in, first out, across its compaction, batches queued at once and keys dropped at once"
+    )
     func keyQueue() {
         var queue = KeyQueue()
         var expected: [[UInt8]] = []
@@ -417,14 +419,25 @@ struct EvictionPolicyTests {
                 let end = start + Int(generator.next() % UInt64(batchKeys.count - start + 1))
                 queue.append(contentsOf: batch, keys: start..<end)
                 expected += batchKeys[start..<end]
-            } else if generator.next() % 3 != 0 || expected.isEmpty {
+            } else if (round / 2_500 % 2 == 0 ? generator.next() % 3 != 0 : generator.next() % 3 == 0)
+                || expected.isEmpty
+            {
+                // Appends two rounds in three for a stretch, one in three for the next, so that
+                // the queue grows and compacts, and then wraps round a small ring, again and again.
                 let fresh = freshKey()
                 queue.append(fresh)
                 expected.append(fresh)
             } else if generator.next() % 4 == 0 {
-                // Dropped without being copied out: the next key must still come back whole.
-                queue.dropFirst()
-                expected.removeFirst()
+                // Dropped without being copied out, one or several at once (perhaps more than
+                // are queued): the next key must still come back whole.
+                let several = Int(generator.next() % 5)
+                if several == 0 {
+                    queue.dropFirst()
+                    expected.removeFirst()
+                } else {
+                    queue.dropFirst(several)
+                    expected.removeFirst(min(several, expected.count))
+                }
             } else {
                 #expect(queue.removeFirst(into: &key) && key == expected.removeFirst(), "round \(round)")
             }

@@ -126,7 +126,7 @@ final class BoundTracker: EvictionSource {
     /// only): their keys back to back, and where each is. ``flushEvictions(in:)`` deletes them in
     /// key order with one cursor, so that neighbours cost no search of their own; the record
     /// count already leaves them out.
-    @exclusivity(unchecked) private var evictingBytes: [UInt8] = []
+    @exclusivity(unchecked) private var evictingBytes = KeyBytes()
     @exclusivity(unchecked) private var evicting: [Range<Int>] = []
     @exclusivity(unchecked) private var evictingSorted = true
 
@@ -299,9 +299,14 @@ final class BoundTracker: EvictionSource {
         if !tracksBytes {
             // Counted gone now, deleted with the others when the settle ends.
             key.withUnsafeBytes { key in
-                if let last = evicting.last, !keyPrecedes(evictingBytes[last], key) { evictingSorted = false }
-                evicting.append(evictingBytes.count..<(evictingBytes.count + key.count))
-                evictingBytes.append(contentsOf: key)
+                if let last = evicting.last, !evictingBytes.withBytes(in: last, { keyPrecedes($0, key) }) {
+                    evictingSorted = false
+                }
+                let start = evictingBytes.count
+                evicting.append(start..<(start + key.count))
+                // A check and a copy (an array's `append(contentsOf:)` took about 140
+                // instructions a key here).
+                evictingBytes.append(key)
             }
             recordCount -= 1
             return .evicted
@@ -331,7 +336,16 @@ final class BoundTracker: EvictionSource {
     func flushEvictions(in txn: borrowing WriteTransaction) throws {
         guard !evicting.isEmpty else { return }
         if !evictingSorted {
-            evicting.sort { keyPrecedes(evictingBytes[$0], evictingBytes[$1]) }
+            // By their first 8 bytes as a number (all of an integer's key), their bytes compared
+            // only on a tie: comparing the bytes of every pair took three times the instructions
+            // (about 200 a record of an evicting put of 20,000).
+            let keyed = evicting.map { (prefix: evictingBytes.withBytes(in: $0, keyPrefix), range: $0) }
+            evicting = keyed.sorted { a, b in
+                guard a.prefix == b.prefix else { return a.prefix < b.prefix }
+                return evictingBytes.withBytes(in: a.range) { a in
+                    evictingBytes.withBytes(in: b.range) { keyPrecedes(a, $0) }
+                }
+            }.map(\.range)
         }
         let recorder = store.changeRecorder(for: state, in: txn)
         try txn.withCursor(in: database) { cursor in
@@ -339,8 +353,7 @@ final class BoundTracker: EvictionSource {
             // to go (records written together are evicted together), no search finds it.
             var next: Cursor<ReadWriteAccess>.Entry?
             for range in evicting {
-                let found = try evictingBytes.withUnsafeBytes { bytes -> Cursor<ReadWriteAccess>.Entry? in
-                    let key = UnsafeRawBufferPointer(rebasing: bytes[range])
+                let found = try evictingBytes.withBytes(in: range) { key -> Cursor<ReadWriteAccess>.Entry? in
                     if let next, bytesEqual(next.key, key) { return next }
                     return try cursor.seek(exactly: key)
                 }
@@ -364,7 +377,7 @@ final class BoundTracker: EvictionSource {
             }
         }
         evicting.removeAll(keepingCapacity: true)
-        evictingBytes.removeAll(keepingCapacity: true)
+        evictingBytes.removeAll()
         evictingSorted = true
     }
 

@@ -26,11 +26,11 @@ struct KeyQueue {
             ? nil
             : key.withContiguousStorageIfAvailable { bytes in
                 // Room before the ring's end: one copy, not a byte at a time.
-                ring.withUnsafeMutableBufferPointer { ring in
+                ring.withUnsafeMutableBytes { ring in
                     ring[index] = UInt8(truncatingIfNeeded: length >> 8)
                     ring[index + 1] = UInt8(truncatingIfNeeded: length)
-                    guard let source = bytes.baseAddress, let target = ring.baseAddress else { return true }
-                    (target + index + 2).update(from: source, count: length)
+                    guard let target = ring.baseAddress else { return true }
+                    copyKeyBytes(UnsafeRawBufferPointer(bytes), to: target + index + 2)
                     return true
                 }
             }
@@ -102,14 +102,29 @@ struct KeyQueue {
     }
 
     /// Removes the first key without copying it out (a victim, whose key the caller holds).
-    mutating func dropFirst() {
-        guard count > 0 else { return }
-        let length = Int(ring[head]) << 8 | Int(ring[wrapped(head + 1)])
-        head = wrapped(wrapped(head + 2) + length)
-        used -= 2 + length
-        count -= 1
+    mutating func dropFirst() { dropFirst(1) }
+
+    /// Removes the first `keys` keys (a write's first keys, gone to probation): their lengths
+    /// are read, nothing else, and the ring's size is checked once. A queue that drained
+    /// (probation after a collection filled) gives memory back.
+    mutating func dropFirst(_ keys: Int) {
+        let keys = min(keys, count)
+        guard keys > 0 else { return }
+        var index = head
+        ring.withUnsafeBytes { ring in
+            let size = ring.count
+            for _ in 0..<keys {
+                let second = index + 1 == size ? 0 : index + 1
+                let length = Int(ring[index]) << 8 | Int(ring[second])
+                index += 2 + length
+                if index >= size { index -= size }
+            }
+        }
+        used -= (index - head + ring.count) % ring.count
+        if keys == count { used = 0 }
+        head = index
+        count -= keys
         if count == 0 { head = 0 }
-        // A queue that drained (probation after a collection filled) gives memory back.
         if ring.count > 4_096, used * 4 < ring.count { resize(to: max(used + used / 4, 256)) }
     }
 
@@ -156,11 +171,16 @@ struct KeyQueue {
         ring.withUnsafeBytes { ring in
             key.withUnsafeMutableBytes { key in
                 let first = min(length, ring.count - start)
-                key.copyMemory(from: UnsafeRawBufferPointer(rebasing: ring[start..<(start + first)]))
-                if first < length {
-                    UnsafeMutableRawBufferPointer(rebasing: key[first...]).copyMemory(
-                        from: UnsafeRawBufferPointer(rebasing: ring[..<(length - first)]))
+                guard first < length else {
+                    if let target = key.baseAddress {
+                        copyKeyBytes(UnsafeRawBufferPointer(rebasing: ring[start..<(start + length)]), to: target)
+                    }
+                    return
                 }
+                // Wrapped around the ring's end: in two parts.
+                key.copyMemory(from: UnsafeRawBufferPointer(rebasing: ring[start..<(start + first)]))
+                UnsafeMutableRawBufferPointer(rebasing: key[first...]).copyMemory(
+                    from: UnsafeRawBufferPointer(rebasing: ring[..<(length - first)]))
             }
         }
     }
@@ -205,7 +225,7 @@ struct WrittenBatch {
 
     /// Removes the first `count` keys.
     mutating func removeFirst(_ count: Int) {
-        for _ in 0..<count { keys.dropFirst() }
+        keys.dropFirst(count)
         hashes.removeFirst(count)
     }
 

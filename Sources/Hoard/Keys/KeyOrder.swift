@@ -14,12 +14,15 @@ func keyPrecedes(_ a: ArraySlice<UInt8>, _ b: ArraySlice<UInt8>) -> Bool {
 /// `keyPrecedes` with the second key in LMDB's memory.
 @inline(__always)
 func keyPrecedes(_ a: ArraySlice<UInt8>, _ b: UnsafeRawBufferPointer) -> Bool {
-    a.withUnsafeBytes { x in
-        let common = min(x.count, b.count)
-        let order =
-            common == 0 ? 0 : x.baseAddress.flatMap { left in b.baseAddress.map { memcmp(left, $0, common) } } ?? 0
-        return order != 0 ? order < 0 : x.count < b.count
-    }
+    a.withUnsafeBytes { keyPrecedes($0, b) }
+}
+
+/// `keyPrecedes` over two keys in memory.
+@inline(__always)
+func keyPrecedes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+    let common = min(a.count, b.count)
+    let order = common == 0 ? 0 : a.baseAddress.flatMap { left in b.baseAddress.map { memcmp(left, $0, common) } } ?? 0
+    return order != 0 ? order < 0 : a.count < b.count
 }
 
 /// Whether `a` and `b` hold the same bytes (memcmp: `elementsEqual` is several times slower).
@@ -59,5 +62,14 @@ func keyPrefix(_ key: ArraySlice<UInt8>) -> UInt64 {
         value = value << 8 | UInt64(index < key.endIndex ? key[index] : 0)
         index += 1
     }
+    return value
+}
+
+/// `keyPrefix` of a key in memory.
+@inline(__always)
+func keyPrefix(_ key: UnsafeRawBufferPointer) -> UInt64 {
+    guard key.count < 8 else { return UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) }
+    var value: UInt64 = 0
+    for index in 0..<8 { value = value << 8 | UInt64(index < key.count ? key[index] : 0) }
     return value
 }

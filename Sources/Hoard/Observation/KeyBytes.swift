@@ -1,4 +1,4 @@
-/// The keys of a batch of changes, back to back in one buffer that copies share until one of them
+/// Keys back to back in one buffer (a batch of changes, the records a settle evicts) that copies share until one of them
 /// changes (copy on write, as an array). Appending a key is a check of the buffer and a copy of
 /// its bytes: an array's `append(contentsOf:)` of a buffer pointer took about four times the
 /// instructions, and a writer that records every change appends one key a record.
@@ -36,19 +36,7 @@ struct KeyBytes: @unchecked Sendable {
     mutating func append(_ bytes: UnsafeRawBufferPointer) {
         makeWritable(holding: count + bytes.count)
         buffer?.withUnsafeMutablePointers { header, elements in
-            let target = UnsafeMutableRawPointer(elements + header.pointee.count)
-            if (8...16).contains(bytes.count) {
-                // Most keys (an integer's 8 bytes, a UUID's 16): two words that may overlap,
-                // rather than a call of memcpy.
-                let offset = bytes.count - 8
-                let (head, tail) = (
-                    bytes.loadUnaligned(as: UInt64.self), bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
-                )
-                target.storeBytes(of: head, as: UInt64.self)
-                target.storeBytes(of: tail, toByteOffset: offset, as: UInt64.self)
-            } else if let source = bytes.baseAddress {
-                target.copyMemory(from: source, byteCount: bytes.count)
-            }
+            copyKeyBytes(bytes, to: UnsafeMutableRawPointer(elements + header.pointee.count))
             header.pointee.count += bytes.count
         }
     }
@@ -105,5 +93,21 @@ struct KeyBytes: @unchecked Sendable {
 
     private static func allocate(_ capacity: Int) -> Buffer {
         Buffer.create(minimumCapacity: capacity) { _ in Header(count: 0, capacity: capacity) }
+    }
+}
+
+/// Copies the key `bytes` to `target`. Most keys (an integer's 8 bytes, a UUID's 16) go as two
+/// words that may overlap, rather than through a call of memcpy, which costs more than the copy.
+@inline(__always)
+func copyKeyBytes(_ bytes: UnsafeRawBufferPointer, to target: UnsafeMutableRawPointer) {
+    if (8...16).contains(bytes.count) {
+        let offset = bytes.count - 8
+        let (head, tail) = (
+            bytes.loadUnaligned(as: UInt64.self), bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+        )
+        target.storeBytes(of: head, as: UInt64.self)
+        target.storeBytes(of: tail, toByteOffset: offset, as: UInt64.self)
+    } else if let source = bytes.baseAddress {
+        target.copyMemory(from: source, byteCount: bytes.count)
     }
 }
