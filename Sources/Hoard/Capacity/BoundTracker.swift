@@ -129,6 +129,9 @@ final class BoundTracker: EvictionSource {
     @exclusivity(unchecked) private var evictingBytes = KeyBytes()
     @exclusivity(unchecked) private var evicting: [Range<Int>] = []
     @exclusivity(unchecked) private var evictingSorted = true
+    /// The first 8 bytes of the last key in `evicting` as a number (``keyPrefix(_:)``): a key
+    /// after it in the order is most often told by this alone.
+    @exclusivity(unchecked) private var lastEvictingPrefix: UInt64 = 0
 
     /// The tracker of a write to `collection` in `txn`; `nil` when the collection has no capacity.
     static func open(
@@ -299,9 +302,21 @@ final class BoundTracker: EvictionSource {
         if !tracksBytes {
             // Counted gone now, deleted with the others when the settle ends.
             key.withUnsafeBytes { key in
-                if let last = evicting.last, !evictingBytes.withBytes(in: last, { keyPrecedes($0, key) }) {
-                    evictingSorted = false
+                let prefix = keyPrefix(key)
+                if let last = evicting.last {
+                    if prefix < lastEvictingPrefix
+                        || (prefix == lastEvictingPrefix
+                            && !evictingBytes.withBytes(in: last, { keyPrecedes($0, key) }))
+                    {
+                        evictingSorted = false
+                    }
+                } else {
+                    // The first of the settle's evictions: room for as many as the collection is
+                    // over, rather than growing step by step.
+                    evicting.reserveCapacity(recordsOver)
+                    evictingBytes.reserve(recordsOver * key.count)
                 }
+                lastEvictingPrefix = prefix
                 let start = evictingBytes.count
                 evicting.append(start..<(start + key.count))
                 // A check and a copy (an array's `append(contentsOf:)` took about 140

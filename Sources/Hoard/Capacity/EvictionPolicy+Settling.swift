@@ -24,10 +24,14 @@ extension EvictionPolicy {
         var victimKey: [UInt8] = []
         /// How many of probation's first keys had their recent-use lines asked for.
         var prefetchedVictims = 0
+        /// Whether every candidate is kept, recency having the upper hand (``PolicyTrial``): read
+        /// once a settle (once a candidate, its retain and release were a tenth of weighing one).
+        let keepsEveryKey: Bool
 
         init(policy: EvictionPolicy, state: State) {
             self.policy = policy
             self.state = state
+            keepsEveryKey = policy.trial?.prefersRecency ?? false
         }
 
         mutating func run(
@@ -129,8 +133,6 @@ extension EvictionPolicy {
             in txn: borrowing WriteTransaction
         ) throws {
             let estimate = policy.admitsByFrequency ? policy.sketch.estimate(hash) : 0
-            // While recency has the upper hand (``PolicyTrial``), every candidate is kept.
-            let keepsEveryKey = policy.trial?.prefersRecency ?? false
             // Victims that turn out pinned or gone leave probation and the next is tried; once
             // as many as there are records have, none is left that may go.
             for _ in 0...records {

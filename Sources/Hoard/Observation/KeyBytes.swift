@@ -41,6 +41,9 @@ struct KeyBytes: @unchecked Sendable {
         }
     }
 
+    /// Makes room for `bytes` bytes in all, so that appends up to them do not grow the buffer.
+    mutating func reserve(_ bytes: Int) { makeWritable(holding: bytes) }
+
     /// Adds the bytes of `other` from `start` on at the end.
     mutating func append(_ other: KeyBytes, from start: Int) {
         other.withBytes(in: start..<other.count) { append($0) }
