@@ -140,8 +140,11 @@ extension Environment {
                 try growMap(from: sizeAtStart)
                 continue
             }
+            // Noted under the writer lock, so in the order of the commits.
+            let noted = ownCommits.begin(id)
             let rc = mdb_txn_commit(txn)  // frees the transaction whatever the outcome
             gate.leave(writing: true)
+            if noted { ownCommits.settle(id, committed: rc == 0) }
             if rc != 0, announced { listener?.didNotCommit(transaction: id, local: { state.local($0) }) }
             afterEachAttempt()
             if rc == MDB_MAP_FULL {

@@ -129,6 +129,8 @@ public final class Environment: @unchecked Sendable {
     /// Whether the listener hears of every write transaction, or only of those that kept a
     /// local object (``setCommitListener(_:everyCommit:)``).
     let listenerHearsEveryCommit = Atomic<Bool>(true)
+    /// This process's write transactions, noted while it is on (for a watch of the data file).
+    public let ownCommits = OwnCommitLedger()
 
     /// Environments open in this process, by data-file identity.
     private static let registry = Mutex<Set<FileIdentity>>([])

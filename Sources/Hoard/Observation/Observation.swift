@@ -31,13 +31,6 @@ final class Observation: CommitListener, @unchecked Sendable {
 
     /// The collections that ever had a subscriber in this process, by name.
     let observed = Mutex<[String: CollectionState]>([:])
-    /// The commits this process made that the watch has not passed yet: those it is making
-    /// (`true`: the commit has not returned) and those it made.
-    let ownCommits = Mutex(OwnCommits())
-    /// This process's commit the watch waits to see settled (0 for none).
-    let watchWaitsFor = Atomic<Int>(0)
-    /// Whether ``ownCommits`` is kept (only while a watch runs).
-    let tracksOwnCommits = Atomic<Bool>(false)
     /// Subscribers alive, for the watch's start and stop.
     let watch = Mutex<WatchState>(WatchState())
     /// The place the next journal about to commit takes in the order of publication, and the
@@ -80,10 +73,6 @@ final class Observation: CommitListener, @unchecked Sendable {
     }
 
     func willCommit(_ txn: borrowing WriteTransaction) throws {
-        if tracksOwnCommits.load(ordering: .acquiring) {
-            let id = txn.id
-            ownCommits.withLock { $0.begin(id) }
-        }
         if let changeLogLength, let changeLog {
             try ChangeLogFormat.write(
                 journal(of: txn), transaction: txn.id, keeping: changeLogLength, in: changeLog, txn: txn)
@@ -104,28 +93,13 @@ final class Observation: CommitListener, @unchecked Sendable {
             }
             if journal.isWorthKeeping { spareJournals.withLock { $0.keep(journal) } }
         }
-        if tracksOwnCommits.load(ordering: .acquiring) {
-            ownCommits.withLock { $0.settle(id, committed: true) }
-            wakeWatchWaiting(for: id)
-        }
     }
 
-    /// Forgets a commit this process began but that failed (the id may be another process's next).
+    /// Passes on the place of a transaction that did not commit, with nothing published.
     func didNotCommit(transaction id: Int, local: (ObjectIdentifier) -> AnyObject?) {
         if let journal = local(ObjectIdentifier(ChangeJournal.self)) as? ChangeJournal {
-            // Its place in the order passes on, with nothing published.
             publishInTurn(journal) {}
         }
-        guard tracksOwnCommits.load(ordering: .acquiring) else { return }
-        ownCommits.withLock { $0.settle(id, committed: false) }
-        wakeWatchWaiting(for: id)
-    }
-
-    /// Wakes the watch if it met this process's commit `id` while it was being made and waits
-    /// for it to be settled (``watchWaitsFor``).
-    private func wakeWatchWaiting(for id: Int) {
-        guard watchWaitsFor.load(ordering: .acquiring) == id else { return }
-        watch.withLock { $0.watcher }?.wake()
     }
 
     // MARK: Order of publication
@@ -183,8 +157,7 @@ final class Observation: CommitListener, @unchecked Sendable {
             guard let watcher = watch.watcher else { return nil }
             // Under the lock: a newcomer's watch starts noting this process's commits after
             // this, never before (it would then run without them being noted).
-            trackOwnCommits(false, in: store.environment)
-            ownCommits.withLock { $0.removeAll() }
+            store.environment.ownCommits.setOn(false)
             watch.watcher = nil
             return watcher
         }
@@ -193,12 +166,13 @@ final class Observation: CommitListener, @unchecked Sendable {
 
     private func startWatch(store: Store) {
         guard otherProcesses.mode != .off else { return }
-        trackOwnCommits(true, in: store.environment)
+        // Before the watch takes its first mark: every commit after it is noted.
+        store.environment.ownCommits.setOn(true)
         let watcher: ProcessWatcher
         do {
             watcher = try ProcessWatcher(environment: store.environment, observation: self)
         } catch {
-            trackOwnCommits(false, in: store.environment)
+            store.environment.ownCommits.setOn(false)
             logger.error(
                 "cannot watch the store for other processes' commits",
                 metadata: ["path": "\(store.path)", "error": "\(error)"])
@@ -208,8 +182,7 @@ final class Observation: CommitListener, @unchecked Sendable {
             guard watch.watcher == nil else { return false }
             guard watch.subscribers > 0 else {
                 // The subscribers left meanwhile: nothing is to note this process's commits.
-                trackOwnCommits(false, in: store.environment)
-                ownCommits.withLock { $0.removeAll() }
+                store.environment.ownCommits.setOn(false)
                 return false
             }
             watch.watcher = watcher
@@ -218,18 +191,11 @@ final class Observation: CommitListener, @unchecked Sendable {
         if started { watcher.start() } else { watcher.stop() }
     }
 
-    /// Starts or stops noting this process's commits for the watch. The listener hears of
-    /// every commit while it notes them or writes the change log, and otherwise only of the
-    /// transactions that kept a journal: a write of a key nobody observes then makes no call.
-    /// Every commit is heard before the first is noted, and noted no more before they are not.
-    private func trackOwnCommits(_ on: Bool, in environment: Environment) {
-        if on { environment.setCommitListenerHearsEveryCommit(true) }
-        tracksOwnCommits.store(on, ordering: .releasing)
-        if !on && !logsChanges { environment.setCommitListenerHearsEveryCommit(false) }
-    }
-
-    /// Whether the listener must hear of every commit (``trackOwnCommits(_:in:)``).
-    var hearsEveryCommit: Bool { logsChanges || tracksOwnCommits.load(ordering: .acquiring) }
+    /// Whether the listener must hear of every commit: to write the change log entry of each.
+    /// Otherwise it hears only of the transactions that kept a journal, and a write of a key
+    /// nobody observes makes no call (this process's commits are noted for the watch by the
+    /// environment itself, ``OwnCommitLedger``).
+    var hearsEveryCommit: Bool { logsChanges }
 
     /// Hands `batch` to every subscriber of collection `name`.
     func publish(_ batch: RawChanges, toCollection name: String) {

@@ -274,16 +274,15 @@ final class ProcessWatcher: @unchecked Sendable {
         // The newest commit of the meta pages (LMDB reads them from the map, which shows what
         // writers wrote at once): when every commit since the mark is this process's own, the
         // mark moves without a read transaction (the watch wakes at this process's commits too).
+        let ledger = environment.ownCommits
         let committed = try environment.info().lastTransactionID
         guard committed > mark else {
             // The next commit is under way: this process's own when it is making it (LMDB lets
             // one writer write at a time), which woke the watch with its first pages.
-            return observation.ownCommits.withLock { $0.isBeingMade(mark + 1) } ? .ownOnly : .nothing
+            return ledger.entry(mark + 1) == .beingMade ? .ownOnly : .nothing
         }
-        let allOwn = observation.ownCommits.withLock { $0.madeAll((mark + 1)...committed) }
-        if allOwn {
+        if ((mark + 1)...committed).allSatisfy({ ledger.entry($0) == .made }) {
             mark = committed
-            observation.ownCommits.withLock { $0.forget(through: committed) }
             return .ownOnly
         }
         // LMDB's window: a writer writes its meta page (the change the file watch sees) before it
@@ -303,16 +302,23 @@ final class ProcessWatcher: @unchecked Sendable {
         let range = (mark + 1)...now
         // This process's commits in the range, and the first one still being made (its outcome
         // decides whether its id is this process's or, if it failed, the next writer's).
-        let (own, unsettled) = observation.ownCommits.withLock { $0.made(in: range) }
-        let end = unsettled.map { $0 - 1 } ?? now
-        observation.watchWaitsFor.store(unsettled ?? 0, ordering: .releasing)
-        // Settled between the look and the store: look again rather than wait.
-        if let unsettled, !observation.ownCommits.withLock({ $0.isBeingMade(unsettled) }) {
-            wake()
+        var own = Set<Int>()
+        var unsettled: Int?
+        for id in range {
+            let entry = ledger.entry(id)
+            if entry == .beingMade {
+                unsettled = id
+                break
+            }
+            if entry == .made { own.insert(id) }
         }
+        let end = unsettled.map { $0 - 1 } ?? now
+        ledger.wake(whenSettled: unsettled ?? 0) { [weak self] in self?.wake() }
+        // Settled between the look and the wait: look again rather than wait.
+        if let unsettled, ledger.entry(unsettled) != .beingMade { wake() }
         guard end > mark else { return .nothing }
         let settled = (mark + 1)...end
-        let foreign = settled.count - own.count { settled.contains($0) }
+        let foreign = settled.count - own.count
         if foreign > 0 {
             let covered = try publishLogged(settled, skipping: own)
             if covered < foreign {
@@ -322,7 +328,6 @@ final class ProcessWatcher: @unchecked Sendable {
             }
         }
         mark = end
-        observation.ownCommits.withLock { $0.forget(through: end) }
         return foreign > 0 ? .others : .ownOnly
     }
 
