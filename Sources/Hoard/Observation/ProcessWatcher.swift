@@ -20,13 +20,15 @@ internal import Darwin
 /// make are other processes': the change log names their keys when it has them, and otherwise
 /// every observed collection gets an "unknown" batch for the range.
 ///
-/// The inotify watch fires once and is then set again (`IN_ONESHOT`): at most every
-/// ``rearmInterval``, or every ``ownRearmInterval`` after it woke for this process's commits
-/// only. A watched file costs every `pwrite` to it in any process, in that process: the kernel
-/// makes an event and wakes the watch (a single put took about 1.8 times as long while its own
-/// process watched the file). An unset watch costs nothing, so a stream of commits pays for one
-/// event an interval; a commit made while it was not set is found by the look at the
-/// transaction id that follows each setting of it.
+/// The inotify watch fires once and is then set again (`IN_ONESHOT`), at most every
+/// ``rearmInterval``. A watched file costs every `pwrite` to it in any process, in that process:
+/// the kernel makes an event and wakes the watch (a single put took about 1.8 times as long while
+/// its own process watched the file). An unset watch costs nothing, so a stream of commits pays
+/// for one event an interval; a commit made while it was not set is found by the look at the
+/// transaction id that follows each setting of it. After it woke for this process's commits
+/// only, the watch stays unset and looks at the transaction id every ``ownCommitsPoll``
+/// milliseconds instead, on its own timer, until a look finds no commit or another process's:
+/// a process that commits all the time pays for no event at all.
 final class ProcessWatcher: @unchecked Sendable {
     // @unchecked: `mark`, `inotify` and `changeLog` belong to the watch's own queue; the rest is
     // immutable or atomic.
@@ -52,10 +54,13 @@ final class ProcessWatcher: @unchecked Sendable {
     /// commits waits at most to be noticed beyond the watch's own work, and what keeps their
     /// cost to one event an interval.
     static let rearmInterval: UInt64 = 100_000
-    /// The same after it woke for this process's commits only, which it need not see: a writer
-    /// of this process then pays for one event a millisecond, and another process's commit made
-    /// meanwhile waits up to that long.
-    static let ownRearmInterval: UInt64 = 1_000_000
+    /// How often the watch looks, in milliseconds, while it is left unset for this process's
+    /// commits: another process's commit made meanwhile waits up to that long. (Set again 1 ms
+    /// after each wake-up for this process's commits, the watch cost a writer observed in its own
+    /// process an event and a wake-up of the watch each time.)
+    static let ownCommitsPoll: Int32 = 1
+    /// Whether the watch is left unset while this process commits (``ownCommitsPoll``).
+    private var unsetForOwnCommits = false
     /// How often to look when polling, in milliseconds.
     private let pollMilliseconds: Int32
     /// The last transaction whose changes were handed out.
@@ -164,7 +169,7 @@ final class ProcessWatcher: @unchecked Sendable {
         while !stopped.load(ordering: .acquiring) {
             var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
             if inotify >= 0 { fds.append(pollfd(fd: inotify, events: Int16(POLLIN), revents: 0)) }
-            let timeout: Int32 = inotify >= 0 ? -1 : pollMilliseconds
+            let timeout: Int32 = inotify < 0 ? pollMilliseconds : unsetForOwnCommits ? Self.ownCommitsPoll : -1
             let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 && errno != EINTR {
                 observation.logger.error(
@@ -178,10 +183,13 @@ final class ProcessWatcher: @unchecked Sendable {
             drain(wakeRead)
             let fired = inotify >= 0 && readEvents()
             let found = look()
-            // Set the watch again after what woke it was handed out, so that the wait for the
-            // interval delays only the commits made meanwhile, which the second look finds.
-            if fired {
-                rearm(after: found == .ownOnly ? Self.ownRearmInterval : Self.rearmInterval)
+            guard inotify >= 0, fired || unsetForOwnCommits else { continue }
+            // Only this process's commits: leave the watch unset and look again on a timer.
+            unsetForOwnCommits = found == .ownOnly
+            if !unsetForOwnCommits {
+                // Set the watch again after what woke it was handed out, so that the wait for
+                // the interval delays only the commits made meanwhile, which the second look finds.
+                rearm(after: Self.rearmInterval)
                 _ = look()
             }
         }
