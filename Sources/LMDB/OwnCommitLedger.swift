@@ -53,7 +53,9 @@ public final class OwnCommitLedger: @unchecked Sendable {
 
     /// What the ledger knows of transaction `id`.
     public func entry(_ id: Int) -> Entry {
-        switch slot(id).pointee.load(ordering: .acquiring) {
+        // An empty slot holds 0, which would read as id 0 being made (LMDB's ids start at 1).
+        guard id > 0 else { return .notOwn }
+        return switch slot(id).pointee.load(ordering: .acquiring) {
         case id << 1: .beingMade
         case id << 1 | 1: .made
         default: .notOwn
@@ -61,8 +63,8 @@ public final class OwnCommitLedger: @unchecked Sendable {
     }
 
     /// Calls `wake` once transaction `id` settles (it committed or failed), if it is still being
-    /// made; `nil` for `id` 0 stops waiting. The caller looks at ``entry(_:)`` again after this,
-    /// since the transaction may have settled just before.
+    /// made; `id` 0 stops waiting. The caller looks at ``entry(_:)`` again after this, since the
+    /// transaction may have settled just before.
     public func wake(whenSettled id: Int, _ wake: @escaping @Sendable () -> Void) {
         waker.withLock { $0 = wake }
         waitingFor.store(id, ordering: .releasing)

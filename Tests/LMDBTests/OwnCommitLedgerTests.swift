@@ -13,6 +13,8 @@ struct OwnCommitLedgerTests {
             try env.write { txn in try txn.put(b("a"), forKey: b("k"), in: items) }
             let unnoted = try env.read { $0.id }
             #expect(ledger.entry(unnoted) == .notOwn)
+            // No transaction has id 0, whatever an empty slot holds.
+            #expect(ledger.entry(0) == .notOwn)
 
             ledger.setOn(true)
             var made: [Int] = []

@@ -296,8 +296,8 @@ final class ProcessWatcher: @unchecked Sendable {
         if ledger.entry(next) == .beingMade {
             // This process's commit, its meta page written and its outcome not noted yet: the
             // ledger wakes the watch when it is, and the commits after it wait till then. Passed
-            // as this process's own, so that the watch is set again after the longer interval
-            // (looking on, with read transactions, and setting the watch 100 µs later took a
+            // as this process's own, so that the watch stays unset while this process commits
+            // (looking on with read transactions and setting the watch 100 µs later took a
             // writer observed in its own process an event every few commits).
             waitForSettle(of: next)
             return .ownOnly
