@@ -79,8 +79,10 @@ public final class OwnCommitLedger: @unchecked Sendable {
     }
 
     /// Notes whether `id`, begun, committed. When it did not, the id passes to the next writer,
-    /// which may be another thread here that noted it already: only this transaction's mark is
-    /// cleared.
+    /// and the mark is cleared only while it still reads as being made: a later writer here that
+    /// committed the same id keeps its mark. (One that noted the same id as being made meanwhile
+    /// loses it until it settles; a watch looking then takes its commit for another process's,
+    /// an "unknown" batch at worst, never a missed change.)
     func settle(_ id: Int, committed: Bool) {
         if committed {
             slot(id).pointee.store(id << 1 | 1, ordering: .releasing)

@@ -1,4 +1,4 @@
-import LMDB
+@testable import LMDB
 import Synchronization
 import TestSupport
 import Testing
@@ -43,6 +43,24 @@ struct OwnCommitLedgerTests {
             // Noted before stays noted.
             #expect(ledger.entry(next) == .made)
         }
+    }
+
+    @Test("a commit that failed is forgotten, unless its id was committed since; one that committed stays made")
+    func failedCommits() {
+        let ledger = OwnCommitLedger()
+        ledger.setOn(true)
+        #expect(ledger.begin(5))
+        #expect(ledger.entry(5) == .beingMade)
+        ledger.settle(5, committed: false)
+        #expect(ledger.entry(5) == .notOwn)
+        // The id passed to another writer here, which committed it before the failed one settled.
+        #expect(ledger.begin(6))
+        ledger.settle(6, committed: true)
+        ledger.settle(6, committed: false)
+        #expect(ledger.entry(6) == .made)
+        ledger.setOn(false)
+        #expect(!ledger.begin(7))
+        #expect(ledger.entry(7) == .notOwn)
     }
 
     @Test("a commit's listener sees it neither made nor being made before it commits")

@@ -25,7 +25,8 @@ extension EvictionPolicy {
         /// How many of probation's first keys had their recent-use lines asked for.
         var prefetchedVictims = 0
         /// Whether every candidate is kept, recency having the upper hand (``PolicyTrial``): read
-        /// once a settle (once a candidate, its retain and release were a tenth of weighing one).
+        /// once a settle rather than once a candidate (the trial turns as gets are counted, which
+        /// a settle does before it starts).
         let keepsEveryKey: Bool
 
         init(policy: EvictionPolicy, state: State) {
