@@ -286,6 +286,32 @@ struct ObservationTests {
         }
     }
 
+    @Test(
+        "a consumer whose looks before parking find nothing parks at once, looking now and then, and again once a batch waits"
+    )
+    func looksBeforeParkingFollowTheCommits() async {
+        // The policy: three fruitless looks in a row, then one in 32.
+        #expect((0..<70).filter { ChangeSubscriber.looks(after: $0) } == [0, 1, 2, 32, 64])
+        // Looks that end at once find nothing when the batch comes only once the consumer parked.
+        let subscriber = ChangeSubscriber(interest: .all(limit: 10), lookLength: 0)
+        var batch = RawChanges(first: 1, last: 1, origin: .thisProcess)
+        [UInt8]([1, 2, 3]).withUnsafeBytes { batch.append(.stored, key: $0) }
+        let delivered = batch
+        func takeOneDeliveredOnceParked() async {
+            async let next = subscriber.next()
+            while !subscriber.hasWaiter { await Task.yield() }
+            subscriber.deliver(delivered)
+            #expect(await next?.last == 1)
+        }
+        for _ in 0..<5 { await takeOneDeliveredOnceParked() }
+        #expect(subscriber.looksMade.load(ordering: .relaxed) == 3)
+        // A batch that waits already when the consumer asks: commits come close together again.
+        subscriber.deliver(delivered)
+        #expect(await subscriber.next()?.last == 1)
+        await takeOneDeliveredOnceParked()
+        #expect(subscriber.looksMade.load(ordering: .relaxed) == 4)
+    }
+
     @Test("commits of this process are published in the order they committed, whichever thread gets there first")
     func publicationOrder() async throws {
         try await withTemporaryDirectory { dir in

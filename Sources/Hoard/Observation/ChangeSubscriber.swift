@@ -18,10 +18,18 @@ final class ChangeSubscriber: Sendable {
 
     /// How long a consumer of every change looks for the next batch before it parks. Waking a
     /// parked consumer is a system call on the committing thread (`futex`, `try_to_wake_up`:
-    /// several microseconds on this project's machine, more than a small commit costs); a
-    /// consumer that keeps up with a stream of commits is found looking, and a commit then only
-    /// merges its batch. The consumer's thread pays the wait, at most this long after each batch.
+    /// about 7 µs on this project's machine, more than a small commit costs); a consumer that
+    /// keeps up with a stream of commits is found looking, and a commit then only merges its
+    /// batch. The consumer's thread pays the wait, at most this long after each batch.
     static let lookBeforeParking: UInt64 = 20_000
+    /// How long this subscriber's consumer looks (``lookBeforeParking``, but for tests).
+    private let lookLength: UInt64
+
+    /// The looks in a row that found nothing, counting the ones skipped since: set to 0 by a
+    /// look that finds a batch, or by a batch that waits already when the consumer asks.
+    private let fruitlessLooks = Atomic<Int>(0)
+    /// The looks made, for tests.
+    let looksMade = Atomic<Int>(0)
 
     private struct State: ~Copyable {
         var pending: RawChanges?
@@ -29,8 +37,19 @@ final class ChangeSubscriber: Sendable {
         var finished = false
     }
 
-    init(interest: Interest) {
+    init(interest: Interest, lookLength: UInt64 = ChangeSubscriber.lookBeforeParking) {
         self.interest = interest
+        self.lookLength = lookLength
+    }
+
+    /// Whether a consumer whose last `fruitless` looks found nothing looks again: after three
+    /// in a row, only every 32nd time. When commits come further apart than a look lasts, each
+    /// look wastes the consumer's thread (a cooperative one, which other tasks may be waiting
+    /// for: with commits a millisecond apart, 24 µs of it a commit against 5 µs parking at once)
+    /// and the writer pays the wake-up all the same; the occasional look, or a batch found
+    /// waiting, tells when commits come close together again.
+    static func looks(after fruitless: Int) -> Bool {
+        fruitless < 3 || fruitless % 32 == 0
     }
 
     private var limit: Int {
@@ -84,18 +103,12 @@ final class ChangeSubscriber: Sendable {
     /// Whether a batch waits to be taken (for tests of when batches are queued).
     var hasPending: Bool { state.withLock { $0.pending != nil } }
 
+    /// Whether a consumer is parked, waiting for a batch (for tests).
+    var hasWaiter: Bool { state.withLock { $0.waiter != nil } }
+
     /// The next batch: what waits, or the next one delivered; `nil` once finished or cancelled.
     func next() async -> RawChanges? {
-        if case .all = interest, !batchWaits.load(ordering: .acquiring) {
-            // Look for the next batch a moment before parking (`lookBeforeParking`), pausing
-            // between looks: a loop that only loads takes execution units from the writer when
-            // the two share a physical core (a virtual machine's two vCPUs often do), and cost
-            // a single put about 7% of its time more than the loop that pauses.
-            let deadline = monotonicNanoseconds() &+ Self.lookBeforeParking
-            while !batchWaits.load(ordering: .acquiring) && monotonicNanoseconds() < deadline {
-                for _ in 0..<8 { hoard_spin_hint() }
-            }
-        }
+        if case .all = interest { lookBeforeParking() }
         if let ready = state.withLock({ state -> RawChanges?? in
             if let pending = state.pending {
                 state.pending = nil
@@ -128,6 +141,34 @@ final class ChangeSubscriber: Sendable {
         } onCancel: {
             finish()
         }
+    }
+
+    /// Looks for the next batch a moment before parking (``lookBeforeParking``), if looking has
+    /// been finding batches (``looks(after:)``), pausing between looks: a loop that only loads
+    /// takes execution units from the writer when the two share a physical core (a virtual
+    /// machine's two vCPUs often do), and cost a single put about 7% of its time more than the
+    /// loop that pauses.
+    private func lookBeforeParking() {
+        let fruitless = fruitlessLooks.load(ordering: .relaxed)
+        if batchWaits.load(ordering: .acquiring) {
+            // Commits come faster than the consumer takes them: looking pays again.
+            if fruitless != 0 { fruitlessLooks.store(0, ordering: .relaxed) }
+            return
+        }
+        guard Self.looks(after: fruitless) else {
+            fruitlessLooks.store(fruitless &+ 1, ordering: .relaxed)
+            return
+        }
+        looksMade.add(1, ordering: .relaxed)
+        let deadline = monotonicNanoseconds() &+ lookLength
+        repeat {
+            if batchWaits.load(ordering: .acquiring) {
+                if fruitless != 0 { fruitlessLooks.store(0, ordering: .relaxed) }
+                return
+            }
+            for _ in 0..<8 { hoard_spin_hint() }
+        } while monotonicNanoseconds() < deadline
+        fruitlessLooks.store(fruitless &+ 1, ordering: .relaxed)
     }
 
     /// Ends the subscription: a waiting consumer gets `nil`, and nothing more is kept.
