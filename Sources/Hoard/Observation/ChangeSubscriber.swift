@@ -22,7 +22,7 @@ final class ChangeSubscriber: Sendable {
     /// keeps up with a stream of commits is found looking, and a commit then only merges its
     /// batch. The consumer's thread pays the wait, at most this long after each batch.
     static let lookBeforeParking: UInt64 = 20_000
-    /// How long this subscriber's consumer looks (``lookBeforeParking``, but for tests).
+    /// How long this subscriber's consumer looks: ``lookBeforeParking``, or what a test sets.
     private let lookLength: UInt64
 
     /// The looks in a row that found nothing, counting the ones skipped since: set to 0 by a
@@ -44,10 +44,10 @@ final class ChangeSubscriber: Sendable {
 
     /// Whether a consumer whose last `fruitless` looks found nothing looks again: after three
     /// in a row, only every 32nd time. When commits come further apart than a look lasts, each
-    /// look wastes the consumer's thread (a cooperative one, which other tasks may be waiting
-    /// for: with commits a millisecond apart, 24 µs of it a commit against 5 µs parking at once)
-    /// and the writer pays the wake-up all the same; the occasional look, or a batch found
-    /// waiting, tells when commits come close together again.
+    /// look wastes the consumer's thread, a cooperative one which other tasks may be waiting for
+    /// (with commits a millisecond apart, the consumer's threads spent 24 µs a commit when every
+    /// look ran, 5 µs now), and the writer pays the wake-up all the same. The occasional look, or
+    /// a batch found waiting, tells when commits come close together again.
     static func looks(after fruitless: Int) -> Bool {
         fruitless < 3 || fruitless % 32 == 0
     }
