@@ -61,7 +61,11 @@ extension CollectionState {
     /// keeps reading (``ChangeSubscriber/deliver(_:)`` never blocks).
     func publish(_ batch: RawChanges) {
         observers.withLock { observers in
-            for index in observers.subscribers.indices { observers.subscribers[index].deliver(batch) }
+            for index in observers.subscribers.indices {
+                // Unretained: the array holds the subscriber while the lock is held, and a count
+                // of a reference to it is a cache line its consumer's thread keeps reading.
+                Unmanaged.passUnretained(observers.subscribers[index])._withUnsafeGuaranteedRef { $0.deliver(batch) }
+            }
         }
     }
 }
