@@ -42,12 +42,6 @@ extension Environment {
         hasCommitListener.store(listener != nil, ordering: .releasing)
     }
 
-    /// Changes whether the listener hears of every write transaction or only of those that
-    /// kept an object; a transaction about to commit may still see the former setting.
-    public func setCommitListenerHearsEveryCommit(_ everyCommit: Bool) {
-        listenerHearsEveryCommit.store(everyCommit, ordering: .releasing)
-    }
-
     /// The listener, if one is set.
     public var currentCommitListener: (any CommitListener)? {
         guard hasCommitListener.load(ordering: .acquiring) else { return nil }

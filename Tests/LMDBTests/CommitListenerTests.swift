@@ -76,7 +76,7 @@ struct CommitListenerTests {
             try env.write { txn in record("kept", in: txn) }
             let kept = try env.read { $0.id }
             #expect(listener.events.withLock { $0 } == ["will \(kept)", "did \(kept) [\"kept\"]"])
-            env.setCommitListenerHearsEveryCommit(true)
+            env.setCommitListener(listener, everyCommit: true)
             try env.write { txn in try txn.put(b("w"), forKey: b("plain"), in: items) }
             let plain = try env.read { $0.id }
             #expect(listener.events.withLock { $0.suffix(2) } == ["will \(plain)", "did \(plain) []"])
