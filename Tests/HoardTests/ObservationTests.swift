@@ -361,6 +361,27 @@ struct ObservationTests {
         #expect(found.isEmpty, "keys not observed reported as observed: \(found)")
     }
 
+    @Test("with 8 keys observed, fewer than 1 in 100 keys nobody observes gets past the bitmap to the hash")
+    func observedKeysBitmapIsSparse() {
+        var generator = SeededGenerator(seed: 7)
+        var keys = ObservedKeys()
+        for id in 0..<Int64(8) { (id * 100).withKeyBytes { keys.insert($0) } }
+        let words = UnsafeMutablePointer<UInt64>.allocate(capacity: ObservedKeys.bitmapWords)
+        defer { words.deallocate() }
+        keys.copyBitmap(to: words)
+        var passed = 0
+        func look(_ key: UnsafeRawBufferPointer) {
+            if ObservedKeys.isSet(ObservedKeys.bitIndex(key), in: words) { passed += 1 }
+        }
+        // Integer IDs as a collection stores them, and strings of a few lengths.
+        for id in Int64(1_000)..<21_000 {
+            id.withKeyBytes(look)
+            Array("user-\(generator.next() % 1_000_000)".utf8).withUnsafeBytes(look)
+        }
+        // 8 bits of 4,096 are set: about 0.2% pass. A one-word summary let 12% pass.
+        #expect(passed < 400, "\(passed) of 40,000 keys passed")
+    }
+
     @Test("a write records only the keys observed, and a key observed since the last write at once")
     func writerFollowsTheObservedKeys() throws {
         try withTemporaryDirectory { dir in

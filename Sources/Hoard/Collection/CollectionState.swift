@@ -18,6 +18,7 @@ final class CollectionState: Sendable {
 
     deinit {
         policyReference.load(ordering: .acquiring)?.release()
+        writersKeysBitmap.deallocate()
     }
 
     /// The eviction policy of a bounded collection, made when this process first sees its
@@ -97,9 +98,15 @@ final class CollectionState: Sendable {
     /// next one's reads.
     nonisolated(unsafe) var writersKeys: ObservedKeys?
     nonisolated(unsafe) var writersKeysVersion = -1
-    /// ``writersKeys``' summary bits (all set when every key is wanted), and whether every key is
-    /// wanted: what a writer reads of them for a key nobody observes.
-    nonisolated(unsafe) var writersKeysSummary: UInt64 = 0
+    /// ``writersKeys``' bits (``ObservedKeys/bitmapWords`` words, all set when every key is
+    /// wanted), and whether every key is wanted: what a writer reads of them for a key nobody
+    /// observes. Allocated once with the state, and rewritten in place, so that a writer reads it
+    /// through a pointer that stays valid as long as the state.
+    nonisolated(unsafe) let writersKeysBitmap: UnsafeMutablePointer<UInt64> = {
+        let words = UnsafeMutablePointer<UInt64>.allocate(capacity: ObservedKeys.bitmapWords)
+        words.initialize(repeating: 0, count: ObservedKeys.bitmapWords)
+        return words
+    }()
     nonisolated(unsafe) var writersWantEverything = false
 
     /// The counters behind ``HoardCollection/statistics()``.

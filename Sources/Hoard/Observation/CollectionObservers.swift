@@ -51,7 +51,11 @@ extension CollectionState {
         let version = observedKeysVersion.load(ordering: .acquiring)
         guard version != writersKeysVersion else { return }
         writersKeys = observers.withLock { $0.keys }
-        writersKeysSummary = writersKeys?.summary ?? ~0
+        if let writersKeys {
+            writersKeys.copyBitmap(to: writersKeysBitmap)
+        } else {
+            writersKeysBitmap.update(repeating: ~0, count: ObservedKeys.bitmapWords)
+        }
         writersWantEverything = writersKeys == nil
         writersKeysVersion = version
     }
