@@ -312,6 +312,35 @@ struct ObservationTests {
         #expect(subscriber.looksMade.load(ordering: .relaxed) == 4)
     }
 
+    @Test(
+        "consumers parked at a commit all get its batch and then the next, whether one (resumed by the writer) or several (by one job)",
+        .timeLimit(.minutes(1)))
+    func parkedConsumersAreResumed() async throws {
+        try await withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions)
+            let notes = try store.collection(Note.self)
+            for (round, count) in [1, 4].enumerated() {
+                let sequences = (0..<count).map { _ in notes.changes() }
+                let consumers = sequences.map { sequence in
+                    Task {
+                        var iterator = sequence.makeAsyncIterator()
+                        var taken: [[Int64: ChangeKind]] = []
+                        while taken.count < 2, let batch = await iterator.next() { taken.append(batch.records) }
+                        return taken
+                    }
+                }
+                for sequence in sequences {
+                    while !sequence.subscription.subscriber.hasWaiter { await Task.yield() }
+                }
+                let ids = [Int64(round * 10 + 1), Int64(round * 10 + 2)]
+                for id in ids { try await notes.put(Note(id: id, text: "n", stars: 0, pinned: false)) }
+                for consumer in consumers {
+                    #expect(await consumer.value == [[ids[0]: .stored], [ids[1]: .stored]])
+                }
+            }
+        }
+    }
+
     @Test("commits of this process are published in the order they committed, whichever thread gets there first")
     func publicationOrder() async throws {
         try await withTemporaryDirectory { dir in

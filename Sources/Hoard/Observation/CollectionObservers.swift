@@ -1,3 +1,4 @@
+internal import Dispatch
 internal import Synchronization
 
 /// The subscribers of one collection in this process, and the keys they observe.
@@ -62,13 +63,35 @@ extension CollectionState {
 
     /// Hands `batch` to every subscriber. Under the lock, rather than on a copy of the
     /// subscribers: a copy counts a reference to each subscriber, whose cache line its consumer
-    /// keeps reading (``ChangeSubscriber/deliver(_:)`` never blocks).
+    /// keeps reading (``ChangeSubscriber/deliverLater(_:)`` never blocks).
+    ///
+    /// The consumers found parked are resumed after the lock: one on this thread, more than one
+    /// by a job on the global queue. Each resume may wake a thread of the concurrency runtime,
+    /// and a wake is a system call on this thread, the writer's (about 7 µs on this project's
+    /// machine when the woken thread's core is idle): eight `observe(id)` consumers cost a commit
+    /// 2.4 of them, 0.6% of a put of 10,000; the job costs it one. A single consumer, the
+    /// common case and the one whose latency is measured, is resumed at once.
     func publish(_ batch: RawChanges) {
+        var first: ChangeSubscriber.Wake?
+        // Allocated only for a second consumer found parked.
+        var others: [ChangeSubscriber.Wake] = []
         observers.withLock { observers in
             for index in observers.subscribers.indices {
                 // Unretained: the array holds the subscriber while the lock is held, and a count
                 // of a reference to it is a cache line its consumer's thread keeps reading.
-                Unmanaged.passUnretained(observers.subscribers[index])._withUnsafeGuaranteedRef { $0.deliver(batch) }
+                let subscriber = Unmanaged.passUnretained(observers.subscribers[index])
+                guard let wake = subscriber._withUnsafeGuaranteedRef({ $0.deliverLater(batch) }) else { continue }
+                if first == nil { first = wake } else { others.append(wake) }
+            }
+        }
+        guard let first else { return }
+        if others.isEmpty {
+            first.resume()
+        } else {
+            let others = others
+            DispatchQueue.global().async {
+                first.resume()
+                for wake in others { wake.resume() }
             }
         }
     }
