@@ -27,8 +27,9 @@ internal import Darwin
 /// for one event an interval; a commit made while it was not set is found by the look at the
 /// transaction id that follows each setting of it. After it woke for this process's commits
 /// only, the watch stays unset and looks at the transaction id every ``ownCommitsPoll``
-/// milliseconds instead, on its own timer, until a look finds no commit or another process's:
-/// a process that commits all the time pays for no event at all.
+/// milliseconds instead, on its own timer, until a look finds another process's commit or the
+/// looks have found none for ``ownCommitsQuiet``: a process that commits all the time pays for
+/// no event at all.
 final class ProcessWatcher: @unchecked Sendable {
     // @unchecked: `mark`, `inotify` and `changeLog` belong to the watch's own queue; the rest is
     // immutable or atomic.
@@ -61,6 +62,14 @@ final class ProcessWatcher: @unchecked Sendable {
     static let ownCommitsPoll: Int32 = 1
     /// Whether the watch is left unset while this process commits (``ownCommitsPoll``).
     private var unsetForOwnCommits = false
+    /// How long the watch stays unset after a look last found this process's commits. A put of
+    /// 10,000 records takes about 3 ms, and the look between its commits finds none under way
+    /// (LMDB's transaction id moves at the commit): set again after that look, the watch cost
+    /// every such put a wake-up of it, on the writer's thread. The price is ten looks on the
+    /// watch's timer after this process's last commit.
+    static let ownCommitsQuiet: UInt64 = 10_000_000
+    /// When a look last found this process's commits (monotonic nanoseconds).
+    private var ownCommitSeenAt: UInt64 = 0
     /// How often to look when polling, in milliseconds.
     private let pollMilliseconds: Int32
     /// The last transaction whose changes were handed out.
@@ -184,8 +193,15 @@ final class ProcessWatcher: @unchecked Sendable {
             let fired = inotify >= 0 && readEvents()
             let found = look()
             guard inotify >= 0, fired || unsetForOwnCommits else { continue }
-            // Only this process's commits: leave the watch unset and look again on a timer.
-            unsetForOwnCommits = found == .ownOnly
+            // Only this process's commits: leave the watch unset and look again on a timer, until
+            // another process commits or this one has not for a while.
+            let now = monotonicNanoseconds()
+            if found == .ownOnly {
+                ownCommitSeenAt = now
+                unsetForOwnCommits = true
+            } else if found == .others || now &- ownCommitSeenAt >= Self.ownCommitsQuiet {
+                unsetForOwnCommits = false
+            }
             if !unsetForOwnCommits {
                 // Set the watch again after what woke it was handed out, so that the wait for
                 // the interval delays only the commits made meanwhile, which the second look finds.
