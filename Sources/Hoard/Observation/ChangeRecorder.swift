@@ -79,7 +79,7 @@ struct ChangeRecorder {
 struct ObservedKeys {
     /// The bitmap's size in words: 4,096 bits, 512 bytes. With 8 keys observed, 1 key in 500
     /// that nobody observes gets past it to the hash (with a single word, it was 1 in 8, and each
-    /// such key cost about 90 instructions more, twice the rest of the check).
+    /// such key cost about 90 instructions more, four times the rest of the check).
     static let bitmapWords = 64
     private static let indexShift: UInt64 = 52  // 64 - log2(4,096)
 
