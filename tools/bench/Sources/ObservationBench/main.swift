@@ -298,13 +298,6 @@ func idleWakeUps(_ mode: Store.OtherProcessChanges?) throws -> Int {
     return after - before
 }
 
-/// CPU time of the whole process, in nanoseconds.
-func processCPU() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}
-
 /// 1,000 single puts 1 ms apart, with a `changes()` consumer that keeps up or none: the CPU time
 /// the process's other threads (the consumer's) spent a commit, in microseconds. Commits that far
 /// apart are not found by a consumer's look before parking.
@@ -312,15 +305,15 @@ func consumerCPU(subscribed: Bool) throws -> Double {
     let (_, collection) = try openStore(subscribed ? "paced-changes" : "paced")
     let consumer = subscribed ? drain(collection.changes()) : nil
     let commits = 1_000
-    let (process, writer) = (processCPU(), threadCPU())
+    let (process, writer) = (processCPUSeconds(), threadCPU())
     for index in 0..<commits {
         try collection.put(members[index])
         var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
         nanosleep(&pause, nil)
     }
-    let others = (processCPU() - process) - (threadCPU() - writer)
+    let others = (processCPUSeconds() - process) * 1e9 - Double(threadCPU() - writer)
     consumer?.cancel()
-    return Double(others) / Double(commits) / 1000
+    return others / Double(commits) / 1000
 }
 
 print(
