@@ -446,6 +446,86 @@ struct ObservationTests {
         }
     }
 
+    @Test(
+        "a write of many records with only observe(id) subscribers records 'unknown' rather than its keys, and an undone nested transaction takes it away"
+    )
+    func largeWriteRecordsUnknown() throws {
+        try withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions)
+            let notes = try store.collection(Note.self)
+            // What the collection's batch says once the transaction's journal is stamped after
+            // `body`, as its commit would: "none", "unknown" or "N keys".
+            func published(_ body: (borrowing WriteTransaction) throws -> Void) throws -> String {
+                try synchronously {
+                    try store.write { txn in
+                        try body(txn)
+                        guard let journal = txn.local(ObjectIdentifier(ChangeJournal.self), as: ChangeJournal.self)
+                        else { return "none" }
+                        journal.stamp(transaction: txn.id)
+                        var said = "none"
+                        journal.forEachBatch { _, batch in
+                            if batch.unknown {
+                                said = "unknown"
+                            } else if !batch.entries.isEmpty {
+                                said = "\(batch.entries.count) keys"
+                            }
+                        }
+                        return said
+                    }
+                }
+            }
+            func many(from first: Int64, count: Int, _ text: String) -> [Note] {
+                (first..<first + Int64(count)).map { Note(id: $0, text: text, stars: 0, pinned: false) }
+            }
+            let fewest = ChangeRecorder.fewestRecordsUnrecorded
+            var observers = [try notes.observe(1)]
+            // None of these keys is observed: each is checked one record short of the fewest.
+            #expect(try published { try notes.put(many(from: 1_000, count: fewest - 1, "a"), in: $0) } == "none")
+            #expect(try published { try notes.put(many(from: 1_000, count: fewest, "b"), in: $0) } == "unknown")
+            #expect(
+                try published { txn in
+                    try notes.put(Note(id: 1, text: "kept", stars: 0, pinned: false), in: txn)
+                    _ = try? txn.nested { inner in
+                        try notes.put(many(from: 1_000, count: fewest, "undone"), in: inner)
+                        throw Refused(index: 0)
+                    }
+                } == "1 keys")
+            // Nine keys observed: 128 records a key, 1,152, before a write leaves its keys unrecorded.
+            for id in Int64(2)...9 { observers.append(try notes.observe(id)) }
+            #expect(try published { try notes.put(many(from: 1, count: 1_151, "c"), in: $0) } == "9 keys")
+            #expect(try published { try notes.put(many(from: 1, count: 1_152, "d"), in: $0) } == "unknown")
+            // A subscriber to every change gets every key, however many.
+            let all = notes.changes()
+            #expect(try published { try notes.put(many(from: 1, count: 2_000, "f"), in: $0) } == "2000 keys")
+            withExtendedLifetime((observers, all)) {}
+        }
+    }
+
+    @Test(
+        "an observer of a record a large put or synchronize left unrecorded yields its new value, and nothing for an equal one"
+    )
+    func observerAfterLargeWrite() async throws {
+        try await withTemporaryDirectory { dir in
+            let store = try Store(path: dir + "/store", options: testOptions)
+            let notes = try store.collection(Note.self)
+            let count = ChangeRecorder.fewestRecordsUnrecorded
+            func many(_ text: String) -> [Note] {
+                (Int64(0)..<Int64(count)).map { Note(id: $0, text: text, stars: 0, pinned: false) }
+            }
+            var values = try notes.observe(7).makeAsyncIterator()
+            #expect(try await values.next() == .some(nil))
+            try await notes.put(many("first"))
+            #expect(try await values.next() == Note(id: 7, text: "first", stars: 0, pinned: false))
+            // Rewritten with the same value by a large write: not yielded; the next change is.
+            try await notes.put(many("first"))
+            try await notes.put(Note(id: 7, text: "second", stars: 1, pinned: false))
+            #expect(try await values.next() == Note(id: 7, text: "second", stars: 1, pinned: false))
+            // A synchronize as large, which removes it.
+            try await notes.synchronize(with: many("third").filter { $0.id != 7 })
+            #expect(try await values.next() == .some(nil))
+        }
+    }
+
     @Test("cancelling the consuming task or dropping the sequence ends the subscription")
     func endsOnCancelAndDrop() async throws {
         try await withTemporaryDirectory { dir in

@@ -84,7 +84,7 @@ extension HoardCollection {
     ) throws {
         let batch = PutBatch(
             header: header(for: expiry), options: insertOnly ? .noOverwrite : [], tracker: try boundTracker(in: txn),
-            recorder: store.changeRecorder(for: state, in: txn))
+            recorder: store.changeRecorder(for: state, in: txn)?.forWrite(of: models.underestimatedCount, in: txn))
         // Counted once a call (a counter call per record would add a few percent to a bulk put).
         var stored = 0
         defer {

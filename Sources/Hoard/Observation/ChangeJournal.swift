@@ -26,6 +26,8 @@ final class ChangeJournal: TransactionJournal, @unchecked Sendable {
     /// changed (every entry before is the first collection's).
     @exclusivity(unchecked) private var order: [Int] = []
     @exclusivity(unchecked) private var orderStart: Int?
+    /// Whether a ``RecordedKind/unknown`` entry was recorded (and may still be, if not undone).
+    @exclusivity(unchecked) private var recordedUnknown = false
 
     var mark: Int { count }
 
@@ -45,6 +47,7 @@ final class ChangeJournal: TransactionJournal, @unchecked Sendable {
         count = 0
         order.removeAll(keepingCapacity: true)
         orderStart = nil
+        recordedUnknown = false
     }
 
     func undo(to mark: Int) {
@@ -71,6 +74,14 @@ final class ChangeJournal: TransactionJournal, @unchecked Sendable {
         }
     }
 
+    /// Records that which records of `collection` changed is not known. An entry like the
+    /// others, so that undoing a nested transaction takes it away too; ``stamp(transaction:)``
+    /// turns a batch that has one into an unknown batch.
+    func recordUnknown(_ collection: CollectionState) {
+        record(inAnyBatch: collection, key: UnsafeRawBufferPointer(start: nil, count: 0), .unknown)
+        recordedUnknown = true
+    }
+
     private func record(inAnyBatch collection: CollectionState, key: UnsafeRawBufferPointer, _ kind: RecordedKind) {
         let batch = self.batch(of: collection)
         if batch == 0 {
@@ -91,10 +102,14 @@ final class ChangeJournal: TransactionJournal, @unchecked Sendable {
     /// Whether no subscriber holds the journal's buffers any more, so that ``reset()`` keeps them.
     var buffersAreFree: Bool { firstBatch.buffersAreFree }
 
-    /// Marks every batch as transaction `id`'s.
+    /// Marks every batch as transaction `id`'s, and makes one with a ``RecordedKind/unknown``
+    /// entry say only "unknown".
     func stamp(transaction id: Int) {
         (firstBatch.first, firstBatch.last) = (id, id)
         for index in otherBatches.indices { (otherBatches[index].first, otherBatches[index].last) = (id, id) }
+        guard recordedUnknown else { return }
+        if firstBatch.hasUnknownEntry { firstBatch.forget() }
+        for index in otherBatches.indices where otherBatches[index].hasUnknownEntry { otherBatches[index].forget() }
     }
 
     /// Calls `body` with each collection changed and its batch, in the order they first changed.
@@ -152,6 +167,9 @@ struct SpareJournals {
 /// A ``ChangeKind``, or the emptying of a whole collection.
 enum RecordedKind: UInt8, Sendable {
     case stored = 1, deleted, evicted, purged, expired
+    /// Which records changed is not known (``ChangeRecorder/forWrite(of:in:)``). Only ever in a
+    /// journal: its batch is published as unknown (``ChangeJournal/stamp(transaction:)``).
+    case unknown = 0xFE
     case cleared = 0xFF
 
     var kind: ChangeKind? { ChangeKind(rawValue: rawValue) }
@@ -216,6 +234,8 @@ struct RawChanges: Sendable {
     var buffersAreFree: Bool {
         mutating get { keys.isUniquelyHeld }
     }
+
+    var hasUnknownEntry: Bool { entries.contains { $0.kind == .unknown } }
 
     /// Whether the batch may concern the record under `key`.
     func mentions(_ key: [UInt8]) -> Bool {

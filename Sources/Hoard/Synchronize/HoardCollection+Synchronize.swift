@@ -113,7 +113,8 @@ extension HoardCollection {
         let tracker = try boundTracker(in: txn)
         if let tracker { try checkFits(incoming, tracker.bound.capacity) }
         let merged = try plan(incoming, scope, range, now, txn)
-        let recorder = store.changeRecorder(for: state, in: txn)
+        let recorder = store.changeRecorder(for: state, in: txn)?
+            .forWrite(of: merged.removed.count + merged.discarded.count + merged.puts.count, in: txn)
         for key in merged.removed + merged.discarded {
             if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
             if try txn.delete(key, in: database) { recorder?.record(key: key, .deleted, in: txn) }
