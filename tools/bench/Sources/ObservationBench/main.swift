@@ -116,6 +116,9 @@ if let only = argument("only") {
 let (_, plain) = try openStore("plain")
 let (_, withChanges) = try openStore("changes")
 let (_, withObservers) = try openStore("observers")
+// The same as the baseline in a store of its own: how far two stores without observers read
+// apart in this run, the floor of the ratios above it.
+let (_, control) = try openStore("control")
 let consumer = drain(withChanges.changes())
 let observers = try observeEight(withObservers)
 
@@ -141,8 +144,9 @@ for (title, measure) in [
         measure ? { try cpu(body) } : body
     }
     // What each candidate store carries, and the budget of its ratio.
-    let candidates = [
+    let candidates: [(String, HoardCollection<Member>, Double?)] = [
         ("a changes() subscriber", withChanges, 1.05), ("8 observe(id) subscribers", withObservers, 1.01),
+        ("no observer, another store", control, nil),
     ]
     let workloads: [(String, Int, (HoardCollection<Member>) throws -> UInt64)] = [
         ("\(singles) single puts", singles, singlePuts), ("a put of \(bulk)", bulk, bulkPut),
