@@ -75,8 +75,8 @@ let package = Package(
         .executableTarget(
             name: "write-bench",
             dependencies: [
-                "BenchSupport", "BenchModels", "GRDBModels", "SyncCounter", .product(name: "Hoard", package: "Hoard"),
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "BenchSupport", "BenchModels", "GRDBModels", "SyncCounter", "CLMDBRaw",
+                .product(name: "Hoard", package: "Hoard"), .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Sources/WriteBench"
         ),

@@ -11,6 +11,7 @@
 //   write-bench [--records 20000] [--writes 2000] [--rounds 5] [--profile N]
 import BenchModels
 import BenchSupport
+import CLMDBRaw
 import GRDB
 import GRDBModels
 import Hoard
@@ -102,6 +103,68 @@ func openHoard(_ name: String, options: Store.Options) throws -> (Store, HoardCo
 let (hoardStore, hoard) = try openHoard("hoard", options: Store.Options())
 let (_, hoardNoMetaSync) = try openHoard("hoard-nometasync", options: .cache)
 
+/// LMDB through its C API with its default, durable flags: the floor of a lone durable writer.
+/// A commit flushes the data file, then writes its meta page through O_DSYNC, as Hoard's does.
+/// The records are in a named database, as a Hoard collection's are: a commit then rewrites the
+/// database's entry in the main one too, and so flushes a page or two more than it would with the
+/// main database alone.
+final class RawLMDB {
+    private var env: OpaquePointer?
+    private var dbi = MDB_dbi()
+    /// As large as a Member record in Hoard (its header and CBOR payload), near enough.
+    private let value = [UInt8](repeating: 0x5A, count: 64)
+
+    init(path: String) {
+        mkdir(path, 0o700)
+        check("mdb_env_create", mdb_env_create(&env))
+        check("mdb_env_set_mapsize", mdb_env_set_mapsize(env, 1 << 30))
+        check("mdb_env_set_maxdbs", mdb_env_set_maxdbs(env, 4))
+        check("mdb_env_open", mdb_env_open(env, path, UInt32(MDB_NOTLS), 0o600))
+        transaction { txn in
+            check("mdb_dbi_open", mdb_dbi_open(txn, "Member", UInt32(MDB_CREATE), &dbi))
+            for id in 0..<stored { put(id, in: txn) }
+        }
+    }
+
+    /// A lone writer's round: one transaction a write, each committed durably.
+    func writeRound() -> (elapsed: UInt64, latencies: [UInt64]) {
+        let start = now()
+        var latencies: [UInt64] = []
+        for index in 0..<writesPerRound {
+            let begun = now()
+            transaction { put(index % stored, in: $0) }
+            latencies.append(now() - begun)
+        }
+        return (now() - start, latencies)
+    }
+
+    private func transaction(_ body: (OpaquePointer?) -> Void) {
+        var txn: OpaquePointer?
+        check("mdb_txn_begin", mdb_txn_begin(env, nil, 0, &txn))
+        body(txn)
+        check("mdb_txn_commit", mdb_txn_commit(txn))
+    }
+
+    private func put(_ id: Int, in txn: OpaquePointer?) {
+        var key = UInt64(id).bigEndian
+        withUnsafeMutableBytes(of: &key) { keyBytes in
+            value.withUnsafeBytes { valueBytes in
+                var k = MDB_val(mv_size: keyBytes.count, mv_data: keyBytes.baseAddress)
+                let data = UnsafeMutableRawPointer(mutating: valueBytes.baseAddress)
+                var v = MDB_val(mv_size: valueBytes.count, mv_data: data)
+                check("mdb_put", mdb_put(txn, dbi, &k, &v, 0))
+            }
+        }
+    }
+
+    private func check(_ call: String, _ rc: Int32) {
+        guard rc != 0 else { return }
+        print("raw LMDB: \(call) failed: \(String(cString: mdb_strerror(rc)))")
+        exit(1)
+    }
+}
+let rawLMDB = RawLMDB(path: "\(directory)/raw-lmdb")
+
 // `--profile N`: only Hoard's 64 writers, N rounds, for a profiler; no comparison.
 let profileRounds = option("profile", default: 0)
 if profileRounds > 0 {
@@ -137,6 +200,8 @@ var verdicts: [String] = []
 for writers in [1, 8, 64] {
     var grdb = Side()
     var mine = Side()
+    // The lone writer's floor: raw LMDB, in the same rounds.
+    var rawLone = Side()
     let before = hoardStore.writeStatistics
     for _ in 0..<rounds {
         round += 1
@@ -149,6 +214,7 @@ for writers in [1, 8, 64] {
         try await mine.measure {
             try await writeRound(writers: writers, round: r) { model in try await hoard.put(model) }
         }
+        if writers == 1 { await rawLone.measure { rawLMDB.writeRound() } }
     }
     let after = hoardStore.writeStatistics
     let commits = max(after.commits - before.commits, 1)
@@ -157,6 +223,14 @@ for writers in [1, 8, 64] {
     for (name, side, batch) in [("GRDB", grdb, 1.0), ("Hoard", mine, perCommit)] {
         print(
             "| \(writers) | \(name) | \(Int(side.writesPerSecond.rounded())) | \(format(side.microsPerWrite, 1)) | \(format(side.percentile(0.5), 1)) | \(format(side.percentile(0.99), 1)) | \(format(side.flushesPerWrite, 2)) | \(format(batch, 1)) | \(Int(side.microsPerFlush.rounded())) |"
+        )
+    }
+    if writers == 1 {
+        print(
+            "| 1 | raw LMDB (C API, durable) | \(Int(rawLone.writesPerSecond.rounded())) | \(format(rawLone.microsPerWrite, 1)) | \(format(rawLone.percentile(0.5), 1)) | \(format(rawLone.percentile(0.99), 1)) | \(format(rawLone.flushesPerWrite, 2)) | 1.0 | \(Int(rawLone.microsPerFlush.rounded())) |"
+        )
+        verdicts.append(
+            "A lone durable writer: Hoard \(format(mine.microsPerWrite / grdb.microsPerWrite, 2))× GRDB's time a write, raw LMDB \(format(rawLone.microsPerWrite / grdb.microsPerWrite, 2))× (its floor: \(format(rawLone.flushesPerWrite, 2)) flushes a commit against GRDB's \(format(grdb.flushesPerWrite, 2))); Hoard \(format(mine.microsPerWrite - rawLone.microsPerWrite, 1)) µs a write above raw LMDB"
         )
     }
     let ratio = mine.writesPerSecond / grdb.writesPerSecond
