@@ -50,9 +50,8 @@ public struct Comparison {
 }
 
 /// Runs baseline and candidate `rounds` times each, alternating so that drift of the machine
-/// hits both alike, and keeps the medians. Which of the two goes first swaps every round: a
-/// round that always followed the other's (whose memory it found out of the caches) measured up
-/// to half a percent slower than the same work going first.
+/// hits both alike, and keeps the medians. Which of the two goes first swaps every round, so that
+/// neither always runs in the other's wake (the caches it left, the threads it woke).
 public func compare(
     _ name: String,
     baseline: String,
