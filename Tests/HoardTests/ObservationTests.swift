@@ -699,6 +699,16 @@ struct ObservationTests {
             } throws: { error in
                 (error as? HoardError)?.kind == .observation && "\(error)".contains("transaction \(last)")
             }
+            // A kind no log is written with: the journal's "unknown" (0xFE), and a kind never defined.
+            for kind: UInt8 in [0xFE, 0x77] {
+                var damaged = whole
+                damaged[1] = kind
+                #expect {
+                    try damaged.withUnsafeBytes { try ChangeLogFormat.batches($0, transaction: last) }
+                } throws: { error in
+                    (error as? HoardError)?.kind == .observation && "\(error)".contains("unknown change kind \(kind)")
+                }
+            }
         }
     }
 }

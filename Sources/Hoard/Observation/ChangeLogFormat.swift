@@ -72,7 +72,8 @@ enum ChangeLogFormat {
             return UnsafeRawBufferPointer(rebasing: value[(offset + 2)..<(offset + 2 + count)])
         }
         while offset < value.count {
-            guard let kind = RecordedKind(rawValue: value[offset]) else {
+            // `unknown` lives only in a journal: the log never holds it (a log keeps every key).
+            guard let kind = RecordedKind(rawValue: value[offset]), kind != .unknown else {
                 throw HoardError.observation(
                     reason: "the change log entry of transaction \(id) has an unknown change kind \(value[offset])")
             }
