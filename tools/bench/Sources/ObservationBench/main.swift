@@ -51,11 +51,6 @@ func bulkPut(_ collection: HoardCollection<Member>) throws -> UInt64 {
     try time { try collection.put(members) }
 }
 
-/// Drains `sequence` on a task of its own, as a consumer that keeps up would.
-func drain<ID>(_ sequence: ChangeSequence<ID>) -> Task<Void, Never> {
-    Task.detached { for await _ in sequence {} }
-}
-
 // MARK: - The other process
 
 if let path = argument("child") {
@@ -344,12 +339,12 @@ func idleWakeUps(_ mode: Store.OtherProcessChanges?) throws -> Int {
     var watching = options
     watching.otherProcesses = mode ?? .off
     let (_, collection) = try openStore("idle", options: watching)
-    let consumer = mode.map { _ in drain(collection.changes()) }
+    let stop = (mode == nil ? Subscribers.none : .changes).start(on: collection)
     usleep(100_000)  // the consumer and the watch settle into their waits first
     let before = wakeUps()
     usleep(1_000_000)
     let after = wakeUps()
-    consumer?.cancel()
+    stop()
     return after - before
 }
 
@@ -358,7 +353,7 @@ func idleWakeUps(_ mode: Store.OtherProcessChanges?) throws -> Int {
 /// apart are not found by a consumer's look before parking.
 func consumerCPU(subscribed: Bool) throws -> Double {
     let (_, collection) = try openStore(subscribed ? "paced-changes" : "paced")
-    let consumer = subscribed ? drain(collection.changes()) : nil
+    let stop = (subscribed ? Subscribers.changes : .none).start(on: collection)
     let commits = 1_000
     let (process, writer) = (processCPUSeconds(), threadCPU())
     for index in 0..<commits {
@@ -367,7 +362,7 @@ func consumerCPU(subscribed: Bool) throws -> Double {
         nanosleep(&pause, nil)
     }
     let others = (processCPUSeconds() - process) * 1e9 - Double(threadCPU() - writer)
-    consumer?.cancel()
+    stop()
     return others / Double(commits) / 1000
 }
 
