@@ -112,6 +112,9 @@ enum Subscribers {
     case changes
     /// Eight `observe(id)` consumers of records the workloads write (IDs 0, 100, … 700).
     case observers
+    /// Eight `observe(id)` consumers of records the workloads never write (IDs 50,000, 50,100, …
+    /// 50,700): what the observers cost a writer that never wakes one.
+    case unwrittenObservers
 
     /// Starts the subscribers on `collection`, each on a task of its own, and returns once every
     /// one is subscribed; the closure returned stops them, and returns once every subscription
@@ -134,12 +137,13 @@ enum Subscribers {
                     }
                     stopped.signal()
                 })
-        case .observers:
+        case .observers, .unwrittenObservers:
+            let offset: Int64 = self == .unwrittenObservers ? 50_000 : 0
             for id in 0..<Int64(8) {
                 tasks.append(
                     Task.detached {
                         do {
-                            var iterator = try collection.observe(id * 100).makeAsyncIterator()
+                            var iterator = try collection.observe(id * 100 + offset).makeAsyncIterator()
                             // The first value: every commit from here on is one the writer pays for.
                             _ = try await iterator.next()
                             started.signal()
@@ -181,6 +185,7 @@ for (title, measure) in [
     // What each candidate subscribes, and the budget of its ratio.
     let candidates: [(String, Subscribers, Double?)] = [
         ("a changes() subscriber", .changes, 1.05), ("8 observe(id) subscribers", .observers, 1.01),
+        ("8 observe(id) subscribers of records not written", .unwrittenObservers, nil),
         ("no observer (the floor)", .none, nil),
     ]
     let workloads: [(String, Int, (HoardCollection<Member>) throws -> UInt64)] = [
