@@ -39,7 +39,8 @@ public struct Comparison {
     /// were measured in rounds (``compare(_:baseline:operations:rounds:budget:baselineRound:candidateRound:)``).
     /// The two of a round run next to each other, so a drift of the machine over seconds moves
     /// both alike: on a shared machine this figure spreads less from run to run than ``ratio``
-    /// (the floor rows of the observation bench, 12 runs: 0.978–1.009× against 0.937–1.038×).
+    /// (the floor rows of the observation bench, 7 runs of each mode: 0.980–1.017× against
+    /// 0.946–1.036×).
     /// A budget is still judged by ``ratio``.
     public var roundRatio: Double?
 
