@@ -22,7 +22,7 @@ public func time(_ body: () throws -> Void) rethrows -> UInt64 {
     return now() - start
 }
 
-public func median(_ values: [UInt64]) -> UInt64 {
+public func median<Value: Comparable>(_ values: [Value]) -> Value {
     let sorted = values.sorted()
     return sorted[sorted.count / 2]
 }
@@ -40,8 +40,7 @@ public struct Comparison {
     /// The two of a round run next to each other, so a drift of the machine over seconds moves
     /// both alike: on a shared machine this figure spreads less from run to run than ``ratio``
     /// (the floor rows of the observation bench, 7 runs of each mode: 0.980–1.017× against
-    /// 0.946–1.036×).
-    /// A budget is still judged by ``ratio``.
+    /// 0.946–1.036×). A budget is still judged by ``ratio``.
     public var roundRatio: Double?
 
     public init(
@@ -85,11 +84,10 @@ public func compare(
             base.append(try baselineRound())
         }
     }
-    let roundRatios = zip(cand, base).map { Double($0) / Double(max($1, 1)) }.sorted()
     return Comparison(
         name: name, baseline: baseline, operations: operations, baselineNanos: median(base),
         candidateNanos: median(cand), budget: budget,
-        roundRatio: roundRatios.isEmpty ? nil : roundRatios[roundRatios.count / 2])
+        roundRatio: median(zip(cand, base).map { Double($0) / Double(max($1, 1)) }))
 }
 
 /// Prints the comparisons as an aligned table; returns whether every budget holds.
