@@ -189,6 +189,19 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // A replica in a process of its own for HoardPostgres's tests (paused, killed, or holding
+        // a store's bus against another process); its code is `#if Postgres`.
+        .executableTarget(
+            name: "BusReplica",
+            dependencies: [
+                "Hoard", "HoardPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "tools/bus-replica",
+            swiftSettings: strict
+        ),
+
         // The crash-recovery harness: seeded operations, the reference model and the
         // driver that kills the workload process and checks the store; used by the tests and the soak.
         .target(
@@ -255,7 +268,7 @@ let package = Package(
         .testTarget(
             name: "HoardPostgresTests",
             dependencies: [
-                "Hoard", "HoardPostgres", "HoardTesting", "TestSupport",
+                "Hoard", "HoardPostgres", "HoardTesting", "TestSupport", "BusReplica",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -12,6 +12,9 @@ final class BusMetrics: Sendable {
     let reconnects: Counter
     let skippedRows: Counter
     let published: Counter
+    let leaseHeld: Gauge
+    let secondsWithoutLease: FloatingPointCounter
+    let readsWithoutLease: Counter
 
     init(factory: any MetricsFactory) {
         connected = Gauge(label: "hoard_bus_connected", factory: factory)
@@ -23,6 +26,9 @@ final class BusMetrics: Sendable {
         reconnects = Counter(label: "hoard_bus_reconnects_total", factory: factory)
         skippedRows = Counter(label: "hoard_bus_skipped_changes_total", factory: factory)
         published = Counter(label: "hoard_bus_published_keys_total", factory: factory)
+        leaseHeld = Gauge(label: "hoard_bus_lease_held", factory: factory)
+        secondsWithoutLease = FloatingPointCounter(label: "hoard_bus_seconds_without_lease_total", factory: factory)
+        readsWithoutLease = Counter(label: "hoard_bus_reads_without_lease_total", factory: factory)
     }
 }
 #endif

@@ -22,13 +22,30 @@ enum BusSchema {
     static let appendLock: Int64 = 0x484F_4152_4441_5050
     static let migrationLock: Int64 = 0x484F_4152_444D_4947
 
-    /// The condition that a replica row is live: it has not left, and its heartbeat is recent —
-    /// counted from PostgreSQL's start when that is later: while PostgreSQL was away no replica
-    /// could beat, and one that has not beaten again yet must still be waited for.
-    static func live(_ liveness: Duration, _ prefix: String = "") -> String {
+    /// The condition that a replica row is live: it has not left, and the lease PostgreSQL last
+    /// granted it, margin included, has not run out as of the statement's start (`now()`, taken
+    /// before the statement's snapshot: a grant committed after that snapshot was answered after
+    /// this moment, too late to stretch the lease it renews; docs/REPLICAS.md, "The lease").
+    /// A row of an earlier Hoard, which holds no lease, is live while its heartbeat is younger
+    /// than ``earlierLiveness``, counted from PostgreSQL's start when that is later (such a replica could
+    /// not beat while PostgreSQL was away).
+    static func live(_ prefix: String = "") -> String {
         """
-        \(prefix)left_at IS NULL AND greatest(\(prefix)heartbeat_at, pg_postmaster_start_time()) \
-        > now() - make_interval(secs => \(liveness.seconds))
+        \(prefix)left_at IS NULL AND CASE WHEN \(prefix)lease_until IS NULL \
+        THEN greatest(\(prefix)heartbeat_at, pg_postmaster_start_time()) > now() - make_interval(secs => \(earlierLiveness.seconds)) \
+        ELSE \(prefix)lease_until > now() END
+        """
+    }
+
+    /// How long a replica of an earlier Hoard, which renews no lease, counts as live after its
+    /// heartbeat: the `liveness` those versions had by default.
+    static let earlierLiveness = Duration.seconds(30)
+
+    /// A lease's grant: what a renewal or a registration sets, for a lease of `length` (the
+    /// replica's lease and margin).
+    static func grant(_ length: Duration) -> String {
+        """
+        heartbeat_at = now(), lease_until = now() + make_interval(secs => \(length.seconds))
         """
     }
 
@@ -69,6 +86,11 @@ enum BusSchema {
         // Version 2: a replica that stops says so (it is then not live, and the log is still
         // kept for it within the retention).
         "ALTER TABLE hoard_replicas ADD COLUMN IF NOT EXISTS left_at timestamptz",
+        // Still version 2: the lease, which replicas of an earlier Hoard leave NULL (they are
+        // judged by their heartbeat, as before), and the number of its last grant, which a renewal
+        // must name (PostgresBus+Lease.swift). Earlier replicas write neither and read neither.
+        "ALTER TABLE hoard_replicas ADD COLUMN IF NOT EXISTS lease_until timestamptz",
+        "ALTER TABLE hoard_replicas ADD COLUMN IF NOT EXISTS lease_grant bigint NOT NULL DEFAULT 0",
         // The notification carries the change (BusNotice), with the number of the append before
         // it, so that a replica whose position is that number applies it without reading the log.
         // Still version 2: the tables and what the function does to them are the same, and a

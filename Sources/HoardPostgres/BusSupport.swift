@@ -1,4 +1,5 @@
 #if Postgres
+internal import Hoard
 internal import Logging
 internal import Synchronization
 
@@ -26,6 +27,22 @@ struct BusState {
     var reportDue = false
     /// Times the applier read the log (a statement each), for the tests.
     var logReads = 0
+    /// The deadline of the lease on the lease clock, while the store vouches for its records
+    /// under it; `nil` without one (PostgresBus+Lease.swift).
+    var leaseUntil: LeaseInstant?
+    /// Since when the replica has held no lease (its start, or the moment the last one ran out);
+    /// `nil` while it holds one.
+    var leaseOutSince: ContinuousClock.Instant? = .now
+    /// When the renewal was sent that PostgreSQL last granted while the replica held no lease:
+    /// a catch-up begun after its answer begins a lease from it.
+    var grantedWithoutLease: LeaseInstant?
+    /// The number of PostgreSQL's last grant that this replica heard of, which its next renewal
+    /// names; `nil` before it registered.
+    var leaseGrant: Int64?
+    /// The store's count of reads without a lease, as last passed to the metrics.
+    var readsWithoutLease = 0
+    /// Set as the bus leaves: nothing registers the replica again.
+    var leaving = false
 }
 
 /// Passes log messages on, keeping the `psql_error` of those that carry one.
@@ -60,6 +77,11 @@ public enum PostgresBusError: Error, CustomStringConvertible, Sendable {
     case newerSchema(found: Int, supported: Int)
     /// A step that was not tried because the bus has no connection to PostgreSQL at the moment.
     case notConnected(operation: String, lastError: String?)
+    /// Another bus runs on the store, in this process or another: a store follows one bus at a
+    /// time (its lease and its position are the store's). `lockFile` is the file it holds locked.
+    case storeHasABus(store: String, lockFile: String)
+    /// The lock that keeps a store to one bus could not be taken (the file could not be opened).
+    case cannotLockStore(store: String, lockFile: String, reason: String)
 
     /// The error in one sentence.
     public var description: String {
@@ -69,6 +91,10 @@ public enum PostgresBusError: Error, CustomStringConvertible, Sendable {
         case .notConnected(let operation, let lastError):
             "PostgresBus: not connected to PostgreSQL, so \(operation) was not tried"
                 + (lastError.map { " (last error: \($0))" } ?? "")
+        case .storeHasABus(let store, let lockFile):
+            "PostgresBus: another bus already runs on the store at \(store) (it holds \(lockFile) locked), in this process or another; a store follows one bus at a time"
+        case .cannotLockStore(let store, let lockFile, let reason):
+            "PostgresBus: cannot lock \(lockFile) to run a bus on the store at \(store): \(reason)"
         }
     }
 }

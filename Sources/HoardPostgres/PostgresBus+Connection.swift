@@ -114,16 +114,6 @@ extension PostgresBus {
         }
     }
 
-    /// Records this replica in `hoard_replicas` (or refreshes its row).
-    func register() async throws {
-        let identity = try store.replication.identity()
-        try await client.query(
-            """
-            INSERT INTO hoard_replicas (store_id, name) VALUES (\(identity), \(configuration.replicaName))
-            ON CONFLICT (store_id) DO UPDATE SET name = EXCLUDED.name, heartbeat_at = now(), left_at = NULL
-            """, logger: logger)
-    }
-
     /// Marks this replica as not live (a stop, not a failure): its row stays, with its position.
     /// Tried again until it succeeds or the task is cancelled: a connection may fail under it.
     func leave() async throws {

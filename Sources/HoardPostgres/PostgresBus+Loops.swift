@@ -88,21 +88,21 @@ extension PostgresBus {
         }
     }
 
-    /// Reports the heartbeat, publishes the gauges, and trims the log now and then.
+    /// Renews the lease (the heartbeat), publishes the gauges, and trims the log now and then.
     func keepBeating() async {
         var beats = 0
         while !Task.isCancelled {
             beats += 1
+            // The renewal alone first: how long it takes is what the lease pays.
             do {
-                let identity = try store.replication.identity()
+                try await bounded("renewing the lease") { try await self.renewLease() }
+            } catch {
+                logger.debug(
+                    "PostgresBus: renewing the lease failed", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            do {
                 let trimming = beats % 15 == 1
                 try await bounded("the heartbeat") {
-                    try await self.client.query(
-                        """
-                        UPDATE hoard_replicas SET heartbeat_at = now()
-                        WHERE store_id = \(identity) AND left_at IS NULL
-                        """,
-                        logger: self.logger)
                     try await self.measureLag()
                     if trimming { try await self.trim() }
                 }
@@ -110,13 +110,14 @@ extension PostgresBus {
                 logger.debug("PostgresBus: heartbeat failed", metadata: ["error": "\(String(reflecting: error))"])
             }
             metrics.outboxDepth.record((try? store.replication.pendingCount()) ?? 0)
+            recordReadsWithoutLease()
             // The log read once a heartbeat whatever the notifications said: the position passes
             // this replica's own changes, and anything a notification could not tell is found.
             inbox.readLog()
             changesSignal.signal()
             shared.state.withLock { $0.reportDue = true }
             reportSignal.signal()
-            try? await Task.sleep(for: configuration.heartbeat)
+            try? await Task.sleep(for: beatInterval)
         }
     }
 
@@ -146,6 +147,8 @@ extension PostgresBus {
     /// every catch-up compile code for 5 to 10 ms (measured).
     func catchUp() async throws {
         let replication = store.replication
+        // A grant answered before this catch-up began: once the log is applied, it begins the lease.
+        let grant = shared.state.withLock { $0.grantedWithoutLease }
         var after = try replication.position(of: configuration.name)?.sequence ?? 0
         var known: KnownPosition?
         while !Task.isCancelled {
@@ -219,6 +222,7 @@ extension PostgresBus {
         }
         shared.state.withLock { $0.known = known }
         applied(through: after)
+        if let grant, !Task.isCancelled { beginLease(sentAt: grant) }
     }
 
     /// Applies the changes `notices` carried when they follow on, one after the other, from the

@@ -32,11 +32,21 @@ public final class PostgresBus: Service, Sendable {
         public var name: String
         /// A name for this replica in `hoard_replicas` (for people reading the table).
         public var replicaName: String
-        /// How often the replica reports that it is alive, and checks the log even without a wake-up.
+        /// How often the replica renews its lease, reports that it is alive, and checks the log
+        /// even without a wake-up (at least three times a lease).
         public var heartbeat: Duration
-        /// A replica whose last heartbeat is older than this, or that stopped, is not live:
-        /// ``PostgresBus/waitUntilApplied(through:timeout:)`` does not wait for it.
-        public var liveness: Duration
+        /// How long a lease runs, counted by this replica from the moment it sent the renewal
+        /// that PostgreSQL granted. While it runs the store serves its records as fresh and every
+        /// ``PostgresBus/waitUntilApplied(through:timeout:)`` waits for this replica; once it has
+        /// run out (PostgreSQL away, a partition, the process paused), the store serves nothing as
+        /// fresh and the waits stop counting this replica after ``leaseMargin`` more. The longer
+        /// it is, the more a replica rides out short faults, and the longer a wait lasts while a
+        /// replica is cut off (docs/REPLICAS.md, "The lease").
+        public var lease: Duration
+        /// What PostgreSQL adds to a lease before the others stop waiting for this replica: more
+        /// than the two clocks can drift apart over a lease (2 × 10⁻⁴ of it for clocks within
+        /// 100 ppm) and the lease clock's tick.
+        public var leaseMargin: Duration
         /// How long the log keeps changes for a replica that has not applied them (live, stopped or
         /// silent), and at most for any: a replica away for less catches up exactly when it returns;
         /// one away for longer resets. A replica silent for longer is forgotten.
@@ -54,7 +64,8 @@ public final class PostgresBus: Service, Sendable {
         public init(
             postgres: PostgresClient.Configuration, name: String = "postgres",
             replicaName: String = ProcessInfo.processInfo.hostName, heartbeat: Duration = .seconds(2),
-            liveness: Duration = .seconds(30), retention: Duration = .seconds(7 * 86_400),
+            lease: Duration = .seconds(10), leaseMargin: Duration = .milliseconds(250),
+            retention: Duration = .seconds(7 * 86_400),
             backoff: (first: Duration, longest: Duration) = (.milliseconds(50), .seconds(1)), batchSize: Int = 5_000,
             operationTimeout: Duration = .seconds(10)
         ) {
@@ -62,7 +73,8 @@ public final class PostgresBus: Service, Sendable {
             self.name = name
             self.replicaName = replicaName
             self.heartbeat = heartbeat
-            self.liveness = liveness
+            self.lease = lease
+            self.leaseMargin = leaseMargin
             self.retention = retention
             self.backoff = backoff
             self.batchSize = batchSize
@@ -97,6 +109,8 @@ public final class PostgresBus: Service, Sendable {
     let outstanding = Outstanding()
     /// Serializes publishing (the publisher loop and ``flush()``).
     let publishing: SerialQueue
+    /// Wakes the lease's watch: its deadline moved (PostgresBus+Lease.swift).
+    let leaseSignal = Wakeup()
 
     /// A bus between `store` and the PostgreSQL of `configuration`. Nothing connects before ``run()``.
     public init(
@@ -106,6 +120,8 @@ public final class PostgresBus: Service, Sendable {
         self.store = store
         self.configuration = configuration
         self.logger = logger
+        // From now on the store vouches for its records only under this bus's lease.
+        store.replication.requireLease()
         publishing = SerialQueue(outstanding: outstanding)
         metrics = BusMetrics(factory: metricsFactory ?? MetricsSystem.factory)
         // The bus's statements are small; compiling them (PostgreSQL's JIT, which a planner's guess
@@ -141,14 +157,17 @@ public final class PostgresBus: Service, Sendable {
         public var skippedRows: Int
         /// The last error met, if the bus is not connected.
         public var lastError: String?
+        /// The lease: held until when, or out since when (docs/REPLICAS.md, "The lease").
+        public var lease: Lease
     }
 
     /// The bus's status.
     public var status: Status {
-        shared.state.withLock {
+        let lease = leaseStatus
+        return shared.state.withLock {
             Status(
                 connected: $0.connected, applied: $0.applied, reconnects: $0.reconnects,
-                skippedRows: $0.skippedRows, lastError: $0.lastError)
+                skippedRows: $0.skippedRows, lastError: $0.lastError, lease: lease)
         }
     }
 
@@ -163,8 +182,14 @@ public final class PostgresBus: Service, Sendable {
     /// with backoff), reports a heartbeat and trims the log. Errors are logged and counted, never
     /// thrown: the application keeps serving from its store while PostgreSQL is away.
     ///
-    /// - Throws: nothing; the signature is swift-service-lifecycle's `Service.run()`.
+    /// The store holds its lease (it serves its records as fresh) only while this runs, connected:
+    /// from a catch-up after the first grant until a renewal is not answered in time.
+    ///
+    /// - Throws: ``PostgresBusError/storeHasABus(store:lockFile:)`` at once when another bus runs
+    ///   on the store, in this process or another (nothing is changed); otherwise nothing.
     public func run() async throws {
+        let claim = try BusClaim(store: store)
+        defer { claim.release() }
         // The pool runs in a task that the cancellation of this one does not reach, so that it is
         // still there to say that this replica leaves; it is cancelled after that.
         pools.start()
@@ -177,6 +202,7 @@ public final class PostgresBus: Service, Sendable {
             loops.addTask { await self.keepReporting() }
             loops.addTask { await self.keepPublishing() }
             loops.addTask { await self.keepBeating() }
+            loops.addTask { await self.keepWatchingLease() }
             await withGracefulShutdownHandler {
                 await withTaskCancellationHandler {
                     // Until cancelled: the loops end on cancellation.
@@ -192,7 +218,9 @@ public final class PostgresBus: Service, Sendable {
         // Leaving: the others no longer wait for this replica (``waitUntilApplied(through:timeout:)``)
         // nor keep the log for it; it registers again when it runs again. The heartbeat has
         // stopped, so it does not bring the replica back. In a task of its own, which this task's
-        // cancellation does not reach.
+        // cancellation does not reach. The store stops vouching first: once the others see that
+        // this replica left, they stop waiting for it.
+        endLease()
         try? await Task {
             try await withTimeout(.seconds(2), "leaving", in: self.outstanding) { try await self.leave() }
         }.value
@@ -236,7 +264,11 @@ public final class PostgresBus: Service, Sendable {
     }
 
     /// Waits until every live replica has applied the log through `sequence`; returns `false` when
-    /// `timeout` passes first.
+    /// `timeout` passes first. A replica is live while the lease PostgreSQL last granted it runs
+    /// (``Configuration/lease`` and ``Configuration/leaseMargin``), so a replica cut off from
+    /// PostgreSQL, or paused, is waited for until its lease has run out, and no longer: by then its
+    /// store serves nothing as fresh. Once this returns `true`, no replica serves as fresh a record
+    /// older than the changes through `sequence`.
     ///
     /// - Throws: `CancellationError`, or postgres-nio's `PSQLError` when PostgreSQL cannot be reached.
     public func waitUntilApplied(through sequence: Int64, timeout: Duration) async throws -> Bool {
@@ -252,6 +284,7 @@ public final class PostgresBus: Service, Sendable {
             let waiting = appliedSignal.generation
             let left = deadline - ContinuousClock.now
             guard left > .zero else { return false }
+            var next = min(deadline, ContinuousClock.now + configuration.heartbeat)
             if status.connected {
                 do {
                     let telling = told ? nil : left
@@ -259,37 +292,51 @@ public final class PostgresBus: Service, Sendable {
                         left, "waiting for replicas", abandonedBy: connectionLost, in: outstanding,
                         { try await self.replicasBehind(sequence, telling: telling) })
                     told = true
-                    if behind == 0 { return true }
+                    if behind.count == 0 { return true }
+                    // A replica behind that stops renewing is not waited for once its lease has
+                    // run out: look again then.
+                    if let seconds = behind.leaseEndsIn {
+                        next = min(next, ContinuousClock.now + .seconds(max(seconds, 0)) + .milliseconds(1))
+                    }
                 } catch is PostgresBusTimeout {
                     return false
                 } catch is PostgresBusConnectionLost {
                     // Tried again once connected.
                 }
             }
-            // A notification that a replica applied, or a heartbeat, whichever comes first.
-            await appliedSignal.wait(
-                after: waiting, until: min(deadline, ContinuousClock.now + configuration.heartbeat))
+            // A notification that a replica applied, a heartbeat, or a lease's end, whichever
+            // comes first.
+            await appliedSignal.wait(after: waiting, until: next)
             try Task.checkCancellation()
         }
     }
 
-    /// How many live replicas have not applied through `sequence`; with `telling`, every replica is
-    /// told in the same statement that one waits for that long (its notification is sent as the
-    /// statement commits, after the count's snapshot: a replica counted as behind hears it).
-    func replicasBehind(_ sequence: Int64, telling wait: Duration? = nil) async throws -> Int64 {
-        let behind = "r.applied < \(sequence) AND \(BusSchema.live(configuration.liveness, "r."))"
+    /// How many live replicas have not applied through `sequence`, and the seconds until the
+    /// first of their leases runs out (`nil` when none holds one: replicas of an earlier Hoard);
+    /// with `telling`, every replica is told in the same statement that one waits for that long
+    /// (its notification is sent as the statement commits, after the count's snapshot: a replica
+    /// counted as behind hears it).
+    func replicasBehind(
+        _ sequence: Int64, telling wait: Duration? = nil
+    ) async throws -> (count: Int64, leaseEndsIn: Double?) {
+        let behind = "r.applied < \(sequence) AND \(BusSchema.live("r."))"
+        let columns = "count(r.store_id), extract(epoch FROM min(r.lease_until) - now())::float8"
         let query: PostgresQuery
         if let wait {
             let milliseconds = Int64((wait.seconds * 1_000).rounded(.up))
             query = """
-                SELECT count(r.store_id)
+                SELECT \(unescaped: columns)
                 FROM pg_notify('\(unescaped: BusSchema.channel)', 'w\(unescaped: String(milliseconds))')
                 LEFT JOIN hoard_replicas r ON \(unescaped: behind)
                 """
         } else {
-            query = "SELECT count(*) FROM hoard_replicas r WHERE \(unescaped: behind)"
+            query = "SELECT \(unescaped: columns) FROM hoard_replicas r WHERE \(unescaped: behind)"
         }
-        return try await client.query(query, logger: logger).decode(Int64.self).reduce(0) { $0 + $1 }
+        var result: (count: Int64, leaseEndsIn: Double?) = (0, nil)
+        for try await row in try await client.query(query, logger: logger).decode((Int64, Double?).self) {
+            result = row
+        }
+        return result
     }
 
     /// One replica as `hoard_replicas` records it.
@@ -305,7 +352,8 @@ public final class PostgresBus: Service, Sendable {
         public var lagChanges: Int64
         /// How long the oldest of them has waited, in seconds (0 when none).
         public var lagSeconds: Double
-        /// Whether its heartbeat is recent (``Configuration/liveness``).
+        /// Whether it holds a lease (``Configuration/lease``) and has not left: whether the waits
+        /// for replicas wait for it.
         public var live: Bool
     }
 
@@ -316,7 +364,7 @@ public final class PostgresBus: Service, Sendable {
         let rows = try await client.query(
             """
             SELECT r.store_id, r.name, r.applied, l.changes, l.seconds,
-                \(unescaped: BusSchema.live(configuration.liveness, "r."))
+                \(unescaped: BusSchema.live("r."))
             FROM hoard_replicas r CROSS JOIN LATERAL (\(unescaped: BusSchema.lag("r.applied", "r.store_id"))) l
             ORDER BY r.name, r.store_id
             """, logger: logger)

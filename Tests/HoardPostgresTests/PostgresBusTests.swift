@@ -116,7 +116,8 @@ final class Replica: Sendable {
 
     init(
         database: String, directory: String? = nil, port: Int? = nil, user: String? = nil,
-        liveness: Duration = .seconds(30), heartbeat: Duration = .milliseconds(200)
+        lease: Duration = .seconds(30), heartbeat: Duration = .milliseconds(200),
+        operationTimeout: Duration = .seconds(10)
     ) throws {
         let directory =
             directory
@@ -128,7 +129,8 @@ final class Replica: Sendable {
         users = try store.collection(User.self)
         var configuration = PostgresBus.Configuration(
             postgres: try TestServer.configuration(database: database, port: port, user: user),
-            heartbeat: heartbeat, liveness: liveness, backoff: (.milliseconds(20), .milliseconds(200)))
+            heartbeat: heartbeat, lease: lease, backoff: (.milliseconds(20), .milliseconds(200)),
+            operationTimeout: operationTimeout)
         configuration.replicaName = directory
         let bus = PostgresBus(store: store, configuration: configuration, logger: TestServer.logger)
         self.bus = bus
@@ -147,10 +149,11 @@ final class Replica: Sendable {
         }
     }
 
-    /// Waits, without sleeping, until the bus has applied through `sequence` (or fails the test after `limit`).
+    /// Waits, without sleeping, until the bus has applied through `sequence` and the store holds
+    /// its lease (or fails the test after `limit`).
     func waitApplied(_ sequence: Int64, limit: Duration = .seconds(20)) async throws {
         let start = ContinuousClock.now
-        while bus.status.applied < sequence {
+        while bus.status.applied < sequence || !store.replication.holdsLease {
             if ContinuousClock.now - start > limit {
                 Issue.record("replica did not apply through \(sequence) within \(limit): \(bus.status)")
                 return
@@ -161,11 +164,11 @@ final class Replica: Sendable {
 
     func remove() { try? FileManager.default.removeItem(atPath: directory) }
 
-    /// Waits until the bus is connected and has caught up once.
+    /// Waits until the bus is connected, has caught up once and holds its lease.
     func ready() async throws {
         try await until("the bus connected and caught up") {
             let position = try store.replication.position(of: bus.configuration.name)
-            return bus.status.connected && position != nil
+            return bus.status.connected && position != nil && store.replication.leaseDeadline != nil
         }
     }
 }
@@ -193,7 +196,7 @@ final class Replica: Sendable {
         let replicas = try await a.bus.replicas()
         #expect(replicas.count == 2 && replicas.allSatisfy { $0.applied >= sequence && $0.lagChanges == 0 })
 
-        // A replica that stops leaves: nobody waits for it (it would count as live for 30 s).
+        // A replica that stops leaves: nobody waits for it (its lease would be waited out).
         await b.stop()
         #expect(try await a.bus.replicas().filter(\.live).map(\.store) == [try a.store.replication.identity()])
         try await a.users.invalidate(2)
@@ -426,27 +429,26 @@ final class Replica: Sendable {
         await b.stop()
     }
 
-    /// PostgreSQL away for longer than the liveness: no replica could beat meanwhile. A wait for
-    /// replicas once it is back must still wait for a replica that has not connected again yet
-    /// (liveness counts from PostgreSQL's start), here one whose process stopped during the outage
-    /// without being able to say so, and whose bus runs again only after the wait began.
-    @Test func afterAnOutageAReplicaThatHasNotBeatenIsStillWaitedFor() async throws {
+    /// PostgreSQL away for longer than the lease: every lease runs out meanwhile. A replica whose
+    /// process stopped during the outage, without being able to say so, is not waited for once
+    /// PostgreSQL is back (its lease ran out), and its store serves nothing as fresh until its bus
+    /// runs again and has caught up: no moment at which it serves the record that changed.
+    @Test func afterAnOutageAReplicaServesNothingUntilItHasCaughtUp() async throws {
         let database = try await TestServer.makeDatabase()
-        let liveness = Duration.seconds(3)
-        let (a, b) = (
-            try Replica(database: database, liveness: liveness), try Replica(database: database, liveness: liveness)
-        )
+        let lease = Duration.seconds(2)
+        let (a, b) = (try Replica(database: database, lease: lease), try Replica(database: database, lease: lease))
         defer { [a, b].forEach { $0.remove() } }
         try await a.ready()
         try await b.ready()
-        try await b.users.put(User(id: 1, name: "v1"))
+        try await b.users.put([User(id: 1, name: "v1"), User(id: 2, name: "v1")])
 
         try TestServer.pgCtl("-m", "fast", "stop")
         let stopped = ContinuousClock.now
         try await until("the buses noticed") { !a.bus.status.connected && !b.bus.status.connected }
         await b.stop()  // it cannot record that it left: PostgreSQL is down
-        // The fault lasts longer than the liveness: every heartbeat recorded is older by then.
-        try await Task.sleep(until: stopped + liveness + .milliseconds(500))
+        #expect(try b.users.get(2) == nil, "a store whose bus stopped serves nothing as fresh")
+        try await until("A's lease ran out") { !a.store.replication.holdsLease }
+        #expect(ContinuousClock.now - stopped < lease + .seconds(1), "A's lease outlived the outage's start")
         try TestServer.startServer()
         try await until("A connected again") { a.bus.status.connected }
 
@@ -454,11 +456,17 @@ final class Replica: Sendable {
         var flushed: Int64?
         for _ in 0..<10 where flushed == nil { flushed = try? await a.bus.flush() }
         let sequence = try #require(flushed, "flush failed ten times after PostgreSQL came back")
-        let waiting = Task { try await a.bus.waitUntilApplied(through: sequence, timeout: .seconds(20)) }
+        #expect(try await a.bus.waitUntilApplied(through: sequence, timeout: .seconds(20)))
         let again = PostgresBus(store: b.store, configuration: b.bus.configuration, logger: TestServer.logger)
         let run = Task { try await again.run() }
-        #expect(try await waiting.value)
-        #expect(try b.users.get(1) == nil, "the wait returned before B applied the change")
+        var served = false
+        try await until("B serves its store again") {
+            #expect(try b.users.get(1) == nil, "B served the record that changed")
+            served = try b.users.get(2) != nil
+            return served
+        }
+        let position = try b.store.replication.position(of: "postgres")?.sequence ?? 0
+        #expect(served && position >= sequence)
         run.cancel()
         _ = await run.result
         await a.stop()
@@ -548,7 +556,16 @@ final class Replica: Sendable {
         try await b.users.put(User(id: 1, name: "kept"))
         try await b.users.invalidate(2)
         try await until("the bus reported an error") { b.bus.status.lastError != nil }
-        #expect(try b.users.get(1)?.name == "kept")
+        // Never connected, so never a lease: the store does not vouch for what it holds. A get
+        // answers as for an expired record, read-through asks the upstream; the record stays.
+        #expect(try b.users.get(1) == nil)
+        #expect(try await b.users.get(1, orFetch: { User(id: $0, name: "fetched") })?.name == "fetched")
+        #expect(try b.users.header(of: 1) != nil)
+        #expect(b.store.replication.readsWithoutLease >= 2)
+        guard case .out = b.bus.status.lease else {
+            Issue.record("a bus that never connected shows a lease: \(b.bus.status.lease)")
+            return
+        }
         #expect(try b.store.replication.pendingCount() == 1)
         #expect(!b.bus.status.connected)
         if failure != "refused" {

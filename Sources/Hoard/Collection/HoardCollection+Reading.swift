@@ -4,7 +4,8 @@ internal import CBOR
 // Reading: by ID, scans and visits, headers, and decoding one record.
 
 extension HoardCollection {
-    /// The model stored under `id`, or `nil` (also when it has expired).
+    /// The model stored under `id`, or `nil` (also when it has expired, or when the store follows
+    /// a bus and holds no lease: ``Replication/requireLease()``).
     ///
     /// - Throws: ``HoardError`` when the record is damaged, was written by a newer version or cannot
     ///   be decoded (``HoardError/corruptRecord(collection:key:reason:)``, ``HoardError/newerRecord(collection:key:version:current:)``,
@@ -37,7 +38,8 @@ extension HoardCollection {
         }
         let metrics = state.metrics
         let counters = state.counters
-        guard let record = found else {
+        // A store without its lease (Lease.swift) answers as for an expired record.
+        guard let record = found, store.vouches(for: txn) else {
             metrics.misses.increment()
             counters.misses.add(1, ordering: .relaxed)
             return nil
@@ -61,7 +63,11 @@ extension HoardCollection {
     ///
     /// - Throws: ``HoardError`` when the record's header is damaged; `LMDBError` when LMDB fails.
     public func contains(_ id: Model.ID) throws -> Bool {
-        guard let header = try header(of: id) else { return false }
+        let found = try store.environment.read { txn -> RecordHeader? in
+            guard store.vouches(for: txn) else { return nil }
+            return try header(of: id, in: txn)
+        }
+        guard let header = found else { return false }
         guard let expiry = store.effectiveExpiry(writtenAt: header.writtenAt, expiresAt: header.expiresAt) else {
             return true
         }
@@ -106,6 +112,7 @@ extension HoardCollection {
     public func forEach(keys: KeyRange = .all, reverse: Bool = false, _ body: (Model) throws -> IterationStep) throws {
         let now = store.options.now()
         try store.environment.read { txn in
+            guard store.vouches(for: txn) else { return }
             try txn.forEach(in: database, range: keys, reverse: reverse) { key, record in
                 guard let model = try decode(record, key: { Array(key) }, now: now) else { return .next }
                 return try body(model)
@@ -127,7 +134,7 @@ extension HoardCollection {
         let now = store.options.now()
         return try store.environment.read { txn in
             var result = ScanResult<Model>(models: [], damaged: [])
-            guard limit > 0 else { return result }
+            guard limit > 0, store.vouches(for: txn) else { return result }
             try txn.forEach(in: database, range: keys, reverse: reverse) { key, record in
                 do {
                     if let model = try decode(record, key: { Array(key) }, now: now) { result.models.append(model) }

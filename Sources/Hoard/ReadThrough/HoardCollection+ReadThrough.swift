@@ -203,15 +203,16 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     }
 
     func storedForReadThrough(_ key: [UInt8], in txn: borrowing ReadTransaction) throws -> Stored? {
+        let vouched = store.vouches(for: txn)
         do {
             return try txn.withValue(forKey: key, in: database) { record -> Stored? in
                 // The header is read again after the decode: a read-through miss is not the hot path.
                 guard let model = try decode(record, key: { key }, now: .min),
                     let header = try? RecordHeader.parse(record).0
                 else { return nil }
-                return Stored(
-                    model: model,
-                    expiresAt: store.effectiveExpiry(writtenAt: header.writtenAt, expiresAt: header.expiresAt))
+                let expiresAt = store.effectiveExpiry(writtenAt: header.writtenAt, expiresAt: header.expiresAt)
+                guard vouched else { return Stored(model: model, expiresAt: min(expiresAt ?? .max, unvouchedExpiry())) }
+                return Stored(model: model, expiresAt: expiresAt)
             } ?? nil
         } catch let error as HoardError where error.kind == .corruptRecord || error.kind == .decoding {
             store.logger.warning(
@@ -219,6 +220,13 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                 metadata: ["collection": "\(name)", "error": "\(error)"])
             return nil
         }
+    }
+
+    /// The expiry read-through gives every record while the store holds no lease (Lease.swift):
+    /// the one an invalidation gives a record it keeps, `staleWhileRevalidate` ago, so that the
+    /// record is fetched again and served only within `staleIfError` when that fetch fails.
+    func unvouchedExpiry() -> Int64 {
+        store.options.now() - (freshness.staleWhileRevalidate?.storedMilliseconds ?? 0)
     }
 
     enum Serving {

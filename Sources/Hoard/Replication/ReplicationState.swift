@@ -35,6 +35,8 @@ final class ReplicationState: Sendable {
     let invalidations = InvalidationGuard()
     let discardedFills = Atomic<Int>(0)
     let resets = Atomic<Int>(0)
+    /// The lease a bus holds the store to, if any (Lease.swift).
+    let lease = LeaseState()
 }
 
 /// A wake-up for one waiter: ``notify()`` before ``wait()`` makes it return at once; many
