@@ -102,17 +102,20 @@ extension PostgresBus {
     func leaseGranted(number: Int64, sentAt sent: LeaseInstant) {
         let received = LeaseInstant.now()
         let deadline = localDeadline(sentAt: sent)
+        // The store's lease is moved under the bus's lock, so that it never disagrees with the
+        // bus's own account, and nothing moves it once the bus has begun to leave.
         let (extended, ranOut) = shared.state.withLock { state -> (Bool, LeaseInstant?) in
             state.leaseGrant = max(state.leaseGrant ?? 0, number)
+            guard !state.leaving else { return (false, nil) }
             if let held = state.leaseUntil, received < held {
                 state.leaseUntil = max(held, deadline)
+                store.replication.extendLease(until: deadline)
                 return (true, nil)
             }
             state.grantedWithoutLease = max(state.grantedWithoutLease ?? sent, sent)
             return (false, state.leaseUntil)
         }
         if extended {
-            store.replication.extendLease(until: deadline)
             leaseSignal.signal()
             return
         }
@@ -127,18 +130,26 @@ extension PostgresBus {
     /// meanwhile (the next renewal brings another) or a lease is held.
     func beginLease(sentAt sent: LeaseInstant) {
         let deadline = localDeadline(sentAt: sent)
-        guard LeaseInstant.now() < deadline, shared.state.withLock({ $0.leaseUntil == nil }) else { return }
-        do {
-            try store.replication.beginLease(until: deadline)
-        } catch {
-            logger.error("PostgresBus: cannot begin the lease", metadata: ["error": "\(String(reflecting: error))"])
-            return
-        }
-        let outFor = shared.state.withLock { state -> Duration? in
+        guard LeaseInstant.now() < deadline else { return }
+        let begun = shared.state.withLock { state -> Result<Duration?, any Error>? in
+            guard !state.leaving, state.leaseUntil == nil else { return nil }
+            do {
+                try store.replication.beginLease(until: deadline)
+            } catch {
+                return .failure(error)
+            }
             state.leaseUntil = deadline
             if state.grantedWithoutLease == sent { state.grantedWithoutLease = nil }
             defer { state.leaseOutSince = nil }
-            return state.leaseOutSince.map { $0.duration(to: .now) }
+            return .success(state.leaseOutSince.map { $0.duration(to: .now) })
+        }
+        guard let begun else { return }
+        let outFor: Duration?
+        switch begun {
+        case .success(let duration): outFor = duration
+        case .failure(let error):
+            logger.error("PostgresBus: cannot begin the lease", metadata: ["error": "\(String(reflecting: error))"])
+            return
         }
         metrics.leaseHeld.record(1)
         if let outFor {
@@ -187,9 +198,9 @@ extension PostgresBus {
     /// Ends the lease as the bus stops, before the others learn that it left (they stop waiting
     /// for it then).
     func endLease() {
-        store.replication.endLease()
         let held = shared.state.withLock { state -> Bool in
             state.leaving = true
+            store.replication.endLease()
             defer {
                 state.leaseUntil = nil
                 state.grantedWithoutLease = nil

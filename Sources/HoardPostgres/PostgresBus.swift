@@ -190,6 +190,7 @@ public final class PostgresBus: Service, Sendable {
     public func run() async throws {
         let claim = try BusClaim(store: store)
         defer { claim.release() }
+        shared.state.withLock { $0.leaving = false }  // a bus run again after it stopped
         // The pool runs in a task that the cancellation of this one does not reach, so that it is
         // still there to say that this replica leaves; it is cancelled after that.
         pools.start()

@@ -54,6 +54,7 @@ public struct LeaseInstant: Sendable, Hashable, Comparable, CustomStringConverti
     /// The time from this instant to `other`.
     public func duration(to other: LeaseInstant) -> Duration { .nanoseconds(other.nanoseconds - nanoseconds) }
 
+    /// Whether `lhs` comes before `rhs`.
     public static func < (lhs: LeaseInstant, rhs: LeaseInstant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
 
     /// The instant in nanoseconds of the monotonic clock.
@@ -140,15 +141,15 @@ extension Replication {
         lease.until.store(deadline.nanoseconds, ordering: .releasing)
     }
 
-    /// Moves the deadline of a lease that has not run out (the bus's renewal was answered before
-    /// it did) to `deadline`; a lease that ran out is not brought back by this (a renewal answered
-    /// late begins a new lease, after a catch-up).
+    /// Moves the deadline of the lease to `deadline`, for a renewal answered before the lease ran
+    /// out (the bus judges that, on the same clock, when the answer arrives: a deadline that passes
+    /// between that moment and this call is still extended, for the lease never lapsed). A renewal
+    /// answered late begins a new lease instead (``beginLease(until:)``), after a catch-up; an
+    /// ended lease is not brought back by this.
     public func extendLease(until deadline: LeaseInstant) {
         let lease = store.replicationState.lease
         var current = lease.until.load(ordering: .relaxed)
-        while current != LeaseState.notRequired && current > leaseClockNanoseconds()
-            && current < deadline.nanoseconds
-        {
+        while current != LeaseState.notRequired && current != 0 && current < deadline.nanoseconds {
             let (exchanged, found) = lease.until.compareExchange(
                 expected: current, desired: deadline.nanoseconds, ordering: .releasing)
             if exchanged { return }

@@ -26,6 +26,9 @@ struct PacedReaders: Sendable {
     var applied: AppliedVersions
     /// How long an answer may take before the read fails and its connection is closed.
     var timeout: Duration = .seconds(5)
+    /// Whether a read that a replica does not answer (refused, reset, past the timeout) is asked of
+    /// another replica not yet tried, as a load balancer would, instead of failing.
+    var reroute = false
 
     /// Reads until the deadline, then waits for the answers in flight; adds what it saw to `tally`.
     func run(into tally: Tally) async {
@@ -45,6 +48,8 @@ struct PacedReaders: Sendable {
         var port: Int
         var floor: Int
         var began: ContinuousClock.Instant
+        /// The replicas asked so far.
+        var tried: Set<Int>
     }
 
     private func read(onThread thread: Int) -> Tally.Part {
@@ -58,22 +63,46 @@ struct PacedReaders: Sendable {
         var seen = Tally.Part()
         var waiting: [pollfd] = []
         var waitingReader: [Int] = []
-        while true {
-            let now = ContinuousClock.now
-            for index in mine.indices where mine[index].asked == nil && mine[index].next <= now && now < deadline {
-                mine[index].next += interval
-                let id = Int64.random(in: 1...Int64(users))
-                let port = ports.randomElement() ?? 0
+        /// Asks reader `index`'s read of `id` of `port`; when that fails, of the next replica not
+        /// yet tried if rerouting, else the read fails. Each attempt takes its own floor and start:
+        /// the read checked is the one that was answered.
+        func ask(_ index: Int, _ id: Int64, _ first: Int, failure: (any Error)? = nil, tried: Set<Int> = []) {
+            var (port, tried) = (first, tried)
+            if let failure {
+                guard reroute, let next = ports.first(where: { !tried.contains($0) }) else {
+                    seen.fail(failure)
+                    return
+                }
+                seen.rerouted += 1
+                port = next
+            }
+            while true {
+                tried.insert(port)
                 let connection = mine[index].connections[port] ?? PlainConnection(port: port)
                 mine[index].connections[port] = connection
                 let floor = applied.floor(id)
                 do {
                     let began = ContinuousClock.now
                     try connection.send("/users/\(id)")
-                    mine[index].asked = Asked(id: id, port: port, floor: floor, began: began)
+                    mine[index].asked = Asked(id: id, port: port, floor: floor, began: began, tried: tried)
+                    return
                 } catch {
-                    seen.fail(error)
+                    connection.abandon()
+                    mine[index].connections[port] = nil
+                    guard reroute, let next = ports.first(where: { !tried.contains($0) }) else {
+                        seen.fail(error)
+                        return
+                    }
+                    seen.rerouted += 1
+                    port = next
                 }
+            }
+        }
+        while true {
+            let now = ContinuousClock.now
+            for index in mine.indices where mine[index].asked == nil && mine[index].next <= now && now < deadline {
+                mine[index].next += interval
+                ask(index, Int64.random(in: 1...Int64(users)), ports.randomElement() ?? 0)
             }
             waiting.removeAll(keepingCapacity: true)
             waitingReader.removeAll(keepingCapacity: true)
@@ -82,10 +111,17 @@ struct PacedReaders: Sendable {
                 if let asked = reader.asked, let connection = reader.connections[asked.port] {
                     if now - asked.began > timeout {
                         connection.abandon()
+                        mine[index].connections[asked.port] = nil
                         mine[index].asked = nil
-                        seen.fail(
-                            Unexpected(description: "GET /users/\(asked.id) on :\(asked.port): no answer in \(timeout)")
-                        )
+                        ask(
+                            index, asked.id, asked.port,
+                            failure: Unexpected(
+                                description: "GET /users/\(asked.id) on :\(asked.port): no answer in \(timeout)"),
+                            tried: asked.tried)
+                        if let again = mine[index].asked, let connection = mine[index].connections[again.port] {
+                            waiting.append(pollfd(fd: connection.descriptor, events: Int16(POLLIN), revents: 0))
+                            waitingReader.append(index)
+                        }
                         continue
                     }
                     waiting.append(pollfd(fd: connection.descriptor, events: Int16(POLLIN), revents: 0))
@@ -112,13 +148,24 @@ struct PacedReaders: Sendable {
                     continue
                 }
                 mine[index].asked = nil
+                let status: Int
+                let body: [UInt8]
                 do {
-                    let (status, body) = try connection.receive()
+                    (status, body) = try connection.receive()
+                } catch {
+                    // No answer: the replica closed the connection (killed, say).
+                    connection.abandon()
+                    mine[index].connections[asked.port] = nil
+                    ask(index, asked.id, asked.port, failure: error, tried: asked.tried)
+                    continue
+                }
+                do {
                     guard status == 200 else {
                         throw Unexpected(description: "GET /users/\(asked.id) on :\(asked.port): \(status)")
                     }
                     let user = try decoder.decode(User.self, from: Data(body), keySet: .api)
-                    seen.add(ContinuousClock.now - asked.began, stale: user.version < asked.floor)
+                    seen.add(
+                        ContinuousClock.now - asked.began, stale: user.version < asked.floor, checked: asked.floor > 0)
                 } catch {
                     seen.fail(error)
                 }

@@ -34,6 +34,12 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Writes a second (PUT /users/:id?wait=…), on the replicas in turn.") var writesPerSecond = 100
     @Option(help: "Users read and written: 1 through this.") var users = 1_000
     @Option(help: "How long a write waits for every replica to apply it, in milliseconds.") var waitMs = 2_000
+    @Option(help: "How long a read may wait for its answer, in milliseconds.") var readTimeoutMs = 5_000
+    @Flag(
+        help:
+            "A read that a replica does not answer (refused, reset, or past the timeout) is asked of another, as a load balancer would; counted as rerouted, not failed."
+    )
+    var reroute = false
 
     func validate() throws {
         guard !endpoints.ports.isEmpty else { throw ValidationError("--services names no port") }
@@ -50,8 +56,8 @@ struct Run: AsyncParsableCommand {
         let writeClient = makeClient(connections: 64)
         let ports = endpoints.ports
         let applied = AppliedVersions()
-        let (readers, readerThreads, readsPerSecond, writesPerSecond, users, waitMs) = (
-            readers, readerThreads, readsPerSecond, writesPerSecond, users, waitMs
+        let (readers, readerThreads, readsPerSecond, writesPerSecond, users, waitMs, readTimeoutMs, reroute) = (
+            readers, readerThreads, readsPerSecond, writesPerSecond, users, waitMs, readTimeoutMs, reroute
         )
         let reads = Tally()
         let writes = Tally()
@@ -61,7 +67,8 @@ struct Run: AsyncParsableCommand {
             group.addTask {
                 await PacedReaders(
                     readers: readers, threads: readerThreads, readsPerSecond: readsPerSecond, users: users,
-                    ports: ports, deadline: deadline, applied: applied
+                    ports: ports, deadline: deadline, applied: applied, timeout: .milliseconds(readTimeoutMs),
+                    reroute: reroute
                 ).run(into: reads)
             }
             group.addTask {
@@ -77,8 +84,9 @@ struct Run: AsyncParsableCommand {
                         writers.addTask {
                             let begin = ContinuousClock.now
                             do {
-                                let (user, everywhere) = try await write(writeClient, port, id, waitMs: waitMs)
-                                if everywhere { applied.saw(id, appliedAt: user.version) }
+                                let (user, everywhere, position) = try await write(
+                                    writeClient, port, id, waitMs: waitMs)
+                                applied.wrote(id, version: user.version, position: position, applied: everywhere)
                                 writes.add(ContinuousClock.now - begin, stale: !everywhere)
                             } catch {
                                 writes.fail(error)
@@ -186,7 +194,9 @@ func get<T: Decodable>(_ client: HTTPClient, _ port: Int, _ path: String, as typ
 }
 
 /// A write through replica `port`: the new version, and whether every replica applied it in time.
-func write(_ client: HTTPClient, _ port: Int, _ id: Int64, waitMs: Int) async throws -> (User, Bool) {
+/// A write through replica `port`: the user's new version, whether every live replica applied it
+/// within `waitMs`, and the log position that was waited for (the service's `Hoard-Position`).
+func write(_ client: HTTPClient, _ port: Int, _ id: Int64, waitMs: Int) async throws -> (User, Bool, Int64?) {
     var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/users/\(id)?wait=\(waitMs)")
     request.method = .PUT
     let response = try await client.execute(request, timeout: .seconds(Int64(waitMs / 1000 + 10)))
@@ -195,7 +205,10 @@ func write(_ client: HTTPClient, _ port: Int, _ id: Int64, waitMs: Int) async th
         throw Unexpected(description: "PUT /users/\(id) on :\(port): \(response.status)")
     }
     let user = try JSONDecoder().decode(User.self, from: Data(body.readableBytesView), keySet: .api)
-    return (user, response.headers.first(name: "Hoard-Applied") == "true")
+    return (
+        user, response.headers.first(name: "Hoard-Applied") == "true",
+        response.headers.first(name: "Hoard-Position").flatMap { Int64($0) }
+    )
 }
 
 /// The replica's `hoard_gets_total` misses of users so far.
@@ -218,14 +231,46 @@ func parseRange(_ text: String) throws -> ClosedRange<Int64> {
 
 /// The highest version of each user that a write saw applied on every replica.
 final class AppliedVersions: Sendable {
-    private let versions = Mutex<[Int64: Int]>([:])
+    private struct State {
+        /// The lowest version a read of each user may return.
+        var floors: [Int64: Int] = [:]
+        /// The highest log position a write's wait returned `true` for: every replica applied
+        /// every announcement up to it.
+        var frontier: Int64 = 0
+        /// Writes whose position is past the frontier: they raise a floor once it passes them.
+        var pending: [(position: Int64, id: Int64, version: Int)] = []
+    }
+    private let state = Mutex(State())
 
     func floor(_ id: Int64) -> Int {
-        versions.withLock { $0[id] ?? 0 }
+        state.withLock { $0.floors[id] ?? 0 }
     }
 
-    func saw(_ id: Int64, appliedAt version: Int) {
-        versions.withLock { $0[id] = max($0[id] ?? 0, version) }
+    /// A write of `version` of user `id`, announced at or before `position` (its flush's answer),
+    /// whose wait for the replicas returned `applied`. A read that begins after a wait for a
+    /// position returned `true` must see every write announced up to it: this write's once the
+    /// frontier reaches its position, whichever write's wait moved it there.
+    func wrote(_ id: Int64, version: Int, position: Int64?, applied: Bool) {
+        state.withLock { state in
+            guard let position else {
+                // A service that does not say its position: the write's own wait alone.
+                if applied { state.floors[id] = max(state.floors[id] ?? 0, version) }
+                return
+            }
+            if applied && position > state.frontier {
+                state.frontier = position
+                state.pending.removeAll { write in
+                    guard write.position <= position else { return false }
+                    state.floors[write.id] = max(state.floors[write.id] ?? 0, write.version)
+                    return true
+                }
+            }
+            if position <= state.frontier {
+                state.floors[id] = max(state.floors[id] ?? 0, version)
+            } else {
+                state.pending.append((position, id, version))
+            }
+        }
     }
 }
 
@@ -236,11 +281,16 @@ final class Tally: Sendable {
         var latencies: [Double] = []
         var failed = 0
         var stale = 0
+        /// Outcomes that had something to be checked against (a read with a floor).
+        var checked = 0
+        /// Reads answered by another replica than the one first asked.
+        var rerouted = 0
         var firstError: String?
 
-        mutating func add(_ latency: Duration, stale: Bool) {
+        mutating func add(_ latency: Duration, stale: Bool, checked: Bool = false) {
             latencies.append(latency.seconds * 1_000)
             if stale { self.stale += 1 }
+            if checked { self.checked += 1 }
         }
 
         mutating func fail(_ error: any Error) {
@@ -263,6 +313,8 @@ final class Tally: Sendable {
             $0.latencies += part.latencies
             $0.failed += part.failed
             $0.stale += part.stale
+            $0.checked += part.checked
+            $0.rerouted += part.rerouted
             if $0.firstError == nil { $0.firstError = part.firstError }
         }
     }
@@ -277,6 +329,8 @@ final class Tally: Sendable {
             let total = sorted.count + state.failed
             return
                 "\(total) (\(Int(Double(total) / seconds))/s), failed \(state.failed), \(staleName) \(state.stale), p50 \(percentile(0.5)) ms, p99 \(percentile(0.99)) ms"
+                + (state.checked > 0 ? ", \(state.checked) checked against a write applied everywhere" : "")
+                + (state.rerouted > 0 ? ", \(state.rerouted) rerouted to another replica" : "")
                 + (state.firstError.map { " (first failure: \($0))" } ?? "")
         }
     }

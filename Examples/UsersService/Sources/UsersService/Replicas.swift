@@ -16,6 +16,8 @@ struct ReplicaOptions: ParsableArguments {
     @Option(help: "The role's password, if it needs one.") var postgresPassword: String?
     @Option(help: "The database.") var postgresDatabase = "hoard"
     @Option(help: "This replica's name in hoard_replicas (default: the host name).") var replicaName: String?
+    @Option(help: "The replica's lease in milliseconds (default: PostgresBus's, 10 s).") var leaseMs: Int?
+    @Option(help: "How often it renews the lease, in milliseconds (default: PostgresBus's, 2 s).") var heartbeatMs: Int?
 
     /// The bus, when a port was given.
     func bus(store: Store) -> PostgresBus? {
@@ -25,6 +27,8 @@ struct ReplicaOptions: ParsableArguments {
                 host: postgresHost, port: postgresPort, username: postgresUser, password: postgresPassword,
                 database: postgresDatabase, tls: .disable))
         if let replicaName { configuration.replicaName = replicaName }
+        if let leaseMs { configuration.lease = .milliseconds(leaseMs) }
+        if let heartbeatMs { configuration.heartbeat = .milliseconds(heartbeatMs) }
         return PostgresBus(store: store, configuration: configuration, logger: Logger(label: "hoard.postgres"))
     }
 }
@@ -34,14 +38,26 @@ func addReplicationRoute(to router: Router<BasicRequestContext>, bus: PostgresBu
     router.get("replication") { _, _ -> Response in
         let status = bus.status
         let replication = bus.store.replication
+        let lease: String
+        switch status.lease {
+        case .held(let until): lease = #""lease":"held","leaseLeftSeconds":\#((until - .now).secondsValue)"#
+        case .out(let since): lease = #""lease":"out","leaseOutSeconds":\#((.now - since).secondsValue)"#
+        }
         let fields: [String] = [
-            #""connected":\#(status.connected)"#, #""applied":\#(status.applied)"#,
+            #""connected":\#(status.connected)"#, #""applied":\#(status.applied)"#, lease,
             #""pending":\#(try replication.pendingCount())"#, #""reconnects":\#(status.reconnects)"#,
             #""resets":\#(replication.resets)"#, #""discardedFills":\#(replication.discardedFills)"#,
         ]
         return Response(
             status: .ok, headers: [.contentType: "application/json"],
             body: .init(byteBuffer: ByteBuffer(string: "{" + fields.joined(separator: ",") + "}")))
+    }
+}
+
+extension Duration {
+    /// Seconds, to the millisecond.
+    var secondsValue: Double {
+        ((Double(components.seconds) + Double(components.attoseconds) / 1e18) * 1_000).rounded() / 1_000
     }
 }
 #endif

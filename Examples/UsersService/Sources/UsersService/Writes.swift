@@ -2,6 +2,7 @@ import Foundation
 import Hoard
 import HTTPTypes
 import Hummingbird
+import Synchronization
 import UsersModel
 
 #if Replicas
@@ -21,6 +22,8 @@ enum Bus {}
 extension HTTPField.Name {
     /// Whether every live replica applied the write's invalidation (with `?wait=MS`).
     static let hoardApplied = HTTPField.Name("Hoard-Applied")!
+    /// The bus's log position the wait was for: the write's announcement is at or before it.
+    static let hoardPosition = HTTPField.Name("Hoard-Position")!
 }
 
 func addWriteRoutes(
@@ -34,8 +37,9 @@ func addWriteRoutes(
         guard let written else { throw HTTPError(.notFound, message: "no user \(id)") }
         try await users.invalidate(id)
         var response = try json(written)
-        if let applied = try await waitUntilApplied(bus, request) {
+        if let (applied, position) = try await waitUntilApplied(bus, request) {
             response.headers[.hoardApplied] = applied ? "true" : "false"
+            if let position { response.headers[.hoardPosition] = String(position) }
         }
         return response
     }
@@ -55,8 +59,9 @@ func addWriteRoutes(
         var response = Response(
             status: .ok, headers: [.contentType: "application/json"],
             body: .init(byteBuffer: ByteBuffer(string: #"{"written":\#(written.count)}"#)))
-        if let applied = try await waitUntilApplied(bus, request) {
+        if let (applied, position) = try await waitUntilApplied(bus, request) {
             response.headers[.hoardApplied] = applied ? "true" : "false"
+            if let position { response.headers[.hoardPosition] = String(position) }
         }
         return response
     }
@@ -67,14 +72,17 @@ func addWriteRoutes(
 
 /// With `?wait=MS` and a bus: whether every live replica applied this replica's announcements
 /// within MS milliseconds (`false` too when PostgreSQL cannot be reached: the write is stored
-/// upstream and its announcement waits in the outbox); `nil` without either.
-func waitUntilApplied(_ bus: Bus?, _ request: Request) async throws -> Bool? {
+/// upstream and its announcement waits in the outbox), and the log position waited for (`nil` when
+/// the announcements could not be published); `nil` without either.
+func waitUntilApplied(_ bus: Bus?, _ request: Request) async throws -> (Bool, Int64?)? {
     #if Replicas
     guard let bus, let wait = request.uri.queryParameters.get("wait").flatMap(Int.init) else { return nil }
     let deadline = ContinuousClock.now + .milliseconds(wait)
-    return await withTaskGroup(of: Bool.self) { group in
+    let published = Published()
+    let applied = await withTaskGroup(of: Bool.self) { group in
         group.addTask {
             guard let sequence = try? await bus.flush() else { return false }
+            published.position.withLock { $0 = sequence }
             let left = deadline - ContinuousClock.now
             return (try? await bus.waitUntilApplied(through: sequence, timeout: max(left, .zero))) ?? false
         }
@@ -86,7 +94,13 @@ func waitUntilApplied(_ bus: Bus?, _ request: Request) async throws -> Bool? {
         group.cancelAll()
         return first
     }
+    return (applied, published.position.withLock { $0 })
     #else
     return nil
     #endif
+}
+
+/// The position a write's flush returned, once it did.
+final class Published: Sendable {
+    let position = Mutex<Int64?>(nil)
 }

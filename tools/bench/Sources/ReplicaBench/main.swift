@@ -1,8 +1,9 @@
 // replica-bench: what replicas cost, and how fast a change travels between them over PostgreSQL.
 // tools/bench/replicas.sh starts a throwaway PostgreSQL (tools/scripts/postgres.sh) and runs it.
 //
-//   cost         a get on a store that follows a bus (reset once: every get then also reads the
-//                record's write time) against a get on a store that never did; an async
+//   cost         a get on a store that follows a bus and holds its lease (reset once: every get
+//                then also reads the record's write time; and the lease checked against the
+//                clock) against a get on a store that never did; an async
 //                invalidate of one key against an async delete of one key (durability .cache)
 //   propagation  R replicas in this process, each with its own store and PostgresBus on one
 //                database; the first --writers replicas take turns to invalidate one key at a
@@ -22,7 +23,10 @@
 //                read through on the 3 replicas (never older than the write), with
 //                background read-through of the same keys and fetches that take 0 to 50 ms
 //
-//   replica-bench [--replicas 2] [--writers 1] [--rate 500] [--count 10000] [--rounds 5] [--publish 50000] [--catchup 100000] [--cycles 0] [--cycle-workers 32]
+//   round trips  --roundtrips N times, one after the other: an invalidation on one of 3 replicas,
+//                flush, and the wait until all 3 applied it, with readers on every replica
+//
+//   replica-bench [--replicas 2] [--writers 1] [--rate 500] [--count 10000] [--rounds 5] [--publish 50000] [--catchup 100000] [--cycles 0] [--cycle-workers 32] [--roundtrips 0]
 import BenchModels
 import BenchSupport
 import Foundation
@@ -73,14 +77,17 @@ func costs() async throws -> [Comparison] {
     let records = 100_000
     let members = (0..<records).map { sample($0) }
     for store in [plain, following] { try await store.collection(Member.self).put(members) }
-    // A reset as a bus's first catch-up makes one, then the records written again after it.
+    // A reset as a bus's first catch-up makes one, then the records written again after it; and
+    // the lease a running bus holds, which every get checks against the clock.
     try await following.replication.reset(bus: "bench", to: BusPosition(log: "bench", sequence: 0))
     try await following.collection(Member.self).put(members)
+    following.replication.requireLease()
+    try following.replication.beginLease(until: LeaseInstant.now().advanced(by: .seconds(3_600)))
     let (plainMembers, followingMembers) = (try plain.collection(Member.self), try following.collection(Member.self))
     var random = SplitMix64(seed: 7)
     let ids = (0..<200_000).map { _ in Int.random(in: 0..<records, using: &random) }
     let get = try compare(
-        "get, store following a bus", baseline: "get, store without", operations: ids.count, rounds: rounds,
+        "get, store following a bus, lease held", baseline: "get, store without", operations: ids.count, rounds: rounds,
         budget: 1.02,
         baselineRound: { try time { for id in ids { _ = try plainMembers.get(Int64(id)) } } },
         candidateRound: { try time { for id in ids { _ = try followingMembers.get(Int64(id)) } } })
@@ -141,11 +148,14 @@ final class StopFlag: Sendable {
     let stopped = Atomic<Bool>(false)
 }
 
-/// Waits until `bus` is connected and its store has caught up once.
+/// Waits until `bus` is connected, its store has caught up once and holds its lease.
 func waitUntilFollowing(_ bus: PostgresBus) async throws {
-    while try !(bus.status.connected && bus.store.replication.position(of: bus.configuration.name) != nil) {
-        try await Task.sleep(for: .milliseconds(10))
+    func following() throws -> Bool {
+        let replication = bus.store.replication
+        return try bus.status.connected && replication.position(of: bus.configuration.name) != nil
+            && replication.leaseDeadline != nil
     }
+    while try !following() { try await Task.sleep(for: .milliseconds(10)) }
 }
 
 func percentile(_ sorted: [Double], _ p: Double) -> Double {
@@ -413,6 +423,47 @@ func consistency(cycles: Int) async throws -> String {
         "consistency: \(cycles) cycles by \(workers) workers (write, invalidate, wait until applied, read through on 3 replicas) in \(format(Double(now() - began) / 1e9, 1)) s: \(stale) stale reads; \(discarded) fills discarded by the race guard"
 }
 
+// MARK: - Round trips
+
+/// `trips` times, one after the other: an invalidation on replica 0, `flush`, and the wait until
+/// the 3 replicas applied it; readers get records on every replica meanwhile (1,000 gets a second
+/// each, 10 every 10 ms). Each trip is timed from the invalidation's call to the wait's return.
+func roundTrips(_ trips: Int) async throws -> String {
+    let directory = temporaryDirectory("replica-bench-roundtrips")
+    defer { removeStore(in: directory) }
+    let replicas = try (0..<3).map { try Replica(directory, index: $0) }
+    let runs = replicas.map { replica in Task { try await replica.bus.run() } }
+    defer { runs.forEach { $0.cancel() } }
+    let records = 10_000
+    for replica in replicas {
+        try await waitUntilFollowing(replica.bus)
+        try await replica.members.put((0..<records).map { sample($0) })
+    }
+    let stop = StopFlag()
+    let readers = replicas.map { replica in
+        Task {
+            while !stop.stopped.load(ordering: .relaxed) {
+                for _ in 0..<10 { _ = try? replica.members.get(Int64.random(in: 0..<Int64(records))) }
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+        }
+    }
+    var times: [Double] = []
+    var notApplied = 0
+    for trip in 0..<trips {
+        let began = now()
+        try await replicas[0].members.invalidate(Int64(trip % records))
+        let position = try await replicas[0].bus.flush()
+        if try await !replicas[0].bus.waitUntilApplied(through: position, timeout: .seconds(10)) { notApplied += 1 }
+        times.append(Double(now() - began) / 1e6)
+    }
+    stop.stopped.store(true, ordering: .relaxed)
+    for reader in readers { _ = await reader.result }
+    times.sort()
+    return
+        "round trips: \(trips) of invalidate, flush and wait until 3 replicas applied it, readers running: p50 \(format(percentile(times, 0.5), 2)) ms, p99 \(format(percentile(times, 0.99), 2)) ms, max \(format(times.last ?? .nan, 2)) ms; \(notApplied) not applied within 10 s"
+}
+
 let ok = report("replica-bench: costs (medians of \(rounds) alternating rounds)", try await costs())
 print(try await propagation())
 let publishKeys = option("publish", default: 50_000)
@@ -421,4 +472,6 @@ let catchUpKeys = option("catchup", default: 100_000)
 if catchUpKeys > 0 { print(try await catchUp(changes: catchUpKeys)) }
 let cycles = option("cycles", default: 0)
 if cycles > 0 { print(try await consistency(cycles: cycles)) }
+let trips = option("roundtrips", default: 0)
+if trips > 0 { print(try await roundTrips(trips)) }
 exit(ok ? 0 : 1)

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Three replicas of the service under read and write load while faults are drawn at random for at
+# least MINUTES minutes, and a checker over the history (docs/REPLICAS.md, "The lease"):
+#   partition  one replica cut from PostgreSQL (both ways, or one way) for lease + 1 to 4 s
+#   pause      one replica stopped (SIGSTOP) for lease + 1 to 3 s, then continued
+#   immediate  PostgreSQL restarted -m immediate (a crash, for PostgreSQL)
+#   down       PostgreSQL stopped for 30 s, then started
+#   sigkill    one replica killed with SIGKILL, then restarted on its store
+# Each kind is drawn at least five times (a shuffled deck of five of each, then at random until
+# the time is up), with 5 to 15 s between faults. Every replica reaches PostgreSQL through a proxy
+# of its own (tools/scripts/tcp-proxy.py) that the partitions cut.
+#
+# The checker is replica-load's: every write goes through a replica with a wait for every replica
+# (PUT /users/:id?wait=…), which answers the log position it waited for; a read that began after a
+# wait for position p returned true must see, of its user, a version at least as new as every
+# write announced up to p (every write whose own position is at most p). A read that a replica
+# does not answer (killed, paused: refused, reset, or no answer within a second) is asked of
+# another, as a load balancer would, and counted as rerouted, not failed; a read that no replica
+# answers fails. At the end, once every replica has caught up, `verify` compares every user
+# written on every replica with the upstream (an older version is a lost invalidation).
+# Release build with the Replicas trait; lease 3 s, heartbeat 0.5 s.
+# Usage: scripts/lease-faults.sh [MINUTES] [READS_PER_SECOND]   (defaults 10, 3000)
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+need curl curl
+minutes="${1:-10}"
+reads="${2:-3000}"
+lease_ms=3000
+heartbeat_ms=500
+
+build_example release --traits Replicas
+source "$repo_dir/tools/scripts/postgres.sh"
+
+work=$(mktemp -d)
+pids=()
+proxies=()
+cleanup() {
+    kill -CONT "${pids[@]}" 2>/dev/null || true
+    kill "${pids[@]}" "${proxies[@]}" "${upstream_pid:-}" "${load_pid:-}" 2>/dev/null || true
+    hoard_pg_stop
+    rm -rf "$work"
+}
+trap cleanup EXIT
+pg_ctl() { $HOARD_PG_AS "$HOARD_PG_BIN/pg_ctl" -D "$HOARD_PG_DATA" -w "$@" >/dev/null; }
+pg_log="$(dirname "$HOARD_PG_DATA")/server.log"
+# PostgreSQL must be running after each of its faults; otherwise the run stops, with its log.
+pg_running() {
+    $HOARD_PG_AS "$HOARD_PG_BIN/pg_ctl" -D "$HOARD_PG_DATA" status >/dev/null && return 0
+    tail -n 30 "$pg_log" >&2
+    echo "error: PostgreSQL is not running (its log above)" >&2
+    exit 1
+}
+pg_start() {
+    pg_ctl start -l "$pg_log" \
+        -o "-p $HOARD_PG_PORT -k $(dirname "$HOARD_PG_DATA") -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off"
+}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+start_upstream "$work" --users 200000 --latency-ms 5
+
+# Replica N (1…3): its proxy to PostgreSQL (control file $work/pN.control), then the service on
+# its own store and a port of its own that stays the same across a restart.
+ports=()
+start_replica() {  # start_replica N
+    mkdir -p "$work/r$1"
+    "$bin/users-service" --port "${ports[$1]}" --store "$work/r$1/store" --upstream "http://127.0.0.1:$upstream_port" \
+        --ttl 86400 --sync-interval 86400 --log-level warning \
+        --postgres-port "$(cat "$work/p$1.port")" --postgres-user "$HOARD_PG_USER" \
+        --postgres-database "$HOARD_PG_DATABASE" --replica-name "r$1" --lease-ms "$lease_ms" \
+        --heartbeat-ms "$heartbeat_ms" >>"$work/r$1/service.log" 2>&1 &
+    pids[$1]=$!
+    for _ in $(seq 600); do
+        curl -s -o /dev/null "http://127.0.0.1:${ports[$1]}/replication" && return 0
+        kill -0 "${pids[$1]}" 2>/dev/null || { echo "error: replica $1 ended (log: $work/r$1/service.log)" >&2; return 1; }
+        sleep 0.1
+    done
+    echo "error: replica $1 did not listen within 60 s" >&2
+    return 1
+}
+for n in 1 2 3; do
+    echo both >"$work/p$n.control"
+    python3 "$repo_dir/tools/scripts/tcp-proxy.py" "$HOARD_PG_PORT" "$work/p$n.port" "$work/p$n.control" &
+    proxies[$n]=$!
+    until [ -s "$work/p$n.port" ]; do sleep 0.05; done
+    ports[$n]=$(free_port)
+    start_replica "$n"
+done
+all_ports() { local IFS=,; echo "${ports[*]}"; }
+endpoints=(--services "$(all_ports)" --upstream "$upstream_port")
+load() { "$bin/replica-load" "$@"; }
+load verify "${endpoints[@]}" --ids 1-1000 >/dev/null  # every replica holds the 1,000 users
+
+# The load runs through the whole fault run and a minute and a half after it.
+load_seconds=$((minutes * 60 + 90))
+load run "${endpoints[@]}" --seconds "$load_seconds" --reads-per-second "$reads" --readers 32 \
+    --writes-per-second 50 --wait-ms 10000 --read-timeout-ms 1000 --reroute >"$work/load.out" 2>&1 &
+load_pid=$!
+began=$(date +%s)
+echo "lease-faults: PostgreSQL :$HOARD_PG_PORT, upstream :$upstream_port, replicas $(all_ports) (lease ${lease_ms} ms, heartbeat ${heartbeat_ms} ms); $reads reads/s and 50 writes/s on 1,000 users for ${load_seconds} s"
+
+kinds=(partition pause immediate down sigkill)
+mapfile -t deck < <(for kind in "${kinds[@]}"; do for _ in 1 2 3 4 5; do echo "$kind"; done; done | shuf)
+declare -A drawn=()
+drawn_total=0
+# Between faults: the time to show whether the replicas serve again (a pause of 5 to 15 s).
+gap() { sleep $((5 + RANDOM % 11)); }
+while true; do
+    if [ "$drawn_total" -lt "${#deck[@]}" ]; then
+        kind="${deck[$drawn_total]}"
+    else
+        [ $(($(date +%s) - began)) -ge $((minutes * 60)) ] && break
+        kind="${kinds[$((RANDOM % ${#kinds[@]}))]}"
+    fi
+    n=$((RANDOM % 3 + 1))
+    at=$(($(date +%s) - began))
+    case "$kind" in
+    partition)
+        ways=(none to-server to-client)
+        way="${ways[$((RANDOM % 3))]}"
+        length=$((lease_ms / 1000 + 1 + RANDOM % 4))
+        echo "$way" >"$work/p$n.control"
+        sleep "$length"
+        echo both >"$work/p$n.control"
+        echo "  ${at}s partition: r$n, forwarding $way, ${length} s"
+        ;;
+    pause)
+        length=$((lease_ms / 1000 + 1 + RANDOM % 3))
+        kill -STOP "${pids[$n]}"
+        sleep "$length"
+        kill -CONT "${pids[$n]}"
+        echo "  ${at}s pause: r$n stopped for ${length} s"
+        ;;
+    immediate)
+        start=$(now_ms)
+        pg_ctl restart -m immediate -l "$pg_log"
+        echo "  ${at}s immediate: PostgreSQL back after $(($(now_ms) - start)) ms"
+        ;;
+    down)
+        pg_ctl stop -m fast
+        sleep 30
+        pg_start
+        echo "  ${at}s down: PostgreSQL stopped for 30 s"
+        ;;
+    sigkill)
+        kill -KILL "${pids[$n]}"
+        wait "${pids[$n]}" 2>/dev/null || true
+        start=$(now_ms)
+        start_replica "$n"
+        echo "  ${at}s sigkill: r$n killed, listening again after $(($(now_ms) - start)) ms"
+        ;;
+    esac
+    pg_running
+    drawn[$kind]=$((${drawn[$kind]:-0} + 1))
+    drawn_total=$((drawn_total + 1))
+    gap
+done
+faults_seconds=$(($(date +%s) - began))
+
+wait "$load_pid"
+load_pid=
+summary="faults over ${faults_seconds} s:"
+for kind in "${kinds[@]}"; do summary+=" $kind ${drawn[$kind]:-0}"; done
+echo "$summary"
+echo "load: $(cat "$work/load.out")"
+
+# Every replica caught up: a write on each with a wait until all applied it, then every user
+# written, on every replica, against the upstream.
+for _ in $(seq 60); do
+    applied=1
+    for n in 1 2 3; do
+        header=$(curl -s -o /dev/null -D - -X PUT "http://127.0.0.1:${ports[$n]}/users/$((199990 + n))?wait=5000")
+        grep -qi '^hoard-applied: true' <<<"$header" || applied=0
+    done
+    [ "$applied" = 1 ] && break
+done
+load verify "${endpoints[@]}" --ids 1-1000
+grep -q "failed 0, stale 0" <<<"$(head -c 200 "$work/load.out")" || { echo "error: failed or stale reads (above)" >&2; exit 1; }
+for kind in "${kinds[@]}"; do
+    [ "${drawn[$kind]:-0}" -ge 5 ] || { echo "error: $kind was drawn fewer than 5 times" >&2; exit 1; }
+done
