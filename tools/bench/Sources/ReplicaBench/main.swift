@@ -26,7 +26,10 @@
 //   round trips  --roundtrips N times, one after the other: an invalidation on one of 3 replicas,
 //                flush, and the wait until all 3 applied it, with readers on every replica
 //
-//   replica-bench [--replicas 2] [--writers 1] [--rate 500] [--count 10000] [--rounds 5] [--publish 50000] [--catchup 100000] [--cycles 0] [--cycle-workers 32] [--roundtrips 0]
+//   Every replica's store is `.cache` (one flush a commit); with --flush 0 it flushes nothing
+//   (`.riskStoreOnOSCrash`), which leaves the bus's part of a change's path without the disk's.
+//
+//   replica-bench [--replicas 2] [--writers 1] [--rate 500] [--count 10000] [--rounds 5] [--publish 50000] [--catchup 100000] [--cycles 0] [--cycle-workers 32] [--roundtrips 0] [--flush 1]
 import BenchModels
 import BenchSupport
 import Foundation
@@ -42,6 +45,7 @@ let rate = option("rate", default: 500)
 let count = option("count", default: 10_000)
 let rounds = option("rounds", default: 5)
 let cycleWorkers = option("cycle-workers", default: 32)
+let flushing = option("flush", default: 1) != 0
 
 func postgres() -> PostgresClient.Configuration {
     let env = ProcessInfo.processInfo.environment
@@ -124,6 +128,8 @@ final class Replica: Sendable {
         // for other processes' commits (there are none): a cost of the measuring, not of the bus.
         var options = Store.Options.cache
         options.otherProcesses = .off
+        // --flush 0: no flush at all, to tell the disk's share of a change's path from the bus's.
+        if !flushing { options.durability = .riskStoreOnOSCrash }
         store = try Store(path: "\(directory)/replica-\(index)", options: options)
         members = try store.collection(Member.self)
         var configuration = PostgresBus.Configuration(postgres: postgres())
@@ -156,6 +162,15 @@ func waitUntilFollowing(_ bus: PostgresBus) async throws {
             && replication.leaseDeadline != nil
     }
     while try !following() { try await Task.sleep(for: .milliseconds(10)) }
+}
+
+/// Stops the buses of a section and waits until each has left: its row marked as left and its
+/// lease ended. A bus only cancelled when its section returns (the `defer`s, for a section that
+/// throws) stays live in `hoard_replicas` until its lease runs out, and the next section's or the
+/// next process's waits would wait for it, seconds, on the same database.
+func stopBuses(_ runs: [Task<Void, any Error>]) async {
+    for run in runs { run.cancel() }
+    for run in runs { _ = await run.result }
 }
 
 func percentile(_ sorted: [Double], _ p: Double) -> Double {
@@ -252,8 +267,9 @@ func propagation() async throws -> String {
     let reported = try await replicas[0].bus.waitUntilApplied(through: head, timeout: .seconds(10))
     let reportedAfter = Double(now() - reportStart) / 1e6
     let lags = try await replicas[0].bus.replicas().filter(\.live).map(\.lagChanges)
+    await stopBuses(runs)
     return """
-        propagation, \(replicaCount) replicas (\(writing) writing), \(count) invalidations at \(rate)/s (sent and delivered in \(format(sendSeconds, 2)) s, \(failures.count.load(ordering: .relaxed)) failed)
+        propagation, \(replicaCount) replicas (\(writing) writing), \(count) invalidations at \(rate)/s, stores \(flushing ? "flushing each commit" : "not flushing") (sent and delivered in \(format(sendSeconds, 2)) s, \(failures.count.load(ordering: .relaxed)) failed)
         all: p50 \(format(percentile(all, 0.5), 2)) ms, p99 \(format(percentile(all, 0.99), 2)) ms, max \(format(all.last ?? .nan, 2)) ms (of which the writer's own commit: p50 \(format(percentile(local, 0.5), 2)) ms, p99 \(format(percentile(local, 0.99), 2)) ms); every replica reported the head \(reported ? "after \(format(reportedAfter, 2)) ms" : "NOT within 10 s"), lag of the live replicas then (changes): \(lags.map(String.init).joined(separator: " "))
         CPU meanwhile: this process \(format(processCPU, 1)) s; the stores' commits meanwhile: \(commits)
         \(lines.joined(separator: "\n"))
@@ -290,6 +306,7 @@ func publishing(keys: Int) async throws -> String {
     let seconds = Double(now() - began) / 1e9
     // The invalidations' commits, and the bus's own (the acknowledgements of what it published).
     let commits = replica.store.writeStatistics.commits - commitsBefore
+    await stopBuses([run])
     return
         "publishing: \(keys) keys invalidated by 64 tasks, all published after \(format(seconds, 2)) s (invalidations done after \(format(written, 2)) s): \(format(Double(keys) / seconds, 0)) keys/s; \(headAfter - headBefore) PostgreSQL transactions for \(commits) group commits (invalidations and acknowledgements)"
 }
@@ -318,8 +335,7 @@ func catchUp(changes: Int) async throws -> String {
     for start in stride(from: 0, to: total, by: 20_000) {
         try await members.put((start..<min(total, start + 20_000)).map { sample($0) })
     }
-    run.cancel()
-    _ = try? await run.value
+    await stopBuses([run])
     // Every other key changes while the replica is away, in writes of 1,000 keys.
     for start in stride(from: 0, to: total, by: 2_000) {
         try await writer.members.invalidate(stride(from: start, to: min(total, start + 2_000), by: 2).map { Int64($0) })
@@ -329,7 +345,7 @@ func catchUp(changes: Int) async throws -> String {
     (bus, run) = start()
     while bus.status.applied < head { try await Task.sleep(for: .microseconds(200)) }
     let seconds = Double(now() - began) / 1e9
-    run.cancel()
+    await stopBuses([run, writerRun])
     let left = try members.count()
     var wrong = 0
     for id in 0..<total where try members.contains(Int64(id)) != (id % 2 == 1) { wrong += 1 }
@@ -418,6 +434,7 @@ func consistency(cycles: Int) async throws -> String {
     }
     stop.stopped.store(true, ordering: .relaxed)
     for reader in readers { _ = await reader.result }
+    await stopBuses(runs)
     let discarded = replicas.map(\.store.replication.discardedFills).reduce(0, +)
     return
         "consistency: \(cycles) cycles by \(workers) workers (write, invalidate, wait until applied, read through on 3 replicas) in \(format(Double(now() - began) / 1e9, 1)) s: \(stale) stale reads; \(discarded) fills discarded by the race guard"
@@ -459,6 +476,7 @@ func roundTrips(_ trips: Int) async throws -> String {
     }
     stop.stopped.store(true, ordering: .relaxed)
     for reader in readers { _ = await reader.result }
+    await stopBuses(runs)
     times.sort()
     return
         "round trips: \(trips) of invalidate, flush and wait until 3 replicas applied it, readers running: p50 \(format(percentile(times, 0.5), 2)) ms, p99 \(format(percentile(times, 0.99), 2)) ms, max \(format(times.last ?? .nan, 2)) ms; \(notApplied) not applied within 10 s"
