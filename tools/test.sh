@@ -17,6 +17,8 @@ swift format lint --strict -r Sources Tests tools Package.swift Examples/*/Sourc
 python3 tools/scripts/check-history.py .
 # Every link between the Markdown pages (README, BENCHMARKS, docs/) leads to a file and a heading.
 python3 tools/scripts/check-links.py .
+# BENCHMARKS.md stays short enough to read: current figures only.
+python3 tools/scripts/check-length.py .
 
 # A throwaway PostgreSQL on loopback for HoardPostgres's tests (installed with apt when missing,
 # stopped and removed when this script exits).
