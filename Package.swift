@@ -18,6 +18,8 @@ let package = Package(
         .library(name: "LMDB", targets: ["LMDB"]),
         .library(name: "CBOR", targets: ["CBOR"]),
         .library(name: "VariableCoding", targets: ["VariableCoding"]),
+        // @VariablyCoded on its own, for code that uses VariableCoding without the store; an app
+        // that imports Hoard gets the macro from it with the trait `Macros`.
         .library(name: "VariableCodingMacros", targets: ["VariableCodingMacros"]),
         .library(name: "Hoard", targets: ["Hoard"]),
         .library(name: "HoardTesting", targets: ["HoardTesting"]),
@@ -42,6 +44,14 @@ let package = Package(
             name: "Hummingbird",
             description: "HoardHummingbird: Hummingbird's persist driver over a collection (builds hummingbird)"),
         .trait(name: "Vapor", description: "HoardVapor: Vapor's cache and sessions in a store (builds vapor)"),
+        // Off by default: an app that depends on Hoard alone builds no swift-syntax (most of a
+        // clean build's time with it: docs/MODELS.md) and declares its models' two coding methods
+        // itself.
+        .trait(
+            name: "Macros",
+            description:
+                "@VariablyCoded through `import Hoard`: a model's coding methods and a faster scan (builds swift-syntax)"
+        ),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -55,8 +65,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.2.0"),
         // Only for HoardServiceLifecycle: the store's maintenance as a Service of a ServiceGroup.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.0.0"),
-        // Only for the @VariablyCoded macro (a compiler plugin): nothing of it is linked into
-        // the libraries. Any release from Swift 6.0's to 6.3's.
+        // Only for the @VariablyCoded macro (a compiler plugin), built for Hoard's users only with
+        // the trait `Macros`: nothing of it is linked into the libraries. Any release from Swift
+        // 6.0's to 6.3's.
         .package(url: "https://github.com/swiftlang/swift-syntax", "600.0.0"..<"604.0.0"),
         // Only for HoardPostgres, with the trait `Postgres`: the PostgreSQL client of the bus.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
@@ -103,10 +114,11 @@ let package = Package(
         // The product: typed collections of VariablyCodable models in LMDB, records in CBOR.
         .target(
             name: "Hoard",
-            // VariableCoding and its macro are re-exported (Exports.swift): `import Hoard` is all an
-            // app writes to declare models and store them.
+            // VariableCoding, and with the trait `Macros` its macro, are re-exported (Exports.swift):
+            // `import Hoard` is all an app writes to declare models and store them.
             dependencies: [
-                "LMDB", "VariableCoding", "VariableCodingMacros", "CBOR", "CCRC32",
+                "LMDB", "VariableCoding", "CBOR", "CCRC32",
+                .target(name: "VariableCodingMacros", condition: .when(traits: ["Macros"])),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),

@@ -26,11 +26,13 @@ let package = Package(
     // build on two cores): off unless asked for (`--traits Replicas`; scripts/replicas.sh does).
     traits: [.trait(name: "Replicas", description: "Invalidations between replicas over PostgreSQL")],
     dependencies: [
-        // Hoard from this repository, with HoardHummingbird. Named, so that the products below need
+        // Hoard from this repository, with HoardHummingbird, and `@VariablyCoded` for the model
+        // (the trait Macros: a service built in a container from clean pays swift-syntax's build
+        // for it; the README's model is written without). Named, so that the products below need
         // not know the clone's directory name.
         .package(
             name: "Hoard", path: "../..",
-            traits: ["Hummingbird", .trait(name: "Postgres", condition: .when(traits: ["Replicas"]))]),
+            traits: ["Hummingbird", "Macros", .trait(name: "Postgres", condition: .when(traits: ["Replicas"]))]),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         // Without its default traits: this example uses neither swift-configuration nor the
         // features that need all of Foundation, and builds faster without them.

@@ -122,12 +122,6 @@ public struct HoardPersistDriver: PersistDriver {
     }
 }
 
-/// One persisted value: its key and its JSON text.
-@VariablyCoded
-struct PersistedValue: Identifiable, Sendable {
-    var id: String
-    var json: String
-
-    static let keySets = KeySets<PersistedValue>(local: [1: [\.id: "KEY", \.json: "JSON"]])
-}
+/// One persisted value: its key and its JSON text (Hoard's record of the framework adapters).
+typealias PersistedValue = KeyedJSON
 #endif

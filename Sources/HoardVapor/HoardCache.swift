@@ -100,12 +100,6 @@ public struct HoardCache: Cache, Sendable {
     }
 }
 
-/// One cached value: its key and its JSON text.
-@VariablyCoded
-struct CachedValue: Identifiable, Sendable {
-    var id: String
-    var json: String
-
-    static let keySets = KeySets<CachedValue>(local: [1: [\.id: "KEY", \.json: "JSON"]])
-}
+/// One cached value: its key and its JSON text (Hoard's record of the framework adapters).
+typealias CachedValue = KeyedJSON
 #endif

@@ -121,11 +121,23 @@ public struct HoardSessions: AsyncSessionDriver {
 }
 
 /// One session: its ID and its data.
-@VariablyCoded
 struct StoredSession: Identifiable, Sendable {
     var id: String
     var data: [String: String]
+}
 
+// Written out rather than by `@VariablyCoded`: HoardVapor builds without swift-syntax.
+extension StoredSession: VariablyCodable {
     static let keySets = KeySets<StoredSession>(local: [1: [\.id: "ID", \.data: "DATA"]])
+
+    init(from container: DecodingContainer<StoredSession>) throws {
+        id = try container.decodeValue(for: \.id)
+        data = try container.decodeValue(for: \.data)
+    }
+
+    func encode(to container: inout EncodingContainer<StoredSession>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(data, for: \.data)
+    }
 }
 #endif

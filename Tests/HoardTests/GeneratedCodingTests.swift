@@ -84,29 +84,7 @@ struct GeneratedCodingTests {
 
     /// What generated code alone makes of it, through the same table a collection builds.
     func scanned(_ payload: [UInt8], version: Int) throws -> Plain? {
-        let layout = try #require(try Plain.keySets.fieldLayout(for: .local(version)))
-        let names = layout.keyNames
-        let table = try #require(
-            CBORPropertyTable(layout.fields(of: Plain.scannedProperties).map { $0.map { names[$0] } }))
-        // The scanner holds the table unowned: keep it alive until the scan is over.
-        return withExtendedLifetime(table) {
-            payload.withUnsafeBytes { bytes -> Plain? in
-                guard var scanner = CBORFieldScanner(bytes, table: table), let model = try? Plain.scan(&scanner),
-                    scanner.isComplete
-                else { return nil }
-                return model
-            }
-        }
-    }
-
-    @Test("the macro wrote scanning for plain models only")
-    func generated() {
-        #expect(
-            Plain.scannedProperties == [
-                \Plain.id, \.name, \.score, \.ratio, \.count, \.small, \.big, \.flag, \.nickname, \.level,
-            ])
-        #expect(Plain.emittedProperties == Plain.scannedProperties)
-        #expect(Tagged.scannedProperties.isEmpty && Tagged.emittedProperties.isEmpty)
+        try scannedAlone(Plain.self, payload, version: version)
     }
 
     @Test("encoding: stored payloads are the bytes the ordinary path writes, and read back equal")

@@ -5,16 +5,31 @@
 import Foundation
 import Hoard
 
-@VariablyCoded
 struct User: Identifiable, Equatable {
     var id: Int64
     var name: String
-    var age: Int = 0  // the default when a key set or a record has no age
-    var nickname: String?  // nil when missing or null
+    var age = 0
+    var nickname: String?
+}
 
+extension User: VariablyCodable {
     static let keySets = KeySets<User>(
         local: [1: [\.id: "ID", \.name: "NAME", \.age: "AGE", \.nickname: "NICK"]],
         remote: ["v1": [\.id: "id", \.name: "user_name", \.age: "user_age", \.nickname: "nick"]]
     )
+
+    init(from container: DecodingContainer<User>) throws {
+        id = try container.decodeValue(for: \.id)
+        name = try container.decodeValue(for: \.name)
+        age = try container.decodeValue(for: \.age, default: 0)  // when a key set or a record has no age
+        nickname = try container.decodeValueIfPresent(for: \.nickname)  // nil when missing or null
+    }
+
+    func encode(to container: inout EncodingContainer<User>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(name, for: \.name)
+        try container.encodeValue(age, for: \.age)
+        try container.encodeValueIfPresent(nickname, for: \.nickname)
+    }
 }
 // README end

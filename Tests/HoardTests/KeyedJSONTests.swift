@@ -1,0 +1,52 @@
+import CBOR
+import Foundation
+import Hoard
+import HoardTestSupport
+import LMDB
+import TestSupport
+import Testing
+import VariableCoding
+
+/// The framework adapters' record has its scan and emit written out rather than generated: they
+/// must do exactly what its ordinary coding methods do, or decline.
+@Suite("KeyedJSON: the written-out fast path reads and writes what the ordinary code does")
+struct KeyedJSONTests {
+    func scanned(_ payload: [UInt8]) throws -> KeyedJSON? { try scannedAlone(KeyedJSON.self, payload, version: 1) }
+
+    @Test("stored payloads are the bytes the ordinary path writes, the scan reads them back, a get too")
+    func roundTrip() throws {
+        let seed = SeededGenerator.seedFromEnvironment()
+        var rng = SeededGenerator(seed: seed)
+        let texts = ["", "a", "{\"n\":1}", "名前", String(repeating: "x", count: 300)]
+        try withStore { store, _ in
+            let values = try store.collection(KeyedJSON.self, named: "values")
+            let database = try store.environment.openDatabase("c:values")
+            let models = (0..<200).map { index in
+                KeyedJSON(id: "key \(index) \(texts[Int(rng.next() % 5)])", json: texts[Int(rng.next() % 5)])
+            }
+            try values.put(models)
+            for model in models {
+                let record = try #require(
+                    try store.environment.read { txn in try txn.value(forKey: model.id.keyBytes, in: database) })
+                let payload = Array(record.dropFirst(RecordHeader.size))
+                let expected = try withKeySet(.currentLocal) { try CBOREncoder(deterministic: true).encode(model) }
+                #expect(payload == expected, "seed \(seed), \(model.id)")
+                #expect(try scanned(payload) == model, "seed \(seed), \(model.id)")
+                #expect(try values.get(model.id) == model, "seed \(seed), \(model.id)")
+            }
+        }
+    }
+
+    @Test("the scan declines what it should leave to the ordinary path: a key missing, another key, another type")
+    func declines() throws {
+        func payload(_ map: KeyValuePairs<String, CBORValue>) -> [UInt8] {
+            CBORValue.map(map.map { CBORValue.Entry(.text($0.key), $0.value) }).encoded()
+        }
+        #expect(try scanned(payload(["KEY": .text("k"), "JSON": .text("{}")])) == KeyedJSON(id: "k", json: "{}"))
+        // The ordinary path throws for the first and the third, and reads the second with the
+        // extra key ignored: declining sends each of them there.
+        #expect(try scanned(payload(["KEY": .text("k")])) == nil)
+        #expect(try scanned(payload(["KEY": .text("k"), "JSON": .text("{}"), "MORE": .text("x")])) == nil)
+        #expect(try scanned(payload(["KEY": .text("k"), "JSON": .unsigned(1)])) == nil)
+    }
+}
