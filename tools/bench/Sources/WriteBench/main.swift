@@ -8,7 +8,14 @@
 // this process by SyncCounter (fsync, fdatasync, writes through O_DSYNC), with their time: so the
 // ratio can be read against what a flush costs on the machine, in the same run.
 //
-//   write-bench [--records 20000] [--writes 2000] [--rounds 5] [--profile N]
+// With --spread 1 a round's writes update records spread over the whole collection (write i of a
+// round: record (i × 7919 + round × 104729) mod --records), as a service's updates of profiles,
+// sessions or counters are: each lands on a leaf page of its own. Without it they update the
+// first --writes records, neighbours. Per side it also reports the write calls and the bytes a
+// commit hands the kernel; and at every number of writers the floor: raw LMDB committing the
+// same records in batches as large as Hoard's commits were, from one thread.
+//
+//   write-bench [--records 20000] [--writes 2000] [--rounds 5] [--spread 0] [--profile N]
 import BenchModels
 import BenchSupport
 import CLMDBRaw
@@ -26,6 +33,14 @@ import Darwin
 let stored = option("records", default: 20_000)
 let writesPerRound = option("writes", default: 2_000)
 let rounds = option("rounds", default: 5)
+let spread = option("spread", default: 0) != 0
+
+/// The record write `index` of round `round` updates.
+func recordID(_ index: Int, round: Int) -> Int {
+    // 7919 and 104729 are primes, so distinct indexes of a round reach distinct records as long as
+    // --records has no factor 7919 (any round number of records).
+    spread ? (index * 7919 + round * 104729) % stored : index % stored
+}
 
 func member(_ id: Int, version: Int) -> Member {
     Member(
@@ -46,7 +61,7 @@ func writeRound(
                 var mine: [UInt64] = []
                 while index < writesPerRound {
                     let begun = now()
-                    try await write(member(index % stored, version: round))
+                    try await write(member(recordID(index, round: round), version: round))
                     mine.append(now() - begun)
                     index += writers
                 }
@@ -65,6 +80,8 @@ struct Side {
     var latencies: [UInt64] = []
     var flushes = 0
     var flushNanos = 0
+    var fileWrites = 0
+    var fileWriteBytes = 0
 
     mutating func measure(_ round: () async throws -> (elapsed: UInt64, latencies: [UInt64])) async rethrows {
         let before = sync_counts()
@@ -74,6 +91,8 @@ struct Side {
         self.latencies += latencies
         flushes += Int(after.fsyncs - before.fsyncs + after.syncedWrites - before.syncedWrites)
         flushNanos += Int(after.fsyncNanos - before.fsyncNanos + after.syncedWriteNanos - before.syncedWriteNanos)
+        fileWrites += Int(after.fileWrites - before.fileWrites)
+        fileWriteBytes += Int(after.fileWriteBytes - before.fileWriteBytes)
     }
 
     var writes: Int { latencies.count }
@@ -126,14 +145,17 @@ final class RawLMDB {
         }
     }
 
-    /// A lone writer's round: one transaction a write, each committed durably.
-    func writeRound() -> (elapsed: UInt64, latencies: [UInt64]) {
+    /// A round's writes from one thread, `batch` to a transaction, each committed durably: with
+    /// `batch` 1, a lone writer; with Hoard's writes a commit, the floor under its group commit.
+    /// A write's latency is its batch's.
+    func writeRound(round: Int, batch: Int = 1) -> (elapsed: UInt64, latencies: [UInt64]) {
         let start = now()
         var latencies: [UInt64] = []
-        for index in 0..<writesPerRound {
+        for first in stride(from: 0, to: writesPerRound, by: batch) {
             let begun = now()
-            transaction { put(index % stored, in: $0) }
-            latencies.append(now() - begun)
+            let last = min(writesPerRound, first + batch)
+            transaction { txn in for index in first..<last { put(recordID(index, round: round), in: txn) } }
+            latencies += repeatElement(now() - begun, count: last - first)
         }
         return (now() - start, latencies)
     }
@@ -186,22 +208,24 @@ try pool.write { db in
 }
 
 print(
-    "write-bench: \(stored) records stored, \(writesPerRound) durable single-record writes per round, \(rounds) rounds (medians)"
+    "write-bench: \(stored) records stored, \(writesPerRound) durable single-record writes per round (\(spread ? "records spread over the collection" : "the first \(min(writesPerRound, stored)) records")), \(rounds) rounds (medians)"
 )
 print("GRDB: DatabasePool, journal_mode=wal, synchronous=FULL (checked); Hoard: durable, async put")
 print("")
 print(
-    "| writers | side | writes/s | µs a write | p50 µs | p99 µs | flushes a write | writes a commit | µs a flush |"
+    "| writers | side | writes/s | µs a write | p50 µs | p99 µs | flushes a write | writes a commit | µs a flush | write calls a commit | KiB written a commit |"
 )
-print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 
 var round = 0
 var verdicts: [String] = []
 for writers in [1, 8, 64] {
     var grdb = Side()
     var mine = Side()
-    // The lone writer's floor: raw LMDB, in the same rounds.
+    // The floor: raw LMDB, in the same rounds, the same records in batches as large as Hoard's
+    // commits were in that round (a lone writer: one a commit).
     var rawLone = Side()
+    var rawBatches: [Int] = []
     let before = hoardStore.writeStatistics
     for _ in 0..<rounds {
         round += 1
@@ -211,24 +235,37 @@ for writers in [1, 8, 64] {
                 try await pool.write { db in try MemberRow(model).update(db) }
             }
         }
+        let roundStart = hoardStore.writeStatistics
         try await mine.measure {
             try await writeRound(writers: writers, round: r) { model in try await hoard.put(model) }
         }
-        if writers == 1 { await rawLone.measure { rawLMDB.writeRound() } }
+        let roundEnd = hoardStore.writeStatistics
+        let batch = max(
+            1,
+            Int(
+                (Double(roundEnd.writes - roundStart.writes) / Double(max(roundEnd.commits - roundStart.commits, 1)))
+                    .rounded()))
+        rawBatches.append(batch)
+        await rawLone.measure { rawLMDB.writeRound(round: r, batch: batch) }
     }
     let after = hoardStore.writeStatistics
     let commits = max(after.commits - before.commits, 1)
     let perCommit = Double(after.writes - before.writes) / Double(commits)
+    let rawPerCommit = Double(rawBatches.reduce(0, +)) / Double(rawBatches.count)
+    let rawCommits = Double(rounds * writesPerRound) / rawPerCommit
     // GRDB makes one transaction a write: a commit holds one write by construction.
-    for (name, side, batch) in [("GRDB", grdb, 1.0), ("Hoard", mine, perCommit)] {
+    for (name, side, batch, sideCommits) in [
+        ("GRDB", grdb, 1.0, Double(grdb.writes)), ("Hoard", mine, perCommit, Double(commits)),
+        ("raw LMDB (C API, durable, one thread)", rawLone, rawPerCommit, rawCommits),
+    ] {
         print(
-            "| \(writers) | \(name) | \(Int(side.writesPerSecond.rounded())) | \(format(side.microsPerWrite, 1)) | \(format(side.percentile(0.5), 1)) | \(format(side.percentile(0.99), 1)) | \(format(side.flushesPerWrite, 2)) | \(format(batch, 1)) | \(Int(side.microsPerFlush.rounded())) |"
+            "| \(writers) | \(name) | \(Int(side.writesPerSecond.rounded())) | \(format(side.microsPerWrite, 1)) | \(format(side.percentile(0.5), 1)) | \(format(side.percentile(0.99), 1)) | \(format(side.flushesPerWrite, 2)) | \(format(batch, 1)) | \(Int(side.microsPerFlush.rounded())) | \(format(Double(side.fileWrites) / sideCommits, 1)) | \(format(Double(side.fileWriteBytes) / sideCommits / 1024, 1)) |"
         )
     }
+    verdicts.append(
+        "\(writers) writers: Hoard's time a write \(format(mine.microsPerWrite / rawLone.microsPerWrite, 2))× raw LMDB's for the same batches (\(format(mine.microsPerWrite, 1)) against \(format(rawLone.microsPerWrite, 1)) µs)"
+    )
     if writers == 1 {
-        print(
-            "| 1 | raw LMDB (C API, durable) | \(Int(rawLone.writesPerSecond.rounded())) | \(format(rawLone.microsPerWrite, 1)) | \(format(rawLone.percentile(0.5), 1)) | \(format(rawLone.percentile(0.99), 1)) | \(format(rawLone.flushesPerWrite, 2)) | 1.0 | \(Int(rawLone.microsPerFlush.rounded())) |"
-        )
         verdicts.append(
             "A lone durable writer: Hoard \(format(mine.microsPerWrite / grdb.microsPerWrite, 2))× GRDB's time a write, raw LMDB \(format(rawLone.microsPerWrite / grdb.microsPerWrite, 2))× (its floor: \(format(rawLone.flushesPerWrite, 2)) flushes a commit against GRDB's \(format(grdb.flushesPerWrite, 2))); Hoard \(format(mine.microsPerWrite - rawLone.microsPerWrite, 1)) µs a write above raw LMDB"
         )
