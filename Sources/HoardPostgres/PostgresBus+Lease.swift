@@ -131,28 +131,24 @@ extension PostgresBus {
     func beginLease(sentAt sent: LeaseInstant) {
         let deadline = localDeadline(sentAt: sent)
         guard LeaseInstant.now() < deadline else { return }
-        let begun = shared.state.withLock { state -> Result<Duration?, any Error>? in
-            guard !state.leaving, state.leaseUntil == nil else { return nil }
-            do {
+        // Begun under the bus's lock, as it is extended and ended.
+        let begun: (began: Bool, outFor: Duration?)
+        do {
+            begun = try shared.state.withLock { state throws -> (began: Bool, outFor: Duration?) in
+                guard !state.leaving, state.leaseUntil == nil else { return (false, nil) }
                 try store.replication.beginLease(until: deadline)
-            } catch {
-                return .failure(error)
+                state.leaseUntil = deadline
+                if state.grantedWithoutLease == sent { state.grantedWithoutLease = nil }
+                defer { state.leaseOutSince = nil }
+                return (true, state.leaseOutSince.map { $0.duration(to: .now) })
             }
-            state.leaseUntil = deadline
-            if state.grantedWithoutLease == sent { state.grantedWithoutLease = nil }
-            defer { state.leaseOutSince = nil }
-            return .success(state.leaseOutSince.map { $0.duration(to: .now) })
-        }
-        guard let begun else { return }
-        let outFor: Duration?
-        switch begun {
-        case .success(let duration): outFor = duration
-        case .failure(let error):
+        } catch {
             logger.error("PostgresBus: cannot begin the lease", metadata: ["error": "\(String(reflecting: error))"])
             return
         }
+        guard begun.began else { return }
         metrics.leaseHeld.record(1)
-        if let outFor {
+        if let outFor = begun.outFor {
             metrics.secondsWithoutLease.increment(by: outFor.seconds)
             logger.notice(
                 "PostgresBus: the lease is held; the store serves its records as fresh",

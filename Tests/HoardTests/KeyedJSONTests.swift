@@ -49,4 +49,36 @@ struct KeyedJSONTests {
         #expect(try scanned(payload(["KEY": .text("k"), "JSON": .text("{}"), "MORE": .text("x")])) == nil)
         #expect(try scanned(payload(["KEY": .text("k"), "JSON": .unsigned(1)])) == nil)
     }
+
+    @Test("a collection the adapters wrote under their earlier record type opens and reads as KeyedJSON")
+    func earlierRecordType() throws {
+        try withStore { store, _ in
+            let earlier = try store.collection(EarlierCachedValue.self, named: "cache")
+            try earlier.put([EarlierCachedValue(id: "a", json: "1"), EarlierCachedValue(id: "b", json: "[2]")])
+            let values = try store.collection(KeyedJSON.self, named: "cache")
+            #expect(try values.get("a") == KeyedJSON(id: "a", json: "1"))
+            #expect(try values.get("b") == KeyedJSON(id: "b", json: "[2]"))
+        }
+    }
+}
+
+/// The record HoardVapor's cache declared itself before KeyedJSON, with the same key set: the
+/// registry recorded its type's name, and the stores it wrote must stay readable.
+private struct EarlierCachedValue: Identifiable, Sendable {
+    var id: String
+    var json: String
+}
+
+extension EarlierCachedValue: VariablyCodable {
+    static let keySets = KeySets<EarlierCachedValue>(local: [1: [\.id: "KEY", \.json: "JSON"]])
+
+    init(from container: DecodingContainer<EarlierCachedValue>) throws {
+        id = try container.decodeValue(for: \.id)
+        json = try container.decodeValue(for: \.json)
+    }
+
+    func encode(to container: inout EncodingContainer<EarlierCachedValue>) throws {
+        try container.encodeValue(id, for: \.id)
+        try container.encodeValue(json, for: \.json)
+    }
 }

@@ -66,14 +66,20 @@ struct PacedReaders: Sendable {
         /// Asks reader `index`'s read of `id` of `port`; when that fails, of the next replica not
         /// yet tried if rerouting, else the read fails. Each attempt takes its own floor and start:
         /// the read checked is the one that was answered.
+        /// The replica to ask next after `error`, when rerouting and one is left untried (a
+        /// reroute); otherwise the read failed: `nil`.
+        func rerouted(after error: any Error, tried: Set<Int>) -> Int? {
+            guard reroute, let next = ports.first(where: { !tried.contains($0) }) else {
+                seen.fail(error)
+                return nil
+            }
+            seen.rerouted += 1
+            return next
+        }
         func ask(_ index: Int, _ id: Int64, _ first: Int, failure: (any Error)? = nil, tried: Set<Int> = []) {
             var (port, tried) = (first, tried)
             if let failure {
-                guard reroute, let next = ports.first(where: { !tried.contains($0) }) else {
-                    seen.fail(failure)
-                    return
-                }
-                seen.rerouted += 1
+                guard let next = rerouted(after: failure, tried: tried) else { return }
                 port = next
             }
             while true {
@@ -89,11 +95,7 @@ struct PacedReaders: Sendable {
                 } catch {
                     connection.abandon()
                     mine[index].connections[port] = nil
-                    guard reroute, let next = ports.first(where: { !tried.contains($0) }) else {
-                        seen.fail(error)
-                        return
-                    }
-                    seen.rerouted += 1
+                    guard let next = rerouted(after: error, tried: tried) else { return }
                     port = next
                 }
             }
