@@ -267,13 +267,12 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The macro's refusals through the compiler and the built plugin. Not through
+        // SwiftSyntaxMacrosGenericTestSupport: a test target that depends on a macro target makes
+        // SwiftPM build the whole test product, Vapor and SwiftNIO included, a second time for the host.
         .testTarget(
             name: "VariableCodingMacrosTests",
-            dependencies: [
-                "VariableCodingMacrosPlugin",
-                .product(name: "SwiftSyntaxMacroExpansion", package: "swift-syntax"),
-                .product(name: "SwiftSyntaxMacrosGenericTestSupport", package: "swift-syntax"),
-            ],
+            dependencies: ["VariableCodingMacros", "TestSupport"],
             swiftSettings: strict
         ),
         // The PostgresBus against a real PostgreSQL (tools/scripts/postgres.sh starts one; built with the trait).
