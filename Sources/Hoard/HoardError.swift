@@ -41,6 +41,10 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     /// Change observation cannot go on: the change log holds an entry this code cannot read, or
     /// the watch of other processes could not be set up. Nothing stored was changed.
     case observation(reason: String)
+    /// A read-through's fetch did not answer within the hard timeout (``FetchTimeouts/hard``), and
+    /// no stale record could be served. The fetch runs on in the background or was cancelled, as
+    /// ``FetchTimeouts/completesInBackground`` says; nothing stored was changed by the read.
+    case fetchTimedOut(collection: String, key: StoredKey, after: Duration)
 
     /// The cases without their values, to match on (`catch let error as HoardError where error.kind == .newerRecord`).
     public enum Kind: Sendable, Hashable {
@@ -72,6 +76,8 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
         case busPosition
         /// ``HoardError/observation(reason:)``
         case observation
+        /// ``HoardError/fetchTimedOut(collection:key:after:)``
+        case fetchTimedOut
     }
 
     /// Which case this is.
@@ -91,6 +97,7 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
         case .overCapacity: .overCapacity
         case .busPosition: .busPosition
         case .observation: .observation
+        case .fetchTimedOut: .fetchTimedOut
         }
     }
 
@@ -99,7 +106,7 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     public var key: StoredKey? {
         switch self {
         case .newerRecord(_, let key, _, _), .corruptRecord(_, let key, _), .decoding(_, let key, _, _),
-            .encoding(_, let key, _):
+            .encoding(_, let key, _), .fetchTimedOut(_, let key, _):
             key
         default: nil
         }
@@ -141,6 +148,9 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
             return "change bus \(bus): \(reason); nothing was changed"
         case .observation(let reason):
             return "change observation: \(reason); nothing stored was changed"
+        case .fetchTimedOut(let collection, let key, let after):
+            return
+                "\(collection)[\(key)]: the fetch did not answer within \(after) (the hard timeout); nothing stored was changed"
         }
     }
 }

@@ -124,6 +124,9 @@ final class CollectionState: Sendable {
         let staleServed = Atomic<Int>(0)
         let refreshes = Atomic<Int>(0)
         let absentServed = Atomic<Int>(0)
+        let refreshesAhead = Atomic<Int>(0)
+        let softTimeouts = Atomic<Int>(0)
+        let hardTimeouts = Atomic<Int>(0)
         let puts = Atomic<Int>(0)
         let evictions = Atomic<Int>(0)
         let evictedBytes = Atomic<Int>(0)
@@ -131,6 +134,7 @@ final class CollectionState: Sendable {
 
         enum Counter {
             case hits, misses, fetches, fetchErrors, coalesced, staleServed, refreshes, absentServed
+            case refreshesAhead, softTimeouts, hardTimeouts
             case puts, evictions, evictedBytes, expiredRemoved
         }
 
@@ -149,6 +153,15 @@ final class CollectionState: Sendable {
             case .staleServed: staleServed.add(count, ordering: .relaxed)
             case .refreshes: refreshes.add(count, ordering: .relaxed)
             case .absentServed: absentServed.add(count, ordering: .relaxed)
+            case .refreshesAhead:
+                refreshesAhead.add(count, ordering: .relaxed)
+                metrics.refreshesAhead.increment(by: count)
+            case .softTimeouts:
+                softTimeouts.add(count, ordering: .relaxed)
+                metrics.softTimeouts.increment(by: count)
+            case .hardTimeouts:
+                hardTimeouts.add(count, ordering: .relaxed)
+                metrics.hardTimeouts.increment(by: count)
             case .puts: puts.add(count, ordering: .relaxed)
             case .evictions:
                 evictions.add(count, ordering: .relaxed)

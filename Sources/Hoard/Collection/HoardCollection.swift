@@ -21,7 +21,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     let timeToLiveMilliseconds: Int64?
     /// What happens to records read in an older version.
     public let migration: MigrationPolicy
-    /// How read-through serves records past their expiry (``get(_:orFetch:)``).
+    /// How read-through serves records past their expiry (``get(_:timeouts:orFetch:)``).
     public let freshness: Freshness
     /// What this collection's handles share in the process.
     let state: CollectionState

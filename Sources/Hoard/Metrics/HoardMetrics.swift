@@ -23,6 +23,9 @@ final class CollectionMetrics: Sendable {
     let evictedBytes: Counter
     let fetches: Counter
     let fetchErrors: Counter
+    let refreshesAhead: Counter
+    let softTimeouts: Counter
+    let hardTimeouts: Counter
     let synchronizeRuns: Counter
     let added: Counter
     let updated: Counter
@@ -51,6 +54,9 @@ final class CollectionMetrics: Sendable {
         evictedBytes = counter("hoard_evicted_bytes_total")
         fetches = counter("hoard_fetches_total")
         fetchErrors = counter("hoard_fetch_errors_total")
+        refreshesAhead = counter("hoard_refreshes_ahead_total")
+        softTimeouts = counter("hoard_fetch_timeouts_total", [("timeout", "soft")])
+        hardTimeouts = counter("hoard_fetch_timeouts_total", [("timeout", "hard")])
         synchronizeRuns = counter("hoard_synchronize_runs_total")
         added = counter("hoard_synchronize_records_total", [("change", "added")])
         updated = counter("hoard_synchronize_records_total", [("change", "updated")])

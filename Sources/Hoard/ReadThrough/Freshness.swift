@@ -1,5 +1,5 @@
 /// How a collection serves records past their time to live when it reads through
-/// (``HoardCollection/get(_:orFetch:)``), after HTTP's `stale-while-revalidate` and
+/// (``HoardCollection/get(_:timeouts:orFetch:)``), after HTTP's `stale-while-revalidate` and
 /// `stale-if-error` (RFC 5861). Given where the collection is opened, beside its time to live.
 ///
 /// ```swift
@@ -22,6 +22,15 @@ public struct Freshness: Sendable {
     /// missing ID does not reach the upstream on every read; `nil` (the default) remembers nothing.
     /// At most 10,000 IDs are remembered per collection.
     public var negativeTimeToLive: Duration?
+    /// How long a read waits for its fetch (``FetchTimeouts``); a call may give its own.
+    public var timeouts: FetchTimeouts
+    /// The fraction of a record's time to live (between 0 and 1, exclusive) after which a
+    /// read-through hit starts a background refresh of it, so that a record read often is
+    /// replaced before it expires and no read waits for the upstream; `nil` (the default), or a
+    /// value outside (0, 1), never refreshes ahead. The hit returns at once; the refresh is single
+    /// flight (none starts while the key is being fetched), is not announced to other replicas,
+    /// and when it fails the record stays as it is (``CollectionStatistics/fetchErrors``).
+    public var refreshAhead: Double?
     /// Called with the errors that are not thrown: a fetch that failed while a stale record was
     /// returned, a background refresh that failed, a fetched model that could not be stored.
     public var onFetchError: (@Sendable (FetchFailure) -> Void)?
@@ -29,12 +38,74 @@ public struct Freshness: Sendable {
     /// A freshness policy; every window is off unless given.
     public init(
         staleWhileRevalidate: Duration? = nil, staleIfError: Duration? = nil, negativeTimeToLive: Duration? = nil,
+        timeouts: FetchTimeouts = FetchTimeouts(), refreshAhead: Double? = nil,
         onFetchError: (@Sendable (FetchFailure) -> Void)? = nil
     ) {
         self.staleWhileRevalidate = staleWhileRevalidate
         self.staleIfError = staleIfError
         self.negativeTimeToLive = negativeTimeToLive
+        self.timeouts = timeouts
+        self.refreshAhead = refreshAhead
         self.onFetchError = onFetchError
+    }
+
+    /// The point of a record's life, in the store's milliseconds, after which a hit refreshes it
+    /// ahead; `nil` when refreshing ahead is off or the record has no expiry.
+    func refreshPoint(writtenAt: Int64, expiresAt: Int64?) -> Int64? {
+        guard let fraction = refreshAhead, fraction > 0, fraction < 1, let expiresAt, expiresAt > writtenAt else {
+            return nil
+        }
+        return writtenAt + Int64((Double(expiresAt - writtenAt) * fraction).rounded(.down))
+    }
+}
+
+/// How long a read-through waits for the upstream (FusionCache's factory timeouts), given in a
+/// collection's ``Freshness`` or for one call (``HoardCollection/get(_:timeouts:orFetch:)``).
+/// Both are off unless given; they bound the wait, not the fetch, which runs on in the
+/// background unless a hard timeout stops it.
+///
+/// ```swift
+/// let users = try store.collection(
+///     User.self, timeToLive: .minutes(5),
+///     freshness: Freshness(
+///         staleIfError: .hours(1), timeouts: FetchTimeouts(soft: .milliseconds(100), hard: .seconds(2))))
+/// ```
+public struct FetchTimeouts: Sendable, Hashable {
+    /// How long a read waits before it returns the stale record it has (one past its expiry
+    /// within ``Freshness/staleIfError``, or one kept while the store holds no lease); the fetch
+    /// goes on in the background and stores its result. A read without such a record is not
+    /// bound by it.
+    public var soft: Duration?
+    /// How long a read waits before it throws ``HoardError/fetchTimedOut(collection:key:after:)``.
+    public var hard: Duration?
+    /// What becomes of a fetch that a hard timeout left: `true` (the default) lets it run to its
+    /// end and store its result, so that the next read finds it; `false` cancels its task once no
+    /// other read waits for it (a fetch that ignores cancellation still ends on its own).
+    public var completesInBackground: Bool
+
+    /// Timeouts; each is off unless given.
+    public init(soft: Duration? = nil, hard: Duration? = nil, completesInBackground: Bool = true) {
+        self.soft = soft
+        self.hard = hard
+        self.completesInBackground = completesInBackground
+    }
+
+    /// When a wait that began at `start` ends: for a read with a stale record to serve, at the
+    /// first of the two timeouts (the fetch then always runs on: its result replaces the stale
+    /// record); for one without, at the hard timeout. `nil`: no bound.
+    func deadline(from start: ContinuousClock.Instant, withStale: Bool) -> Deadline? {
+        if withStale, let limit = [soft, hard].compactMap({ $0 }).min() {
+            return Deadline(instant: start + limit, limit: limit, completesInBackground: true)
+        }
+        guard let hard else { return nil }
+        return Deadline(instant: start + hard, limit: hard, completesInBackground: completesInBackground)
+    }
+
+    /// The end of a bounded wait (``deadline(from:withStale:)``).
+    struct Deadline {
+        var instant: ContinuousClock.Instant
+        var limit: Duration
+        var completesInBackground: Bool
     }
 }
 
@@ -92,8 +163,16 @@ public struct CollectionStatistics: Sendable, Hashable {
     public var coalesced = 0
     /// Stale records returned: within stale-while-revalidate, or for a failed fetch within stale-if-error.
     public var staleServed = 0
-    /// Background refreshes started.
+    /// Background refreshes started: of stale records within `staleWhileRevalidate`, and ahead
+    /// of expiry (which ``refreshesAhead`` counts again).
     public var refreshes = 0
+    /// Background refreshes that a hit started ahead of the record's expiry (``Freshness/refreshAhead``).
+    public var refreshesAhead = 0
+    /// Reads that returned a stale record when their wait for the fetch timed out (``FetchTimeouts/soft``,
+    /// or the hard timeout when it is the shorter).
+    public var softTimeouts = 0
+    /// Reads that threw ``HoardError/fetchTimedOut(collection:key:after:)`` (``FetchTimeouts/hard``).
+    public var hardTimeouts = 0
     /// Reads answered `nil` from a remembered "no such ID" (``Freshness/negativeTimeToLive``).
     public var absentServed = 0
     /// Fetches under way now, background refreshes included (a gauge, not a count).

@@ -23,6 +23,12 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     ///   written by a newer version of the app is not touched (the error is thrown).
     /// - A task cancelled while it waits stops waiting (`CancellationError`); the fetch goes on
     ///   for the other waiters and is cancelled only when no one waits for it any more.
+    /// - The wait is bounded by `timeouts` (by default the collection's, ``Freshness/timeouts``):
+    ///   past either timeout a read that has a stale record to serve (within `staleIfError`)
+    ///   returns it, and the fetch goes on in the background and stores its result; past the hard
+    ///   timeout a read without one throws ``HoardError/fetchTimedOut(collection:key:after:)``.
+    /// - With ``Freshness/refreshAhead``, a hit on a record past that fraction of its time to
+    ///   live also starts a background refresh of it (single flight) and returns at once.
     ///
     /// The fetched model is stored with the async put (group commit) before the waiters resume,
     /// so a read after this call returns finds it. A model that cannot be stored is returned all
@@ -30,27 +36,32 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     ///
     /// - Parameters:
     ///   - id: the model's ID.
+    ///   - timeouts: how long to wait for the fetch; `nil` for the collection's.
     ///   - fetch: the source of truth; it must return the model of the ID it is given.
     /// - Throws: what `fetch` throws (unless a stale record is served in its place),
-    ///   `CancellationError`, or what reading the stored record throws (``HoardError/newerRecord(collection:key:version:current:)``,
-    ///   `LMDBError`).
+    ///   ``HoardError/fetchTimedOut(collection:key:after:)``, `CancellationError`, or what reading
+    ///   the stored record throws (``HoardError/newerRecord(collection:key:version:current:)``, `LMDBError`).
     @inlinable
     public func get(
-        _ id: Model.ID, orFetch fetch: @escaping @Sendable (Model.ID) async throws -> Model?
+        _ id: Model.ID, timeouts: FetchTimeouts? = nil,
+        orFetch fetch: @escaping @Sendable (Model.ID) async throws -> Model?
     ) async throws -> Model? {
         // The hit path is a plain get; only a miss or an expired record goes further. Inlinable,
         // so that it is specialized for the model in the caller's module: unspecialized, handling
         // a `Model?` here would look up its type metadata at run time on every call (a hash-table
         // lookup that cost a third of a get).
         // (The get counts the hit or the miss in the statistics.)
-        if let model = try? get(id) { return model }
-        return try await readThroughMiss(id, fetch)
+        if let model = try? get(id) {
+            if freshness.refreshAhead != nil { refreshAheadIfDue(id, fetch) }
+            return model
+        }
+        return try await readThroughMiss(id, timeouts ?? freshness.timeouts, fetch)
     }
 
-    /// ``get(_:orFetch:)`` past its hit path: the record is absent, expired, damaged or unreadable.
+    /// ``get(_:timeouts:orFetch:)`` past its hit path: the record is absent, expired, damaged or unreadable.
     @usableFromInline
     func readThroughMiss(
-        _ id: Model.ID, _ fetch: @escaping @Sendable (Model.ID) async throws -> Model?
+        _ id: Model.ID, _ timeouts: FetchTimeouts, _ fetch: @escaping @Sendable (Model.ID) async throws -> Model?
     ) async throws -> Model? {
         let key = try keyBytes(id)
         let found = try storedForReadThrough(key)
@@ -72,10 +83,17 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                 if joined.toFetch == nil { state.counters.add(.coalesced) }
                 startFetch(joined, ids: [id], stale: found == nil ? [] : [key], fetch: Self.one(fetch))
                 do {
-                    let model = try await flights.wait(joined.tickets[0])
-                    span?.attributes[SpanKey.outcome] =
-                        joined.toFetch == nil ? "joined" : model == nil ? "absent" : "fetched"
-                    return model
+                    let stale = staleIfError(found, now: now)
+                    let deadline = timeouts.deadline(from: .now, withStale: stale != nil)
+                    switch try await wait(for: joined.tickets[0], in: flights, until: deadline) {
+                    case .answered(let model):
+                        span?.attributes[SpanKey.outcome] =
+                            joined.toFetch == nil ? "joined" : model == nil ? "absent" : "fetched"
+                        return model
+                    case .timedOut(let limit):
+                        span?.attributes[SpanKey.outcome] = stale == nil ? "timed out" : "stale"
+                        return try timedOut(key, after: limit, serving: stale)
+                    }
                 } catch let error where !(error is CancellationError) {
                     guard let stale = staleIfError(found, now: now) else { throw error }
                     report(.fetchServedStale, keys: [key], error)
@@ -87,20 +105,23 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         }
     }
 
-    /// The models of `ids`, in the order asked, each read as ``get(_:orFetch:)`` reads one, with
+    /// The models of `ids`, in the order asked, each read as ``get(_:timeouts:orFetch:)`` reads one, with
     /// one call of `fetch` for all the IDs that need fetching.
     ///
     /// An ID whose fetch is already under way (another call's) joins it instead of being fetched
     /// again. The models `fetch` returns are stored together, in one write; an ID it does not
     /// return is absent from the result (and its stored record, if any, deleted), not an error.
     /// Stale records within `staleWhileRevalidate` are returned and refreshed by one background
-    /// call of `fetch`.
+    /// call of `fetch`. `timeouts` (by default the collection's) bound the wait as they bound
+    /// ``get(_:timeouts:orFetch:)``'s, each ID's from the start of the call.
     ///
     /// - Throws: the error of a fetch that failed for an ID without a stale record to serve in its
-    ///   place (after every other ID's fetch has ended), `CancellationError`, or what reading the
+    ///   place (after every other ID's fetch has ended), ``HoardError/fetchTimedOut(collection:key:after:)``
+    ///   for the first such ID the hard timeout left, `CancellationError`, or what reading the
     ///   stored records throws.
     public func get(
-        _ ids: [Model.ID], orFetchMissing fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model]
+        _ ids: [Model.ID], timeouts: FetchTimeouts? = nil,
+        orFetchMissing fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model]
     ) async throws -> [Model] {
         let now = store.options.now()
         let keys = try ids.map { try keyBytes($0) }
@@ -130,16 +151,19 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         state.counters.add(.misses, missing.count)
         return try await store.withSpan("read_through", collection: name) { span in
             span?.attributes[SpanKey.batchSize] = missing.count
-            return try await fetchMissing(missing, of: ids, keys: keys, found: found, now: now, into: models, fetch)
+            return try await fetchMissing(
+                missing, of: ids, keys: keys, found: found, now: now, into: models, timeouts ?? freshness.timeouts,
+                fetch)
         }
     }
 
-    /// The part of ``get(_:orFetchMissing:)`` that fetches the IDs at `missing`, joining fetches
+    /// The part of ``get(_:timeouts:orFetchMissing:)`` that fetches the IDs at `missing`, joining fetches
     /// under way, and returns every model in the order asked.
     private func fetchMissing(
         _ missing: [Int], of ids: [Model.ID], keys: [[UInt8]], found: [Stored?], now: Int64, into models: [Model?],
-        _ fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model]
+        _ timeouts: FetchTimeouts, _ fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model]
     ) async throws -> [Model] {
+        let started = ContinuousClock.now
         var models = models
         let flights = state.singleFlight(of: Model.self)
         let joined = join(flights, missing.map { keys[$0] })
@@ -152,7 +176,12 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         var failure: (any Error)?
         for (position, index) in missing.enumerated() {
             do {
-                models[index] = try await flights.wait(joined.tickets[position])
+                let stale = staleIfError(found[index], now: now)
+                let deadline = timeouts.deadline(from: started, withStale: stale != nil)
+                switch try await wait(for: joined.tickets[position], in: flights, until: deadline) {
+                case .answered(let model): models[index] = model
+                case .timedOut(let limit): models[index] = try timedOut(keys[index], after: limit, serving: stale)
+                }
             } catch let error as CancellationError {
                 for ticket in joined.tickets[(position + 1)...] { flights.leave(ticket) }
                 throw error
@@ -183,6 +212,9 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             coalesced: counters.coalesced.load(ordering: .relaxed),
             staleServed: counters.staleServed.load(ordering: .relaxed),
             refreshes: counters.refreshes.load(ordering: .relaxed),
+            refreshesAhead: counters.refreshesAhead.load(ordering: .relaxed),
+            softTimeouts: counters.softTimeouts.load(ordering: .relaxed),
+            hardTimeouts: counters.hardTimeouts.load(ordering: .relaxed),
             absentServed: counters.absentServed.load(ordering: .relaxed),
             fetchesInFlight: state.singleFlight(of: Model.self).groupsInFlight,
             accessStateBytes: state.policy?.byteCount ?? 0)
@@ -261,15 +293,82 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         { ids in try await fetch(ids[0]).map { [$0] } ?? [] }
     }
 
-    /// Starts a background refresh of the stale records of `keys` (those not being fetched already).
+    /// Starts a background refresh of the stale records of `keys` (those not being fetched
+    /// already); returns whether it started one.
+    @discardableResult
     func startRefresh(
         of keys: [[UInt8]], ids: [Model.ID], fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model]
-    ) {
+    ) -> Bool {
         let joined = join(state.singleFlight(of: Model.self), keys, waiting: false)
-        guard let toFetch = joined.toFetch else { return }
+        guard let toFetch = joined.toFetch else { return false }
         state.counters.add(.refreshes)
         let idOfKey = Dictionary(zip(keys, ids), uniquingKeysWith: { first, _ in first })
         startFetch(joined, ids: toFetch.keys.compactMap { idOfKey[$0] }, stale: Set(keys), fetch: fetch, refresh: true)
+        return true
+    }
+
+    /// After a hit: starts a background refresh of `id` when its record is past the collection's
+    /// refresh point (``Freshness/refreshAhead``). A second read of the record's header, made only
+    /// for collections that refresh ahead.
+    @usableFromInline
+    func refreshAheadIfDue(_ id: Model.ID, _ fetch: @escaping @Sendable (Model.ID) async throws -> Model?) {
+        guard let key = try? keyBytes(id) else { return }
+        let due: Bool? = try? store.environment.read { txn in
+            guard store.vouches(for: txn) else { return false }
+            return try txn.withValue(forKey: key, in: database) { record -> Bool in
+                guard let header = try? RecordHeader.parse(record).0,
+                    let point = freshness.refreshPoint(
+                        writtenAt: header.writtenAt,
+                        expiresAt: store.effectiveExpiry(writtenAt: header.writtenAt, expiresAt: header.expiresAt))
+                else { return false }
+                return store.options.now() >= point
+            } ?? false
+        }
+        guard due == true else { return }
+        if startRefresh(of: [key], ids: [id], fetch: Self.one(fetch)) { state.counters.add(.refreshesAhead) }
+    }
+
+    // MARK: - Timeouts
+
+    /// How a bounded wait for a flight ended.
+    enum Waited {
+        case answered(Model?)
+        /// The deadline passed first; the limit it was set by.
+        case timedOut(Duration)
+    }
+
+    /// Waits for `ticket`'s flight, until `deadline` (the instant and the limit it stands for)
+    /// when there is one. When it passes, the flight's fetch is left to run on (or cancelled, if
+    /// no one else waits and the timeouts say so) and `.timedOut` is returned.
+    func wait(
+        for ticket: SingleFlight<Model>.Ticket, in flights: SingleFlight<Model>,
+        until deadline: FetchTimeouts.Deadline?
+    ) async throws -> Waited {
+        guard let deadline else { return .answered(try await flights.wait(ticket)) }
+        return try await withThrowingTaskGroup(of: Waited.self) { group in
+            group.addTask { .answered(try await flights.wait(ticket)) }
+            group.addTask {
+                try await Task.sleep(until: deadline.instant, clock: .continuous)
+                return .timedOut(deadline.limit)
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw CancellationError() }
+            // Before the waiter is cancelled (which leaves the flight): a fetch that should finish
+            // is not stopped by its last waiter leaving.
+            if case .timedOut = first, deadline.completesInBackground { flights.keepRunning(ticket) }
+            return first
+        }
+    }
+
+    /// A read whose wait timed out after `limit`: the stale record when there is one, else the error.
+    func timedOut(_ key: [UInt8], after limit: Duration, serving stale: Model?) throws -> Model {
+        if let stale {
+            state.counters.add(.softTimeouts)
+            state.counters.add(.staleServed)
+            return stale
+        }
+        state.counters.add(.hardTimeouts)
+        throw HoardError.fetchTimedOut(collection: name, key: storedKey(key), after: limit)
     }
 
     /// Joins the flights of `keys`, except those whose fetch began before the key was invalidated:

@@ -1,4 +1,4 @@
-/// A collection that knows where its models come from: ``get(_:)->Model?`` reads through its loader, and
+/// A collection that knows where its models come from: ``get(_:timeouts:)->Model?`` reads through its loader, and
 /// a background refresh (``Freshness/staleWhileRevalidate``) calls it too, so a read need not
 /// carry a fetcher. Opened with ``Store/collection(_:named:timeToLive:capacity:freshness:migration:loader:)``.
 ///
@@ -23,32 +23,41 @@ where Model.ID: HoardKey {
         self.loader = loader
     }
 
-    /// The model of `id`, read through the loader as ``HoardCollection/get(_:orFetch:)`` reads.
+    /// The model of `id`, read through the loader as ``HoardCollection/get(_:timeouts:orFetch:)`` reads.
     ///
-    /// - Throws: as ``HoardCollection/get(_:orFetch:)`` does, with the loader's errors.
-    public func get(_ id: Model.ID) async throws -> Model? {
-        try await collection.get(id, orFetch: loader)
+    /// - Parameters:
+    ///   - id: the model's ID.
+    ///   - timeouts: how long to wait for the loader; `nil` for the collection's.
+    /// - Throws: as ``HoardCollection/get(_:timeouts:orFetch:)`` does, with the loader's errors.
+    public func get(_ id: Model.ID, timeouts: FetchTimeouts? = nil) async throws -> Model? {
+        try await collection.get(id, timeouts: timeouts, orFetch: loader)
     }
 
     /// The model of `id`, read through `fetch` instead of the loader for this call.
     ///
-    /// - Throws: as ``HoardCollection/get(_:orFetch:)`` does.
+    /// - Parameters:
+    ///   - id: the model's ID.
+    ///   - timeouts: how long to wait for `fetch`; `nil` for the collection's.
+    ///   - fetch: the source of truth for this call.
+    /// - Throws: as ``HoardCollection/get(_:timeouts:orFetch:)`` does.
     public func get(
-        _ id: Model.ID, orFetch fetch: @escaping @Sendable (Model.ID) async throws -> Model?
-    )
-        async throws -> Model?
-    {
-        try await collection.get(id, orFetch: fetch)
+        _ id: Model.ID, timeouts: FetchTimeouts? = nil,
+        orFetch fetch: @escaping @Sendable (Model.ID) async throws -> Model?
+    ) async throws -> Model? {
+        try await collection.get(id, timeouts: timeouts, orFetch: fetch)
     }
 
-    /// The models of `ids`, in the order asked, as ``HoardCollection/get(_:orFetchMissing:)``
+    /// The models of `ids`, in the order asked, as ``HoardCollection/get(_:timeouts:orFetchMissing:)``
     /// reads them; the IDs to fetch are loaded concurrently, one loader call each, as one fetch
     /// that fails when any of its calls fails. Absent IDs are left out.
     ///
-    /// - Throws: as ``HoardCollection/get(_:orFetchMissing:)`` does.
-    public func get(_ ids: [Model.ID]) async throws -> [Model] {
+    /// - Parameters:
+    ///   - ids: the models' IDs.
+    ///   - timeouts: how long to wait for the loader; `nil` for the collection's.
+    /// - Throws: as ``HoardCollection/get(_:timeouts:orFetchMissing:)`` does.
+    public func get(_ ids: [Model.ID], timeouts: FetchTimeouts? = nil) async throws -> [Model] {
         let loader = self.loader
-        return try await collection.get(ids) { missing in
+        return try await collection.get(ids, timeouts: timeouts) { missing in
             try await withThrowingTaskGroup(of: Model?.self) { group in
                 for id in missing { group.addTask { try await loader(id) } }
                 var models: [Model] = []
@@ -64,7 +73,7 @@ where Model.ID: HoardKey {
 
 extension Store {
     /// Opens the collection of `Model` as ``collection(_:named:timeToLive:capacity:freshness:migration:)``
-    /// does, with a loader that reads through: ``LoadingCollection/get(_:)->Model?``.
+    /// does, with a loader that reads through: ``LoadingCollection/get(_:timeouts:)->Model?``.
     ///
     /// - Parameters:
     ///   - type: the model type.

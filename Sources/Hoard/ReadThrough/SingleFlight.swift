@@ -4,7 +4,7 @@ internal import Synchronization
 /// for one key share one fetch (single flight).
 ///
 /// A *flight* is the fetch of one key as its waiters see it; a *group* is one call of a fetcher,
-/// which answers one flight (`get(_:orFetch:)`) or many (`get(_:orFetchMissing:)`). Everything
+/// which answers one flight (`get(_:timeouts:orFetch:)`) or many (`get(_:timeouts:orFetchMissing:)`). Everything
 /// is under one lock: joining, waiting, leaving and finishing are each a few dictionary
 /// operations, and a lock per flight would need an order between flight and group locks.
 ///
@@ -161,6 +161,15 @@ final class SingleFlight<Model: Sendable>: Sendable {
             }
         } onCancel: {
             leave(ticket)
+        }
+    }
+
+    /// Makes the group of `ticket`'s flight run to its end whoever waits (a read that stops
+    /// waiting at a timeout leaves the fetch to store its result).
+    func keepRunning(_ ticket: Ticket) {
+        state.withLock { state in
+            guard let group = state.flights[ticket.flight]?.group else { return }
+            state.groups[group]?.keepsRunning = true
         }
     }
 

@@ -311,7 +311,7 @@ public final class Store: Sendable {
     ///   - capacity: the most records and/or bytes the collection keeps, recorded in the store for
     ///     every process that writes it (a write that passes it evicts, see ``Capacity``); `nil`
     ///     keeps what the store records, ``Capacity/unbounded`` removes it.
-    ///   - freshness: how read-through (``HoardCollection/get(_:orFetch:)``) serves records past
+    ///   - freshness: how read-through (``HoardCollection/get(_:timeouts:orFetch:)``) serves records past
     ///     their expiry; by default it does not.
     ///   - migration: whether records read in an older version are rewritten in the current one
     ///     lazily (in the collection's next write) or left as they are.

@@ -1,0 +1,189 @@
+import Foundation
+import Hoard
+import HoardTestSupport
+import Testing
+
+/// The error an async read-through throws, or a recorded issue when it returns.
+func readThroughError(_ body: () async throws -> Note?) async -> (any Error)? {
+    do {
+        let model = try await body()
+        Issue.record("no error; returned \(String(describing: model))")
+        return nil
+    } catch {
+        return error
+    }
+}
+
+/// Read-through against an upstream that does not answer: FakeUpstream's gate stays closed until
+/// the test opens it, so a read that returns before then returned because its timeout passed.
+/// The timeouts are real time (tens of milliseconds); the records' ages are the manual clock's.
+@Suite("Read-through timeouts and refresh-ahead")
+struct FetchTimeoutTests {
+    @Test("soft timeout: a stale record is returned when it passes, and the fetch goes on to store its result")
+    func softTimeout() async throws {
+        let clock = ManualClock()
+        try await withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(
+                Note.self, timeToLive: .seconds(60),
+                freshness: Freshness(staleIfError: .seconds(120), timeouts: FetchTimeouts(soft: .milliseconds(50))))
+            try await notes.put(Note(id: 1, text: "old", stars: 1, pinned: false))
+            clock.advance(by: .seconds(100))  // expired 40 s ago: within stale-if-error
+            let upstream = FakeUpstream()
+            await upstream.set(text: "new")
+            let started = ContinuousClock.now
+            #expect(try await notes.get(1, orFetch: { try await upstream.fetchOne($0) })?.text == "old")
+            #expect(ContinuousClock.now - started >= .milliseconds(50))
+            var statistics = notes.statistics()
+            #expect(statistics.softTimeouts == 1 && statistics.staleServed == 1 && statistics.hardTimeouts == 0)
+            #expect(statistics.fetchesInFlight == 1)  // the gate is closed: the fetch still waits
+
+            // A second read meanwhile joins the fetch under way rather than starting another.
+            #expect(try await notes.get(1, orFetch: { try await upstream.fetchOne($0) })?.text == "old")
+            #expect(await upstream.calls.count == 1)
+
+            await upstream.release()
+            try await eventually("the fetch stored its result") { notes.statistics().fetchesInFlight == 0 }
+            #expect(try notes.get(1)?.text == "new")
+            #expect(await upstream.cancelledFetches == 0)
+            statistics = notes.statistics()
+            #expect(statistics.softTimeouts == 2 && statistics.fetches == 1)
+        }
+    }
+
+    @Test("hard timeout: without a stale record the read throws fetchTimedOut; the fetch completes in the background")
+    func hardTimeout() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(
+                Note.self, timeToLive: .seconds(60),
+                freshness: Freshness(timeouts: FetchTimeouts(soft: .milliseconds(10), hard: .milliseconds(60))))
+            let upstream = FakeUpstream()
+            let started = ContinuousClock.now
+            let error = await readThroughError { try await notes.get(7, orFetch: { try await upstream.fetchOne($0) }) }
+            #expect(ContinuousClock.now - started >= .milliseconds(60))  // the soft timeout has no record to serve
+            let timedOut = try #require(error as? HoardError)
+            #expect(timedOut.kind == .fetchTimedOut && timedOut.key?.description == "7")
+            #expect("\(timedOut)".contains("Note[7]") && "\(timedOut)".contains("0.06 seconds"))
+            #expect(notes.statistics().hardTimeouts == 1 && notes.statistics().softTimeouts == 0)
+
+            await upstream.release()
+            try await eventually("the fetch stored its result") { notes.statistics().fetchesInFlight == 0 }
+            #expect(try notes.get(7)?.text == "v1")
+            #expect(await upstream.cancelledFetches == 0)
+            #expect(await upstream.calls.count == 1)
+        }
+    }
+
+    @Test("hard timeout without background completion: the fetch nobody waits for is cancelled, nothing is stored")
+    func hardTimeoutCancels() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(Note.self, timeToLive: .seconds(60))
+            let upstream = FakeUpstream()
+            let timeouts = FetchTimeouts(hard: .milliseconds(30), completesInBackground: false)
+            let error = await readThroughError {
+                try await notes.get(3, timeouts: timeouts, orFetch: { try await upstream.fetchOne($0) })
+            }
+            #expect((error as? HoardError)?.kind == .fetchTimedOut)
+            await upstream.release()
+            try await eventually("the cancelled fetch ended") { await upstream.finishedFetches == 1 }
+            #expect(await upstream.cancelledFetches == 1)
+            try await eventually("its flight is gone") { notes.statistics().fetchesInFlight == 0 }
+            #expect(try notes.get(3) == nil)
+        }
+    }
+
+    @Test("a call's timeouts replace the collection's: none waits as long as the fetch takes")
+    func perCall() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(
+                Note.self, freshness: Freshness(timeouts: FetchTimeouts(hard: .milliseconds(20))))
+            let upstream = FakeUpstream()
+            let waiting = Task {
+                try await notes.get(4, timeouts: FetchTimeouts(), orFetch: { try await upstream.fetchOne($0) })
+            }
+            // The collection's 20 ms would have ended the read; it still waits once the fetch has
+            // started and a read with the collection's timeout has timed out on the same flight.
+            try await eventually("the fetch started") { await upstream.calls.count == 1 }
+            let error = await readThroughError { try await notes.get(4, orFetch: { try await upstream.fetchOne($0) }) }
+            #expect((error as? HoardError)?.kind == .fetchTimedOut)
+            await upstream.release()
+            #expect(try await waiting.value?.text == "v1")
+            #expect(await upstream.calls.count == 1)
+        }
+    }
+
+    @Test("many IDs: each stale ID is served at the soft timeout, and an ID without one times out by name")
+    func bulk() async throws {
+        let clock = ManualClock()
+        try await withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(
+                Note.self, timeToLive: .seconds(60),
+                freshness: Freshness(
+                    staleIfError: .seconds(120),
+                    timeouts: FetchTimeouts(soft: .milliseconds(20), hard: .milliseconds(80))))
+            try await notes.put([1, 2].map { Note(id: $0, text: "old", stars: 1, pinned: false) })
+            clock.advance(by: .seconds(100))
+            let upstream = FakeUpstream()
+            let stale = try await notes.get([1, 2], orFetchMissing: { try await upstream.fetch($0) })
+            #expect(stale.map(\.text) == ["old", "old"])
+            #expect(notes.statistics().softTimeouts == 2)
+
+            let started = ContinuousClock.now
+            do {
+                _ = try await notes.get([5, 1], orFetchMissing: { try await upstream.fetch($0) })
+                Issue.record("no error")
+            } catch let error as HoardError {
+                #expect(error.kind == .fetchTimedOut && error.key?.description == "5")
+            }
+            #expect(ContinuousClock.now - started >= .milliseconds(80))
+            await upstream.release()
+            try await eventually("the fetches stored their results") { notes.statistics().fetchesInFlight == 0 }
+            #expect(try [1, 2, 5].map { try notes.get($0)?.text } == ["v1", "v1", "v1"])
+        }
+    }
+
+    @Test("refresh-ahead: a hit past the fraction refreshes once in the background; a failed refresh keeps the record")
+    func refreshAhead() async throws {
+        let clock = ManualClock()
+        try await withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(
+                Note.self, timeToLive: .seconds(10), freshness: Freshness(refreshAhead: 0.8))
+            try await notes.put(Note(id: 1, text: "old", stars: 1, pinned: false))
+            let upstream = FakeUpstream()
+            await upstream.set(text: "new")
+            let fetch: @Sendable (Int64) async throws -> Note? = { try await upstream.fetchOne($0) }
+
+            clock.advance(by: .milliseconds(7_999))  // before 80% of its life: a plain hit
+            #expect(try await notes.get(1, orFetch: fetch)?.text == "old")
+            #expect(await upstream.calls.isEmpty)
+            #expect(notes.statistics().refreshesAhead == 0)
+
+            clock.advance(by: .milliseconds(1))  // at 80%: every hit returns at once, one refresh starts
+            for _ in 0..<20 { #expect(try await notes.get(1, orFetch: fetch)?.text == "old") }
+            try await eventually("the refresh started") { await upstream.calls.count == 1 }
+            #expect(notes.statistics().refreshesAhead == 1 && notes.statistics().refreshes == 1)
+            await upstream.release()
+            try await eventually("the refresh ended") { notes.statistics().fetchesInFlight == 0 }
+            #expect(try notes.get(1)?.text == "new")
+            #expect(try notes.header(of: 1)?.expiresAt == clock.nowMilliseconds + 10_000)
+            #expect(try await notes.get(1, orFetch: fetch)?.text == "new")
+            #expect(await upstream.calls.count == 1)  // renewed: not due again
+
+            // A refresh that fails leaves the record as it was, and counts the error.
+            await upstream.set(text: nil)
+            clock.advance(by: .seconds(9))
+            #expect(try await notes.get(1, orFetch: fetch)?.text == "new")
+            try await eventually("the failed refresh ended") { notes.statistics().fetchErrors == 1 }
+            try await eventually("its flight is gone") { notes.statistics().fetchesInFlight == 0 }
+            #expect(try notes.get(1)?.text == "new")
+            #expect(notes.statistics().refreshesAhead == 2)
+
+            // Outside (0, 1) the fraction turns refreshing ahead off.
+            let off = try store.collection(
+                Note.self, named: "off", timeToLive: .seconds(10), freshness: Freshness(refreshAhead: 1.5))
+            try await off.put(Note(id: 1, text: "kept", stars: 1, pinned: false))
+            clock.advance(by: .milliseconds(9_999))
+            #expect(try await off.get(1, orFetch: fetch)?.text == "kept")
+            #expect(off.statistics().refreshesAhead == 0 && off.statistics().fetches == 0)
+        }
+    }
+}
