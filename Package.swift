@@ -310,10 +310,3 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
-
-// The documentation (DocC catalogs under Sources/*/Documentation.docc) is built by
-// tools/docs.sh, which sets HOARD_DOCS=1. Only then is the DocC plugin a dependency, so an
-// application that depends on Hoard does not fetch it.
-if Context.environment["HOARD_DOCS"] == "1" {
-    package.dependencies.append(.package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"))
-}

@@ -12,32 +12,36 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/scripts/ensure-deps.sh
 
-# HOARD_DOCS=1 adds the DocC plugin to the package (Package.swift says why only then).
-export HOARD_DOCS=1
 modules=(Hoard VariableCoding LMDB HoardTesting HoardServiceLifecycle HoardPostgres HoardHummingbird HoardVapor)
 archives=.build/docs-archives
+symbols=.build/docs-symbols
 out=.build/docs
 rm -rf "$archives"
 mkdir -p "$archives" "$out"
-# One invocation for every module: the plugin's own tools and the package graph are set up once
-# (each invocation took about 45 s of that with Vapor in the graph), the modules' symbols are
-# extracted side by side. Each archive is then made a static site for its own base path.
-targets=()
-for module in "${modules[@]}"; do targets+=(--target "$module"); done
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-# HOARD_BUILD_FLAGS: tools/test.sh's build flags, so that the documentation's build reuses its build.
+# The modules as tools/test.sh builds them (with the traits of the optional products; with its
+# flags, HOARD_BUILD_FLAGS, so that this reuses its build rather than compiling again), then
+# their symbols, extracted with the flags of that build. No DocC plugin: it would plan the
+# package again and build each module anew before extracting the same symbol graphs.
 # shellcheck disable=SC2086
-if ! swift package ${HOARD_BUILD_FLAGS:-} --traits Postgres,Hummingbird,Vapor --allow-writing-to-directory "$archives" \
-    generate-documentation "${targets[@]}" --output-path "$archives" --experimental-skip-synthesized-symbols \
-    --warnings-as-errors >"$log" 2>&1; then
-    grep -Ev '^\[|^(Updating|Updated|Working copy|Fetching|Fetched|Creating|Computing|Computed) |CMakeLists|unhandled; explicitly' "$log" >&2
+if ! swift build ${HOARD_BUILD_FLAGS:-} --traits Postgres,Hummingbird,Vapor >"$log" 2>&1; then
+    grep -E "error:" "$log" >&2 || tail -n 20 "$log" >&2
     exit 1
 fi
+python3 tools/scripts/symbol-graphs.py .build "$symbols" "${modules[@]}"
 for module in "${modules[@]}"; do
+    catalog=()
+    [ -d "Sources/$module/Documentation.docc" ] && catalog=("Sources/$module/Documentation.docc")
+    if ! docc convert "${catalog[@]}" --additional-symbol-graph-dir "$symbols/$module" \
+        --fallback-display-name "$module" --fallback-bundle-identifier "$module" --warnings-as-errors \
+        --output-path "$archives/$module.doccarchive" >"$log" 2>&1; then
+        cat "$log" >&2
+        exit 1
+    fi
     rm -rf "${out:?}/$module"
     mkdir -p "$out/$module"
     docc process-archive transform-for-static-hosting "$archives/$module.doccarchive" \
         --output-path "$out/$module" --hosting-base-path "/$module" >/dev/null
 done
-python3 tools/scripts/check-docs.py .build "${modules[@]}"
+python3 tools/scripts/check-docs.py "$symbols" "${modules[@]}"

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Checks the public API's doc comments in the symbol graphs the DocC plugin extracted.
+"""Checks the public API's doc comments in the symbol graphs tools/docs.sh extracted.
 
 DocC itself (with --warnings-as-errors) fails on a broken link or an undocumented parameter;
 it does not fail on a public symbol that has no doc comment at all, nor on a throwing function
 that does not say what it throws. This script does both, for the modules named on the command
 line, and prints every offender with its file and line.
 
-usage: check-docs.py BUILD_DIR MODULE...
+usage: check-docs.py SYMBOLS_DIR MODULE...
 """
 
 import glob
@@ -41,12 +41,12 @@ def where(symbol):
     return f"{os.path.relpath(path)}:{location['position']['line'] + 1}"
 
 
-def check(build_dir, module):
-    # The plugin writes <build>/<triple>/extracted-symbols/<package>/<module>/<module>[@Other].symbols.json;
-    # the @Other files hold this module's extensions of other modules' types.
-    paths = glob.glob(os.path.join(build_dir, "*", "extracted-symbols", "*", module, "*.symbols.json"))
+def check(symbols_dir, module):
+    # tools/scripts/symbol-graphs.py writes <dir>/<module>/<module>[@Other].symbols.json; the
+    # @Other files hold this module's extensions of other modules' types.
+    paths = glob.glob(os.path.join(symbols_dir, module, "*.symbols.json"))
     if not paths:
-        sys.exit(f"error: no symbol graphs for {module} under {build_dir}; run the DocC plugin first")
+        sys.exit(f"error: no symbol graphs for {module} under {symbols_dir}; run tools/docs.sh")
     problems = []
     for path in paths:
         with open(path) as file:
