@@ -97,6 +97,11 @@ let package = Package(
             path: "Sources/ReadThroughBench"
         ),
         .executableTarget(
+            name: "slow-upstream-bench",
+            dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard")],
+            path: "Sources/SlowUpstreamBench"
+        ),
+        .executableTarget(
             name: "hitratio-bench",
             dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard")],
             path: "Sources/HitRatioBench"

@@ -348,7 +348,9 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         return try await withThrowingTaskGroup(of: Waited.self) { group in
             group.addTask { .answered(try await flights.wait(ticket)) }
             group.addTask {
-                try await Task.sleep(until: deadline.instant, clock: .continuous)
+                // A tolerance of its own: without one, Dispatch's default leeway lets a timer
+                // fire up to a tenth of its interval late (10 ms on a 100 ms timeout).
+                try await Task.sleep(until: deadline.instant, tolerance: .milliseconds(1), clock: .continuous)
                 return .timedOut(deadline.limit)
             }
             defer { group.cancelAll() }
