@@ -187,3 +187,82 @@ struct FetchTimeoutTests {
         }
     }
 }
+
+/// What a revalidating fetch receives (the stored model), as the test saw it.
+actor Revalidations {
+    private(set) var received: [Note?] = []
+    func record(_ stored: Note?) { received.append(stored) }
+}
+
+@Suite("Read-through revalidation: the fetch's own expiry, and \"not modified\"")
+struct RevalidationTests {
+    @Test("a fetched model is stored with the expiry its fetch gives")
+    func ownExpiry() async throws {
+        let clock = ManualClock()
+        try await withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(Note.self, timeToLive: .seconds(60))
+            let note = try await notes.get(1) { id, stored in
+                #expect(stored == nil)
+                return .model(Note(id: id, text: "max-age 30", stars: 0, pinned: false), expiry: .after(.seconds(30)))
+            }
+            #expect(note?.text == "max-age 30")
+            #expect(try notes.header(of: 1)?.expiresAt == clock.nowMilliseconds + 30_000)
+        }
+    }
+
+    @Test("\"not modified\" renews the stored record's expiry and write time, keeps its payload, and returns it")
+    func notModified() async throws {
+        let clock = ManualClock()
+        try await withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(Note.self, timeToLive: .seconds(60))
+            let stored = Note(id: 1, text: "etag 7", stars: 3, pinned: true)
+            try await notes.put(stored)
+            clock.advance(by: .seconds(70))  // expired
+            let seen = Revalidations()
+            let note = try await notes.get(1) { _, stored in
+                await seen.record(stored)
+                return .notModified(expiry: .after(.seconds(120)))
+            }
+            #expect(note == stored)
+            #expect(await seen.received == [stored])
+            let header = try #require(try notes.header(of: 1))
+            #expect(header.expiresAt == clock.nowMilliseconds + 120_000 && header.writtenAt == clock.nowMilliseconds)
+            #expect(try notes.get(1) == stored)
+            #expect(notes.statistics().notModified == 1 && notes.statistics().puts == 1)
+
+            // Nothing stored: "not modified" is taken as absent.
+            let none = try await notes.get(2) { _, _ in .notModified() }
+            #expect(none == nil)
+            #expect(try notes.get(2) == nil)
+            #expect(notes.statistics().notModified == 1)
+
+            // Absent: the stored record is deleted.
+            clock.advance(by: .seconds(200))
+            #expect(try await notes.get(1) { _, _ in .absent } == nil)
+            #expect(try notes.header(of: 1) == nil)
+        }
+    }
+
+    @Test("refresh-ahead revalidates: the background fetch receives the stored model and renews it")
+    func refreshAheadRevalidates() async throws {
+        let clock = ManualClock()
+        try await withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(
+                Note.self, timeToLive: .seconds(10), freshness: Freshness(refreshAhead: 0.5))
+            let stored = Note(id: 1, text: "current", stars: 1, pinned: false)
+            try await notes.put(stored)
+            clock.advance(by: .seconds(6))
+            let seen = Revalidations()
+            let fetch: @Sendable (Int64, Note?) async throws -> Revalidation<Note> = { _, stored in
+                await seen.record(stored)
+                return .notModified()
+            }
+            #expect(try await notes.get(1, orRevalidate: fetch) == stored)
+            try await eventually("the refresh renewed the record") { notes.statistics().notModified == 1 }
+            try await eventually("its flight is gone") { notes.statistics().fetchesInFlight == 0 }
+            #expect(await seen.received == [stored])
+            #expect(try notes.header(of: 1)?.expiresAt == clock.nowMilliseconds + 10_000)
+            #expect(notes.statistics().refreshesAhead == 1 && notes.statistics().puts == 1)
+        }
+    }
+}

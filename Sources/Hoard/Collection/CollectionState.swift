@@ -127,6 +127,7 @@ final class CollectionState: Sendable {
         let refreshesAhead = Atomic<Int>(0)
         let softTimeouts = Atomic<Int>(0)
         let hardTimeouts = Atomic<Int>(0)
+        let notModified = Atomic<Int>(0)
         let puts = Atomic<Int>(0)
         let evictions = Atomic<Int>(0)
         let evictedBytes = Atomic<Int>(0)
@@ -134,7 +135,7 @@ final class CollectionState: Sendable {
 
         enum Counter {
             case hits, misses, fetches, fetchErrors, coalesced, staleServed, refreshes, absentServed
-            case refreshesAhead, softTimeouts, hardTimeouts
+            case refreshesAhead, softTimeouts, hardTimeouts, notModified
             case puts, evictions, evictedBytes, expiredRemoved
         }
 
@@ -162,6 +163,9 @@ final class CollectionState: Sendable {
             case .hardTimeouts:
                 hardTimeouts.add(count, ordering: .relaxed)
                 metrics.hardTimeouts.increment(by: count)
+            case .notModified:
+                notModified.add(count, ordering: .relaxed)
+                metrics.notModified.increment(by: count)
             case .puts: puts.add(count, ordering: .relaxed)
             case .evictions:
                 evictions.add(count, ordering: .relaxed)

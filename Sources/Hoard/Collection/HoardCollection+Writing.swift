@@ -128,7 +128,7 @@ extension HoardCollection {
 
     /// The header of a record written now with `expiry`.
     @inline(__always)
-    private func header(for expiry: Expiry) -> RecordHeader {
+    func header(for expiry: Expiry) -> RecordHeader {
         let now = store.options.now()
         let expiresAt: Int64? =
             switch expiry {

@@ -26,6 +26,7 @@ final class CollectionMetrics: Sendable {
     let refreshesAhead: Counter
     let softTimeouts: Counter
     let hardTimeouts: Counter
+    let notModified: Counter
     let synchronizeRuns: Counter
     let added: Counter
     let updated: Counter
@@ -57,6 +58,7 @@ final class CollectionMetrics: Sendable {
         refreshesAhead = counter("hoard_refreshes_ahead_total")
         softTimeouts = counter("hoard_fetch_timeouts_total", [("timeout", "soft")])
         hardTimeouts = counter("hoard_fetch_timeouts_total", [("timeout", "hard")])
+        notModified = counter("hoard_fetch_not_modified_total")
         synchronizeRuns = counter("hoard_synchronize_runs_total")
         added = counter("hoard_synchronize_records_total", [("change", "added")])
         updated = counter("hoard_synchronize_records_total", [("change", "updated")])

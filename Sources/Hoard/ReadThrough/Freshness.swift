@@ -109,6 +109,18 @@ public struct FetchTimeouts: Sendable, Hashable {
     }
 }
 
+/// What a revalidating fetch answers (``HoardCollection/get(_:timeouts:orRevalidate:)``).
+public enum Revalidation<Model: Sendable>: Sendable {
+    /// The model, stored with `expiry` (by default the collection's time to live; an upstream's
+    /// `Cache-Control: max-age` as `.after(.seconds(maxAge))`).
+    case model(Model, expiry: Expiry = .collectionDefault)
+    /// The stored model is still current (an HTTP `304`): its record is renewed with `expiry`,
+    /// its payload kept.
+    case notModified(expiry: Expiry = .collectionDefault)
+    /// The ID does not exist: as a fetch returning `nil`.
+    case absent
+}
+
 /// An error of a read-through that was reported instead of thrown (``Freshness/onFetchError``).
 public struct FetchFailure: Error, Sendable, CustomStringConvertible {
     /// What was being done.
@@ -173,6 +185,8 @@ public struct CollectionStatistics: Sendable, Hashable {
     public var softTimeouts = 0
     /// Reads that threw ``HoardError/fetchTimedOut(collection:key:after:)`` (``FetchTimeouts/hard``).
     public var hardTimeouts = 0
+    /// Records renewed by a "not modified" answer (``Revalidation/notModified(expiry:)``).
+    public var notModified = 0
     /// Reads answered `nil` from a remembered "no such ID" (``Freshness/negativeTimeToLive``).
     public var absentServed = 0
     /// Fetches under way now, background refreshes included (a gauge, not a count).

@@ -52,16 +52,47 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         // lookup that cost a third of a get).
         // (The get counts the hit or the miss in the statistics.)
         if let model = try? get(id) {
-            if freshness.refreshAhead != nil { refreshAheadIfDue(id, fetch) }
+            if freshness.refreshAhead != nil { refreshAheadIfDue(id, Self.one(fetch)) }
             return model
         }
-        return try await readThroughMiss(id, timeouts ?? freshness.timeouts, fetch)
+        return try await readThroughMiss(id, timeouts ?? freshness.timeouts) { _ in Self.one(fetch) }
+    }
+
+    /// ``get(_:timeouts:orFetch:)`` with a fetch that revalidates: it receives the record stored
+    /// for `id` (expired or not; `nil` when there is none) and answers with a model and its own
+    /// expiry (an upstream's `Cache-Control: max-age`), with ``Revalidation/notModified(expiry:)``
+    /// when the stored record is still current, or with ``Revalidation/absent``.
+    ///
+    /// "Not modified" gives the stored record a new write time and expiry and keeps its payload:
+    /// the model is not encoded again, and the read returns the stored model. The validators an
+    /// upstream needs for a conditional request (an ETag, a Last-Modified time) are the model's
+    /// own properties, stored with it in its key set, so the fetch finds them in the model it
+    /// receives. A "not modified" answer when nothing was stored is taken as ``Revalidation/absent``.
+    /// A renewed record is not a change: observers and other replicas are not told of it.
+    ///
+    /// - Parameters:
+    ///   - id: the model's ID.
+    ///   - timeouts: how long to wait for the fetch; `nil` for the collection's.
+    ///   - fetch: the source of truth, given the ID and the stored model.
+    /// - Throws: as ``get(_:timeouts:orFetch:)`` does.
+    public func get(
+        _ id: Model.ID, timeouts: FetchTimeouts? = nil,
+        orRevalidate fetch: @escaping @Sendable (Model.ID, Model?) async throws -> Revalidation<Model>
+    ) async throws -> Model? {
+        if let model = try? get(id) {
+            if freshness.refreshAhead != nil { refreshAheadIfDue(id, Self.revalidating(fetch, stored: model)) }
+            return model
+        }
+        return try await readThroughMiss(id, timeouts ?? freshness.timeouts) { stored in
+            Self.revalidating(fetch, stored: stored)
+        }
     }
 
     /// ``get(_:timeouts:orFetch:)`` past its hit path: the record is absent, expired, damaged or unreadable.
+    /// `fetcher` makes the fetch, given the stored model (expired or not) for a revalidating one.
     @usableFromInline
     func readThroughMiss(
-        _ id: Model.ID, _ timeouts: FetchTimeouts, _ fetch: @escaping @Sendable (Model.ID) async throws -> Model?
+        _ id: Model.ID, _ timeouts: FetchTimeouts, _ fetcher: (Model?) -> Fetcher
     ) async throws -> Model? {
         let key = try keyBytes(id)
         let found = try storedForReadThrough(key)
@@ -71,7 +102,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             return model
         case .staleWhileRefreshing(let model):
             state.counters.add(.staleServed)
-            startRefresh(of: [key], ids: [id], fetch: Self.one(fetch))
+            startRefresh(of: [key], ids: [id], fetch: fetcher(model))
             return model
         case .fetch:
             if isRememberedAbsent(key, now: now) { return nil }
@@ -81,7 +112,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                 let flights = state.singleFlight(of: Model.self)
                 let joined = join(flights, [key])
                 if joined.toFetch == nil { state.counters.add(.coalesced) }
-                startFetch(joined, ids: [id], stale: found == nil ? [] : [key], fetch: Self.one(fetch))
+                startFetch(joined, ids: [id], stale: found == nil ? [] : [key], fetch: fetcher(found?.model))
                 do {
                     let stale = staleIfError(found, now: now)
                     let deadline = timeouts.deadline(from: .now, withStale: stale != nil)
@@ -144,7 +175,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         }
         if !refresh.isEmpty {
             let staleKeys = refresh.map { keys[$0] }
-            startRefresh(of: staleKeys, ids: refresh.map { ids[$0] }, fetch: fetch)
+            startRefresh(of: staleKeys, ids: refresh.map { ids[$0] }, fetch: Self.many(fetch))
         }
         guard !missing.isEmpty else { return models.compactMap { $0 } }
 
@@ -171,7 +202,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         let idOfKey = Dictionary(missing.map { (keys[$0], ids[$0]) }, uniquingKeysWith: { first, _ in first })
         startFetch(
             joined, ids: joined.toFetch?.keys.compactMap { idOfKey[$0] } ?? [],
-            stale: Set(missing.filter { found[$0] != nil }.map { keys[$0] }), fetch: fetch)
+            stale: Set(missing.filter { found[$0] != nil }.map { keys[$0] }), fetch: Self.many(fetch))
         // Every ticket is waited for (or given up), so that no fetch keeps a waiter that is gone.
         var failure: (any Error)?
         for (position, index) in missing.enumerated() {
@@ -215,6 +246,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             refreshesAhead: counters.refreshesAhead.load(ordering: .relaxed),
             softTimeouts: counters.softTimeouts.load(ordering: .relaxed),
             hardTimeouts: counters.hardTimeouts.load(ordering: .relaxed),
+            notModified: counters.notModified.load(ordering: .relaxed),
             absentServed: counters.absentServed.load(ordering: .relaxed),
             fetchesInFlight: state.singleFlight(of: Model.self).groupsInFlight,
             accessStateBytes: state.policy?.byteCount ?? 0)
@@ -286,19 +318,52 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
 
     // MARK: - Fetching
 
+    /// What a fetch made of one ID: a model to store with its expiry, or the stored model,
+    /// still current, to renew with a new expiry.
+    @usableFromInline
+    enum Answer: Sendable {
+        case model(Model, Expiry)
+        case notModified(Model, Expiry)
+
+        var model: Model {
+            switch self {
+            case .model(let model, _), .notModified(let model, _): model
+            }
+        }
+    }
+
+    /// A fetch of many IDs, answering for those that exist, as every read-through path runs it.
+    @usableFromInline
+    typealias Fetcher = @Sendable ([Model.ID]) async throws -> [Answer]
+
     /// A one-ID fetcher as a fetcher of many.
-    static func one(
-        _ fetch: @escaping @Sendable (Model.ID) async throws -> Model?
-    ) -> @Sendable ([Model.ID]) async throws -> [Model] {
-        { ids in try await fetch(ids[0]).map { [$0] } ?? [] }
+    @usableFromInline
+    static func one(_ fetch: @escaping @Sendable (Model.ID) async throws -> Model?) -> Fetcher {
+        { ids in try await fetch(ids[0]).map { [.model($0, .collectionDefault)] } ?? [] }
+    }
+
+    /// A bulk fetcher's models, stored with the collection's time to live.
+    static func many(_ fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model]) -> Fetcher {
+        { ids in try await fetch(ids).map { .model($0, .collectionDefault) } }
+    }
+
+    /// A revalidating fetch of one ID, given the model stored for it.
+    static func revalidating(
+        _ fetch: @escaping @Sendable (Model.ID, Model?) async throws -> Revalidation<Model>, stored: Model?
+    ) -> Fetcher {
+        { ids in
+            switch try await fetch(ids[0], stored) {
+            case .model(let model, let expiry): [.model(model, expiry)]
+            case .notModified(let expiry): stored.map { [.notModified($0, expiry)] } ?? []
+            case .absent: []
+            }
+        }
     }
 
     /// Starts a background refresh of the stale records of `keys` (those not being fetched
     /// already); returns whether it started one.
     @discardableResult
-    func startRefresh(
-        of keys: [[UInt8]], ids: [Model.ID], fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model]
-    ) -> Bool {
+    func startRefresh(of keys: [[UInt8]], ids: [Model.ID], fetch: @escaping Fetcher) -> Bool {
         let joined = join(state.singleFlight(of: Model.self), keys, waiting: false)
         guard let toFetch = joined.toFetch else { return false }
         state.counters.add(.refreshes)
@@ -311,7 +376,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     /// refresh point (``Freshness/refreshAhead``). A second read of the record's header, made only
     /// for collections that refresh ahead.
     @usableFromInline
-    func refreshAheadIfDue(_ id: Model.ID, _ fetch: @escaping @Sendable (Model.ID) async throws -> Model?) {
+    func refreshAheadIfDue(_ id: Model.ID, _ fetch: @escaping Fetcher) {
         guard let key = try? keyBytes(id) else { return }
         let due: Bool? = try? store.environment.read { txn in
             guard store.vouches(for: txn) else { return false }
@@ -325,7 +390,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             } ?? false
         }
         guard due == true else { return }
-        if startRefresh(of: [key], ids: [id], fetch: Self.one(fetch)) { state.counters.add(.refreshesAhead) }
+        if startRefresh(of: [key], ids: [id], fetch: fetch) { state.counters.add(.refreshesAhead) }
     }
 
     // MARK: - Timeouts
@@ -387,7 +452,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     /// not return among `stale`), and ends the flights with each key's model.
     func startFetch(
         _ joined: SingleFlight<Model>.Joined, ids: [Model.ID], stale: Set<[UInt8]>,
-        fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model], refresh: Bool = false
+        fetch: @escaping Fetcher, refresh: Bool = false
     ) {
         guard let (group, keys) = joined.toFetch else { return }
         let flights = state.singleFlight(of: Model.self)
@@ -405,7 +470,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                 do {
                     let fetched = try await fetch(ids)
                     var byKey: [[UInt8]: Model] = [:]
-                    for model in fetched { byKey[model.id.keyBytes] = model }
+                    for answer in fetched { byKey[answer.model.id.keyBytes] = answer.model }
                     await storeFetched(fetched, absent: keys.filter { byKey[$0] == nil }, stale: stale, ticket: ticket)
                     span?.attributes[SpanKey.outcome] = fetched.isEmpty ? "absent" : "stored"
                     return Result<[[UInt8]: Model], any Error>.success(byKey)
@@ -424,20 +489,22 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     /// Stores fetched models in one write, with the deletion of the records of `absent` IDs that
     /// were stored (`stale`); remembers the absent ones when the freshness says to. A model whose
     /// key was invalidated after the fetch took `ticket` is not stored: it may predate the change.
-    func storeFetched(_ models: [Model], absent: [[UInt8]], stale: Set<[UInt8]>, ticket: UInt64) async {
+    func storeFetched(_ answers: [Answer], absent: [[UInt8]], stale: Set<[UInt8]>, ticket: UInt64) async {
+        let models = answers.map(\.model)
         let gone = absent.filter { stale.contains($0) }
-        if !models.isEmpty || !gone.isEmpty {
+        if !answers.isEmpty || !gone.isEmpty {
             do {
                 let replication = store.replicationState
                 let metrics = store.metrics
                 try await store.submit(nested: false) { txn in
                     try self.migratePending(in: txn)
                     // Checked inside the write: LMDB serializes it with the invalidations' writes.
-                    let current = models.filter {
-                        !replication.invalidations.wasRemoved(collection: self.name, key: $0.id.keyBytes, after: ticket)
+                    let current = answers.filter {
+                        !replication.invalidations.wasRemoved(
+                            collection: self.name, key: $0.model.id.keyBytes, after: ticket)
                     }
-                    let discarded = models.count - current.count
-                    try self.put(current, in: txn)
+                    let discarded = answers.count - current.count
+                    try self.store(current, in: txn)
                     for key in gone { _ = try self.delete(key: key, in: txn) }
                     if discarded > 0 {
                         txn.onCommit {
@@ -466,6 +533,35 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                 remembered[key] = now.addingSaturating(window.storedMilliseconds)
             }
         }
+    }
+
+    /// Stores fetched answers in `txn`: the models, in one put per expiry (most share the
+    /// collection's); the stored records that are still current, renewed (``renew(_:expiry:in:)``).
+    func store(_ answers: [Answer], in txn: borrowing WriteTransaction) throws {
+        var byExpiry: [Expiry: [Model]] = [:]
+        for case .model(let model, let expiry) in answers { byExpiry[expiry, default: []].append(model) }
+        for (expiry, models) in byExpiry { try put(models, expiry: expiry, in: txn) }
+        var renewed = 0
+        for case .notModified(let model, let expiry) in answers
+        where try renew(model.id.keyBytes, expiry: expiry, in: txn) {
+            renewed += 1
+        }
+        state.counters.add(.notModified, renewed)
+    }
+
+    /// Gives the record of `key` a new write time and `expiry`, its version and payload kept (no
+    /// encoding, no change told to observers or replicas); `false` when there is no readable record.
+    func renew(_ key: [UInt8], expiry: Expiry, in txn: borrowing WriteTransaction) throws -> Bool {
+        guard let record = try txn.value(forKey: key, in: database) else { return false }
+        let renewed = record.withUnsafeBytes { bytes -> [UInt8]? in
+            guard let (old, payload) = try? RecordHeader.parse(bytes) else { return nil }
+            var header = header(for: expiry)
+            header.version = old.version
+            return header.record(with: Array(payload))
+        }
+        guard let renewed else { return false }
+        try txn.put(renewed, forKey: key, in: database)
+        return true
     }
 
     /// Whether a fetch said recently that `key` does not exist (``Freshness/negativeTimeToLive``).
