@@ -136,9 +136,12 @@ struct ReadmeSnippetTests {
             // README begin: read-through
             let users = try store.collection(
                 User.self, timeToLive: .minutes(5),
-                freshness: Freshness(staleWhileRevalidate: .minutes(1), staleIfError: .hours(1)))
-            // Stored and fresh: returned. Otherwise fetched (once, however many requests ask at the
-            // same time), stored and returned; an expired record within a window may be served.
+                freshness: Freshness(
+                    staleWhileRevalidate: .minutes(1), staleIfError: .hours(1),
+                    timeouts: FetchTimeouts(soft: .milliseconds(100), hard: .seconds(2)), refreshAhead: 0.8))
+            // Stored and fresh: returned (past 80% of its life, and refreshed in the background).
+            // Otherwise fetched (once, however many requests ask at the same time), stored and returned;
+            // an expired record within a window may be served, also when the fetch takes over 100 ms.
             let user = try await users.get(42, orFetch: { id in try await upstream.user(id) })
             // README end
             #expect(user?.name == "user 42")

@@ -546,7 +546,9 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         where try renew(model.id.keyBytes, expiry: expiry, in: txn) {
             renewed += 1
         }
-        state.counters.add(.notModified, renewed)
+        // Counted when the write commits: not for one undone, nor twice for one LMDB ran again.
+        let counters = state.counters
+        if renewed > 0 { txn.onCommit { counters.add(.notModified, renewed) } }
     }
 
     /// Gives the record of `key` a new write time and `expiry`, its version and payload kept (no
