@@ -91,6 +91,34 @@ struct FetchTimeoutTests {
         }
     }
 
+    @Test("a timeout bounds the upstream, not the write of its answer: a read waits for a slow commit")
+    func slowCommit() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(
+                Note.self, freshness: Freshness(timeouts: FetchTimeouts(hard: .milliseconds(20))))
+            // Another writer holds LMDB's write lock, so the answer's commit waits for it.
+            let holding = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            Thread {
+                _ = try? store.write { _ in
+                    holding.signal()
+                    release.wait()
+                }
+            }.start()
+            holding.wait()
+            let read = Task {
+                try await notes.get(5, orFetch: { id in Note(id: id, text: "answered", stars: 0, pinned: false) })
+            }
+            // Not synchronization: the hard timeout passes while the commit is held.
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(notes.statistics().fetches == 1 && notes.statistics().fetchesInFlight == 1)
+            release.signal()
+            #expect(try await read.value?.text == "answered")
+            #expect(notes.statistics().hardTimeouts == 0)
+            #expect(try notes.get(5)?.text == "answered")
+        }
+    }
+
     @Test("a call's timeouts replace the collection's: none waits as long as the fetch takes")
     func perCall() async throws {
         try await withTemporaryStore { store in

@@ -61,8 +61,9 @@ public struct Freshness: Sendable {
 
 /// How long a read-through waits for the upstream (FusionCache's factory timeouts), given in a
 /// collection's ``Freshness`` or for one call (``HoardCollection/get(_:timeouts:orFetch:)``).
-/// Both are off unless given; they bound the wait, not the fetch, which runs on in the
-/// background unless a hard timeout stops it.
+/// Both are off unless given; they bound the wait for the upstream's answer, not the fetch, which
+/// runs on in the background unless a hard timeout stops it. An answer that came in time is
+/// waited for while it is stored (its commit may queue on a loaded disk).
 ///
 /// ```swift
 /// let users = try store.collection(

@@ -420,6 +420,13 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             }
             defer { group.cancelAll() }
             guard let first = try await group.next() else { throw CancellationError() }
+            // A timeout bounds the upstream, not the store's write of its answer (a commit on a
+            // loaded disk): once the upstream has answered, the read waits for the write.
+            if case .timedOut = first, flights.hasAnswered(ticket) {
+                while let next = try await group.next() {
+                    if case .answered = next { return next }
+                }
+            }
             // Before the waiter is cancelled (which leaves the flight): a fetch that should finish
             // is not stopped by its last waiter leaving.
             if case .timedOut = first, deadline.completesInBackground { flights.keepRunning(ticket) }
@@ -469,6 +476,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                 span?.attributes[SpanKey.batchSize] = ids.count
                 do {
                     let fetched = try await fetch(ids)
+                    flights.markAnswered(group)
                     var byKey: [[UInt8]: Model] = [:]
                     for answer in fetched { byKey[answer.model.id.keyBytes] = answer.model }
                     await storeFetched(fetched, absent: keys.filter { byKey[$0] == nil }, stale: stale, ticket: ticket)

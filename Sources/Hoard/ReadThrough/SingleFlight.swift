@@ -31,6 +31,8 @@ final class SingleFlight<Model: Sendable>: Sendable {
         var ticket: UInt64?
         /// A background refresh: it runs to its end whoever waits.
         var keepsRunning: Bool
+        /// The upstream has answered; what remains is storing the answer.
+        var answered = false
     }
 
     struct State {
@@ -161,6 +163,20 @@ final class SingleFlight<Model: Sendable>: Sendable {
             }
         } onCancel: {
             leave(ticket)
+        }
+    }
+
+    /// Records that `group`'s upstream call has returned (its answer is being stored).
+    func markAnswered(_ group: Int) {
+        state.withLock { $0.groups[group]?.answered = true }
+    }
+
+    /// Whether the upstream of `ticket`'s flight has answered: its group stores the answer, or
+    /// has ended.
+    func hasAnswered(_ ticket: Ticket) -> Bool {
+        state.withLock { state in
+            guard let flight = state.flights[ticket.flight] else { return true }
+            return flight.result != nil || state.groups[flight.group]?.answered ?? true
         }
     }
 
