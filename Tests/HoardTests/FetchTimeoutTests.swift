@@ -1,6 +1,7 @@
 import Foundation
 import Hoard
 import HoardTestSupport
+import Synchronization
 import Testing
 
 /// The error an async read-through throws, or a recorded issue when it returns.
@@ -106,12 +107,19 @@ struct FetchTimeoutTests {
                 }
             }.start()
             holding.wait()
+            let answeredAt = Mutex<ContinuousClock.Instant?>(nil)
             let read = Task {
-                try await notes.get(5, orFetch: { id in Note(id: id, text: "answered", stars: 0, pinned: false) })
+                try await notes.get(5) { id in
+                    answeredAt.withLock { $0 = .now }
+                    return Note(id: id, text: "answered", stars: 0, pinned: false)
+                }
             }
-            // Not synchronization: the hard timeout passes while the commit is held.
-            try await Task.sleep(for: .milliseconds(100))
-            #expect(notes.statistics().fetches == 1 && notes.statistics().fetchesInFlight == 1)
+            try await eventually("the upstream answered") { answeredAt.withLock { $0 } != nil }
+            // Not synchronization: the hard timeout, which began before the upstream was called,
+            // passes while the answer's commit is held.
+            let answered = try #require(answeredAt.withLock { $0 })
+            try await Task.sleep(until: answered + .milliseconds(100), clock: .continuous)
+            #expect(notes.statistics().fetchesInFlight == 1)
             release.signal()
             #expect(try await read.value?.text == "answered")
             #expect(notes.statistics().hardTimeouts == 0)
