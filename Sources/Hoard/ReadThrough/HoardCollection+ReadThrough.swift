@@ -58,36 +58,6 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         return try await readThroughMiss(id, timeouts ?? freshness.timeouts) { _ in Self.one(fetch) }
     }
 
-    /// ``get(_:timeouts:orFetch:)`` with a fetch that revalidates: it receives the record stored
-    /// for `id` (expired or not; `nil` when there is none) and answers with a model and its own
-    /// expiry (an upstream's `Cache-Control: max-age`), with ``Revalidation/notModified(expiry:)``
-    /// when the stored record is still current, or with ``Revalidation/absent``.
-    ///
-    /// "Not modified" gives the stored record a new write time and expiry and keeps its payload:
-    /// the model is not encoded again, and the read returns the stored model. The validators an
-    /// upstream needs for a conditional request (an ETag, a Last-Modified time) are the model's
-    /// own properties, stored with it in its key set, so the fetch finds them in the model it
-    /// receives. A "not modified" answer when nothing was stored is taken as ``Revalidation/absent``.
-    /// A renewed record is not a change: observers and other replicas are not told of it.
-    ///
-    /// - Parameters:
-    ///   - id: the model's ID.
-    ///   - timeouts: how long to wait for the fetch; `nil` for the collection's.
-    ///   - fetch: the source of truth, given the ID and the stored model.
-    /// - Throws: as ``get(_:timeouts:orFetch:)`` does.
-    public func get(
-        _ id: Model.ID, timeouts: FetchTimeouts? = nil,
-        orRevalidate fetch: @escaping @Sendable (Model.ID, Model?) async throws -> Revalidation<Model>
-    ) async throws -> Model? {
-        if let model = try? get(id) {
-            if freshness.refreshAhead != nil { refreshAheadIfDue(id, Self.revalidating(fetch, stored: model)) }
-            return model
-        }
-        return try await readThroughMiss(id, timeouts ?? freshness.timeouts) { stored in
-            Self.revalidating(fetch, stored: stored)
-        }
-    }
-
     /// ``get(_:timeouts:orFetch:)`` past its hit path: the record is absent, expired, damaged or unreadable.
     /// `fetcher` makes the fetch, given the stored model (expired or not) for a revalidating one.
     @usableFromInline
@@ -318,48 +288,6 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
 
     // MARK: - Fetching
 
-    /// What a fetch made of one ID: a model to store with its expiry, or the stored model,
-    /// still current, to renew with a new expiry.
-    @usableFromInline
-    enum Answer: Sendable {
-        case model(Model, Expiry)
-        case notModified(Model, Expiry)
-
-        var model: Model {
-            switch self {
-            case .model(let model, _), .notModified(let model, _): model
-            }
-        }
-    }
-
-    /// A fetch of many IDs, answering for those that exist, as every read-through path runs it.
-    @usableFromInline
-    typealias Fetcher = @Sendable ([Model.ID]) async throws -> [Answer]
-
-    /// A one-ID fetcher as a fetcher of many.
-    @usableFromInline
-    static func one(_ fetch: @escaping @Sendable (Model.ID) async throws -> Model?) -> Fetcher {
-        { ids in try await fetch(ids[0]).map { [.model($0, .collectionDefault)] } ?? [] }
-    }
-
-    /// A bulk fetcher's models, stored with the collection's time to live.
-    static func many(_ fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model]) -> Fetcher {
-        { ids in try await fetch(ids).map { .model($0, .collectionDefault) } }
-    }
-
-    /// A revalidating fetch of one ID, given the model stored for it.
-    static func revalidating(
-        _ fetch: @escaping @Sendable (Model.ID, Model?) async throws -> Revalidation<Model>, stored: Model?
-    ) -> Fetcher {
-        { ids in
-            switch try await fetch(ids[0], stored) {
-            case .model(let model, let expiry): [.model(model, expiry)]
-            case .notModified(let expiry): stored.map { [.notModified($0, expiry)] } ?? []
-            case .absent: []
-            }
-        }
-    }
-
     /// Starts a background refresh of the stale records of `keys` (those not being fetched
     /// already); returns whether it started one.
     @discardableResult
@@ -370,79 +298,6 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         let idOfKey = Dictionary(zip(keys, ids), uniquingKeysWith: { first, _ in first })
         startFetch(joined, ids: toFetch.keys.compactMap { idOfKey[$0] }, stale: Set(keys), fetch: fetch, refresh: true)
         return true
-    }
-
-    /// After a hit: starts a background refresh of `id` when its record is past the collection's
-    /// refresh point (``Freshness/refreshAhead``). A second read of the record's header, made only
-    /// for collections that refresh ahead.
-    @usableFromInline
-    func refreshAheadIfDue(_ id: Model.ID, _ fetch: @escaping Fetcher) {
-        guard let key = try? keyBytes(id) else { return }
-        let due: Bool? = try? store.environment.read { txn in
-            guard store.vouches(for: txn) else { return false }
-            return try txn.withValue(forKey: key, in: database) { record -> Bool in
-                guard let header = try? RecordHeader.parse(record).0,
-                    let point = freshness.refreshPoint(
-                        writtenAt: header.writtenAt,
-                        expiresAt: store.effectiveExpiry(writtenAt: header.writtenAt, expiresAt: header.expiresAt))
-                else { return false }
-                return store.options.now() >= point
-            } ?? false
-        }
-        guard due == true else { return }
-        if startRefresh(of: [key], ids: [id], fetch: fetch) { state.counters.add(.refreshesAhead) }
-    }
-
-    // MARK: - Timeouts
-
-    /// How a bounded wait for a flight ended.
-    enum Waited {
-        case answered(Model?)
-        /// The deadline passed first; the limit it was set by.
-        case timedOut(Duration)
-    }
-
-    /// Waits for `ticket`'s flight, until `deadline` (the instant and the limit it stands for)
-    /// when there is one. When it passes, the flight's fetch is left to run on (or cancelled, if
-    /// no one else waits and the timeouts say so) and `.timedOut` is returned.
-    func wait(
-        for ticket: SingleFlight<Model>.Ticket, in flights: SingleFlight<Model>,
-        until deadline: FetchTimeouts.Deadline?
-    ) async throws -> Waited {
-        guard let deadline else { return .answered(try await flights.wait(ticket)) }
-        return try await withThrowingTaskGroup(of: Waited.self) { group in
-            group.addTask { .answered(try await flights.wait(ticket)) }
-            group.addTask {
-                // A tolerance of its own: without one, Dispatch's default leeway lets a timer
-                // fire up to a tenth of its interval late (10 ms on a 100 ms timeout).
-                try await Task.sleep(until: deadline.instant, tolerance: .milliseconds(1), clock: .continuous)
-                return .timedOut(deadline.limit)
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next() else { throw CancellationError() }
-            // A timeout bounds the upstream, not the store's write of its answer (a commit on a
-            // loaded disk): once the upstream has answered, the read waits for the write.
-            if case .timedOut = first, flights.hasAnswered(ticket) {
-                while let next = try await group.next() {
-                    if case .answered = next { return next }
-                }
-            }
-            // Before the waiter is cancelled (which leaves the flight): a fetch that should finish
-            // is not stopped by its last waiter leaving.
-            if case .timedOut = first, deadline.completesInBackground { flights.keepRunning(ticket) }
-            return first
-        }
-    }
-
-    /// A read whose wait timed out after `limit`: the stale record when there is one, else the error.
-    func timedOut(_ key: [UInt8], after limit: Duration, serving stale: Model?) throws -> Model {
-        if let stale {
-            state.counters.add(.softTimeouts)
-            state.counters.add(.staleServed)
-            return stale
-        }
-        state.counters.add(.hardTimeouts)
-        throw HoardError.fetchTimedOut(collection: name, key: storedKey(key), after: limit)
     }
 
     /// Joins the flights of `keys`, except those whose fetch began before the key was invalidated:
@@ -541,37 +396,6 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                 remembered[key] = now.addingSaturating(window.storedMilliseconds)
             }
         }
-    }
-
-    /// Stores fetched answers in `txn`: the models, in one put per expiry (most share the
-    /// collection's); the stored records that are still current, renewed (``renew(_:expiry:in:)``).
-    func store(_ answers: [Answer], in txn: borrowing WriteTransaction) throws {
-        var byExpiry: [Expiry: [Model]] = [:]
-        for case .model(let model, let expiry) in answers { byExpiry[expiry, default: []].append(model) }
-        for (expiry, models) in byExpiry { try put(models, expiry: expiry, in: txn) }
-        var renewed = 0
-        for case .notModified(let model, let expiry) in answers
-        where try renew(model.id.keyBytes, expiry: expiry, in: txn) {
-            renewed += 1
-        }
-        // Counted when the write commits: not for one undone, nor twice for one LMDB ran again.
-        let counters = state.counters
-        if renewed > 0 { txn.onCommit { counters.add(.notModified, renewed) } }
-    }
-
-    /// Gives the record of `key` a new write time and `expiry`, its version and payload kept (no
-    /// encoding, no change told to observers or replicas); `false` when there is no readable record.
-    func renew(_ key: [UInt8], expiry: Expiry, in txn: borrowing WriteTransaction) throws -> Bool {
-        guard let record = try txn.value(forKey: key, in: database) else { return false }
-        let renewed = record.withUnsafeBytes { bytes -> [UInt8]? in
-            guard let (old, payload) = try? RecordHeader.parse(bytes) else { return nil }
-            var header = header(for: expiry)
-            header.version = old.version
-            return header.record(with: Array(payload))
-        }
-        guard let renewed else { return false }
-        try txn.put(renewed, forKey: key, in: database)
-        return true
     }
 
     /// Whether a fetch said recently that `key` does not exist (``Freshness/negativeTimeToLive``).
