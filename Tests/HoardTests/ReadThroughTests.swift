@@ -50,9 +50,13 @@ actor FakeUpstream {
 
 /// Yields until `condition` holds; the condition is state another task changes, not a time.
 func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
-    for _ in 0..<1_000_000 {
+    // A million yields, and at least 30 s: some conditions wait for a timer of the store's.
+    let start = ContinuousClock.now
+    var yields = 0
+    while yields < 1_000_000 || ContinuousClock.now - start < .seconds(30) {
         if try await condition() { return }
         await Task.yield()
+        yields += 1
     }
     Issue.record("never happened: \(what)")
     throw CancellationError()

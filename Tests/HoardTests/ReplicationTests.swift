@@ -83,6 +83,49 @@ import Testing
         }
     }
 
+    @Test("a published entry's removal rides on the store's next commit, and commits alone when none comes")
+    func acknowledgementsRideOnTheNextCommit() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(Note.self)
+            let outbox = try #require(store.outbox)
+            let stored = { try store.environment.read { txn in try txn.count(in: outbox) } }
+            try await notes.invalidate([1, 2])
+            let commits = store.writeStatistics.commits
+            // A delay no test waits out: only another write can carry it.
+            store.replication.acknowledge(try store.replication.pendingAnnouncements(), within: .seconds(3_600))
+            #expect(try store.replication.pendingAnnouncements().isEmpty)
+            #expect(try store.replication.pendingCount() == 0)
+            #expect(try stored() == 2, "the removal waits for a commit")
+            #expect(store.writeStatistics.queued == 1 && store.writeStatistics.commits == commits)
+            try await notes.put(Self.note(7, "carrier"))
+            #expect(try stored() == 0)
+            #expect(store.writeStatistics.commits == commits + 1, "one commit carried the put and the removal")
+            #expect(store.writeStatistics.queued == 0)
+
+            // Alone, it commits after its delay.
+            try await notes.invalidate(3)
+            store.replication.acknowledge(try store.replication.pendingAnnouncements(), within: .milliseconds(1))
+            #expect(try store.replication.pendingCount() == 0)
+            try await eventually("the removal committed on its own") { try stored() == 0 }
+            #expect(store.writeStatistics.commits == commits + 3)
+        }
+    }
+
+    @Test("a store let go while a removal waits closes at once; the entry is announced again")
+    func aWaitingAcknowledgementDoesNotHoldTheStore() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/store"
+            do {
+                let store = try Store(path: path, options: .testing())
+                try await store.collection(Note.self).invalidate(1)
+                store.replication.acknowledge(try store.replication.pendingAnnouncements(), within: .seconds(3_600))
+                #expect(try store.replication.pendingCount() == 0)
+            }
+            let again = try Store(path: path, options: .testing())
+            #expect(try again.replication.pendingAnnouncements().changes.flatMap(\.keys) == [Int64(1).keyBytes])
+        }
+    }
+
     @Test func aBatchAppliesOnceAcrossReopening() async throws {
         let clock = ManualClock()
         try await withTemporaryDirectory { directory in

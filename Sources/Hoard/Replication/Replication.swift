@@ -1,4 +1,5 @@
 internal import LMDB
+internal import Dispatch
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else
@@ -58,16 +59,21 @@ public struct Replication: Sendable {
     public func pendingAnnouncements(limit: Int = 10_000) throws -> Announcements {
         let origin = try identity()
         guard let outbox = store.outbox else { return Announcements(changes: [], entries: []) }
+        // Taken before the snapshot: an entry that a removal committed before it is not in it,
+        // and one whose removal commits after it is still in the set.
+        let acknowledged = store.replicationState.acknowledged.withLock { $0 }
         return try store.environment.read { txn in
             var entries: [(key: [UInt8], stamp: [UInt8])] = []
             var changes: [RemoteChange] = []
             try txn.forEach(in: outbox, range: .all) { key, value in
                 guard let (collection, recordKey) = OutboxKey.parse(key) else { return .next }
+                let entry = (key: Array(key), stamp: Array(value))
+                if let stamp = acknowledged[entry.key], stamp == entry.stamp { return .next }
                 if changes.last?.collection != collection {
                     changes.append(RemoteChange(origin: origin, collection: collection, keys: []))
                 }
                 changes[changes.count - 1].keys.append(recordKey)
-                entries.append((Array(key), Array(value)))
+                entries.append(entry)
                 return entries.count < limit ? .next : .stop
             }
             return Announcements(changes: changes, entries: entries)
@@ -79,21 +85,45 @@ public struct Replication: Sendable {
     /// - Throws: `LMDBError` when LMDB fails.
     public func pendingCount() throws -> Int {
         guard let outbox = store.outbox else { return 0 }
-        return try store.environment.read { txn in try txn.count(in: outbox) }
+        let acknowledged = store.replicationState.acknowledged.withLock { $0 }
+        return try store.environment.read { txn in
+            var published = 0
+            for (key, stamp) in acknowledged where try txn.value(forKey: key, in: outbox) == stamp { published += 1 }
+            return try txn.count(in: outbox) - published
+        }
     }
 
     /// Removes the announced keys from the outbox, except those written again since they were read
     /// (a later change of the same key must still be announced).
     ///
-    /// - Throws: `LMDBError` when LMDB fails (the keys stay and are announced again: announcing
-    ///   twice is harmless).
+    /// The removal rides on the store's next commit, or commits on its own within
+    /// 10 milliseconds: a publication is not worth a flush of its own. Until then
+    /// ``pendingAnnouncements(limit:)`` and ``pendingCount()`` leave the keys out. Should the
+    /// process end first, they are announced again, which is harmless.
+    ///
+    /// - Throws: nothing now; a removal that fails leaves the keys to be announced again.
     public func acknowledge(_ announcements: Announcements) async throws {
+        acknowledge(announcements, within: .milliseconds(10))
+    }
+
+    /// ``acknowledge(_:)`` with the removal's commit due within `delay`.
+    func acknowledge(_ announcements: Announcements, within delay: DispatchTimeInterval) {
         guard let outbox = store.outbox, !announcements.isEmpty else { return }
         let entries = announcements.entries
-        try await store.submit { txn in
+        let state = store.replicationState
+        state.acknowledged.withLock { acknowledged in
+            for entry in entries { acknowledged[entry.key] = entry.stamp }
+        }
+        // Holds the outbox's handle and the state, not the store (Store.submitDeferred).
+        store.submitDeferred(within: delay) { txn in
             for entry in entries {
                 let current = try txn.value(forKey: entry.key, in: outbox)
                 if current == entry.stamp { _ = try txn.delete(entry.key, in: outbox) }
+            }
+        } finish: { _ in
+            // Committed, the entries are gone; failed, they are announced again.
+            state.acknowledged.withLock { acknowledged in
+                for entry in entries where acknowledged[entry.key] == entry.stamp { acknowledged[entry.key] = nil }
             }
         }
     }

@@ -31,6 +31,8 @@ final class ReplicationState: Sendable {
     let staleBefore = Atomic<Int64>(0)
     /// Tells the bus's publisher that the outbox has entries.
     let outboxSignal = Signal()
+    /// Outbox entries published and waiting for the commit that removes them: outbox key -> stamp.
+    let acknowledged = Mutex<[[UInt8]: [UInt8]]>([:])
     /// Invalidations that fetches under way must not overwrite.
     let invalidations = InvalidationGuard()
     let discardedFills = Atomic<Int>(0)

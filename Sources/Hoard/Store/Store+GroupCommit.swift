@@ -78,7 +78,7 @@ extension Store {
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
             let result = ResultBox<R>()
             let request = GroupCommit.Request(
-                enqueued: enqueued, nested: nested, run: { txn in result.value = try body(txn) },
+                enqueued: enqueued, nested: nested, due: nil, run: { txn in result.value = try body(txn) },
                 finish: { outcome in
                     switch (outcome, result.value) {
                     case (.success, let value?): continuation.resume(returning: value)
@@ -87,24 +87,51 @@ extension Store {
                         preconditionFailure("group commit: a write was reported committed without having run")
                     }
                 })
-            if groupCommit.enqueue(request) {
-                let queue = groupCommit
-                writerQueue.async { [weak self] in
-                    // Commits batches until none are left. The writer holds the store only while it
-                    // commits, and looks at the queue alone after callers resume: a caller that
-                    // resumes and lets go of the last reference closes the store there and then,
-                    // so that this process can open it again at once (a process opens an
-                    // environment once). While writes are queued, their callers hold the store.
-                    while queue.hasPending() {
-                        let finish: () -> Void
-                        do {
-                            guard let self else { return }
-                            finish = self.commitOneBatch()
-                        }
-                        finish()
-                    }
+            if groupCommit.enqueue(request) { drain() }
+        }
+    }
+
+    /// Queues `body` to ride on the store's next group commit, without starting one: a write
+    /// that no caller waits for and that may wait (the removal of published outbox entries).
+    /// When no other write comes within `delay`, it commits on its own. `finish` is told the
+    /// outcome; a store let go before then drops it untold.
+    ///
+    /// `body` runs in the batch's transaction, not nested (as Hoard's own writes do): a write
+    /// that rides on another's commit must not make that commit dearer. `body` must not hold the
+    /// store: a queued write that did would keep the store open past its last user's reference.
+    func submitDeferred(
+        within delay: DispatchTimeInterval,
+        _ body: @escaping @Sendable (borrowing WriteTransaction) throws -> Void,
+        finish: @escaping @Sendable (Result<Void, any Error>) -> Void
+    ) {
+        let due = DispatchTime.now() + delay
+        let request = GroupCommit.Request(
+            enqueued: ContinuousClock.now, nested: false, due: due, run: body, finish: finish)
+        groupCommit.enqueue(request)
+        writerQueue.asyncAfter(deadline: due) { [weak self] in
+            guard let self, self.groupCommit.claimIdleDrain() else { return }
+            self.drain()
+        }
+    }
+
+    /// Commits batches on the writer queue until no write that a caller waits for is queued; the
+    /// caller has set the queue's `draining`.
+    private func drain() {
+        let queue = groupCommit
+        writerQueue.async { [weak self] in
+            // The writer holds the store only while it commits, and looks at the queue alone
+            // after callers resume: a caller that resumes and lets go of the last reference
+            // closes the store there and then, so that this process can open it again at once
+            // (a process opens an environment once). While writes are queued, their callers hold
+            // the store.
+            repeat {
+                let finish: () -> Void
+                do {
+                    guard let self else { return }
+                    finish = self.commitOneBatch()
                 }
-            }
+                finish()
+            } while queue.hasPending()
         }
     }
 
@@ -195,6 +222,9 @@ final class GroupCommit: Sendable {
         /// Whether the write runs in a nested transaction; a write that runs directly in the
         /// batch's transaction and throws is set to run nested when the batch runs again.
         var nested: Bool
+        /// For a write that rides on commits that others start (``Store/submitDeferred(within:_:finish:)``),
+        /// when it commits on its own; `nil` for a write a caller waits for.
+        let due: DispatchTime?
         let run: @Sendable (borrowing WriteTransaction) throws -> Void
         let finish: @Sendable (Result<Void, any Error>) -> Void
     }
@@ -229,6 +259,8 @@ final class GroupCommit: Sendable {
         var pending: [Request?] = []
         /// The first request not taken yet.
         var head = 0
+        /// How many of the requests not taken yet are not deferred.
+        var waited = 0
         /// Whether a drain is scheduled or running on the writer queue.
         var draining = false
     }
@@ -236,10 +268,14 @@ final class GroupCommit: Sendable {
     let queue = Mutex(Queue())
     let statistics = Mutex(WriteStatistics())
 
-    /// Queues `request`; returns whether the caller must schedule a drain (none is running).
+    /// Queues `request`; returns whether the caller must schedule a drain (the request is not
+    /// deferred and no drain is running).
+    @discardableResult
     func enqueue(_ request: Request) -> Bool {
         queue.withLock { queue in
             queue.pending.append(request)
+            guard request.due == nil else { return false }
+            queue.waited += 1
             defer { queue.draining = true }
             return !queue.draining
         }
@@ -253,20 +289,35 @@ final class GroupCommit: Sendable {
                 queue.pending[queue.head] = nil
                 queue.head += 1
             }
+            if let request = queue.pending[queue.head], request.due == nil { queue.waited -= 1 }
             return queue.pending[queue.head]
         }
     }
 
-    /// Whether requests are queued; when none are, the drain ends (and the next enqueue starts
-    /// another), decided under the lock so that no request is left without a drain.
+    /// Whether a write that a caller waits for, or a deferred one past its delay, is queued; when
+    /// none is, the drain ends (the next enqueue starts another, and a deferred write's timer),
+    /// decided under the lock so that no request is left without a drain.
     func hasPending() -> Bool {
         queue.withLock { queue in
             if queue.head > 0 {
                 queue.pending.removeFirst(queue.head)
                 queue.head = 0
             }
-            if queue.pending.isEmpty { queue.draining = false }
-            return !queue.pending.isEmpty
+            // A deferred write's timer that fired while this drain ran found it running: it is
+            // this drain's to take.
+            let now = DispatchTime.now()
+            let more = queue.waited > 0 || queue.pending.contains { $0.flatMap(\.due).map { $0 <= now } ?? false }
+            if !more { queue.draining = false }
+            return more
+        }
+    }
+
+    /// When deferred writes wait and no drain runs, marks one as running: whether the caller must start it.
+    func claimIdleDrain() -> Bool {
+        queue.withLock { queue in
+            guard !queue.draining, queue.head < queue.pending.count else { return false }
+            queue.draining = true
+            return true
         }
     }
 }
