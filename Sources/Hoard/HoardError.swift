@@ -27,6 +27,8 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     case encoding(collection: String, key: StoredKey, underlying: any Error)
     /// The ID is not valid as a key (too long).
     case invalidID(collection: String, reason: String)
+    /// A tag that cannot be stored: empty, or longer than 128 bytes of UTF-8. Nothing of the write was stored.
+    case invalidTag(collection: String, tag: String, reason: String)
     /// A capacity that no collection can keep: zero or negative, or a byte capacity smaller than
     /// the smallest record.
     case invalidCapacity(collection: String, reason: String)
@@ -68,6 +70,8 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
         case encoding
         /// ``HoardError/invalidID(collection:reason:)``
         case invalidID
+        /// ``HoardError/invalidTag(collection:tag:reason:)``
+        case invalidTag
         /// ``HoardError/invalidCapacity(collection:reason:)``
         case invalidCapacity
         /// ``HoardError/overCapacity(collection:reason:)``
@@ -93,6 +97,7 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
         case .corruptRegistry: .corruptRegistry
         case .encoding: .encoding
         case .invalidID: .invalidID
+        case .invalidTag: .invalidTag
         case .invalidCapacity: .invalidCapacity
         case .overCapacity: .overCapacity
         case .busPosition: .busPosition
@@ -140,6 +145,8 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
             return "\(collection)[\(key)] does not encode: \(underlying)"
         case .invalidID(let collection, let reason):
             return "\(collection): invalid ID: \(reason)"
+        case .invalidTag(let collection, let tag, let reason):
+            return "\(collection): invalid tag \"\(tag)\": \(reason); nothing of the write was stored"
         case .invalidCapacity(let collection, let reason):
             return "\(collection): invalid capacity: \(reason)"
         case .overCapacity(let collection, let reason):

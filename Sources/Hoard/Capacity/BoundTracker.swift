@@ -111,6 +111,8 @@ final class BoundTracker: EvictionSource {
     @exclusivity(unchecked) private(set) var bound: StoredBound
     private let recorded: StoredBound
     private let written: WrittenKeys
+    /// The records' tags, whose entries go with the records evicted; `nil` when no record of the store is tagged.
+    private let tagIndex: TagIndex?
     /// The keys this write stored that the policy has not taken yet: a partial settle (a bulk
     /// put part way through) leaves the newest here for the next.
     @exclusivity(unchecked) private var stored = WrittenBatch()
@@ -140,14 +142,15 @@ final class BoundTracker: EvictionSource {
         guard let bound = try StoredBound.read(collection, in: store, txn: txn) else { return nil }
         return BoundTracker(
             collection: collection, keyKind: keyKind, database: database, store: store, bound: bound,
-            recordCount: try txn.count(in: database), txn: txn)
+            recordCount: try txn.count(in: database), tagIndex: try store.tagIndex(of: collection, in: txn), txn: txn)
     }
 
     private init(
         collection: String, keyKind: KeyKind, database: Database, store: Store, bound: StoredBound, recordCount: Int,
-        txn: borrowing WriteTransaction
+        tagIndex: TagIndex?, txn: borrowing WriteTransaction
     ) {
         self.collection = collection
+        self.tagIndex = tagIndex
         self.keyKind = keyKind
         self.store = store
         self.database = database
@@ -328,7 +331,7 @@ final class BoundTracker: EvictionSource {
         }
         // Bounded in bytes: the record's size decides whether the settle goes on, so it goes now.
         let recorder = store.changeRecorder(for: state, in: txn)
-        return try txn.withCursor(in: database) { cursor in
+        let outcome = try txn.withCursor(in: database) { cursor -> EvictionOutcome in
             guard let entry = try cursor.seek(exactly: key) else { return .absent }
             let size = entry.value.count
             let expired = RecordHeader.peekExpiry(entry.value).map { $0 <= now } ?? false
@@ -343,6 +346,8 @@ final class BoundTracker: EvictionSource {
             evictedBytes += key.count + size
             return .evicted
         }
+        if case .absent = outcome {} else { try tagIndex?.remove(key, in: txn) }
+        return outcome
     }
 
     /// Deletes the records ``evict(_:hash:in:)`` chose, in key order with one cursor (a delete
@@ -363,6 +368,7 @@ final class BoundTracker: EvictionSource {
             }.map(\.range)
         }
         let recorder = store.changeRecorder(for: state, in: txn)
+        var untag: [[UInt8]] = []
         try txn.withCursor(in: database) { cursor in
             // The record after the one just deleted, where the cursor stands: when it is the next
             // to go (records written together are evicted together), no search finds it.
@@ -381,6 +387,7 @@ final class BoundTracker: EvictionSource {
                 let size = entry.value.count
                 let expired = RecordHeader.peekExpiry(entry.value).map { $0 <= now } ?? false
                 recorder?.record(key: entry.key, expired ? .purged : .evicted, in: txn)
+                if tagIndex != nil { untag.append(Array(entry.key)) }
                 try cursor.deleteCurrent()
                 next = try cursor.current()
                 if expired {
@@ -391,6 +398,7 @@ final class BoundTracker: EvictionSource {
                 }
             }
         }
+        for key in untag { try tagIndex?.remove(key, in: txn) }
         evicting.removeAll(keepingCapacity: true)
         evictingBytes.removeAll()
         evictingSorted = true
@@ -421,6 +429,7 @@ final class BoundTracker: EvictionSource {
         let recorder = store.changeRecorder(for: state, in: txn)
         for (key, bytes) in expired {
             guard try txn.delete(key, in: database) else { continue }
+            try tagIndex?.remove(key, in: txn)
             recorder?.record(key: key, .purged, in: txn)
             removed(keySize: key.count, recordSize: bytes)
             removedExpired += 1

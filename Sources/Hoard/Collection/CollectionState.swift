@@ -128,6 +128,8 @@ final class CollectionState: Sendable {
         let softTimeouts = Atomic<Int>(0)
         let hardTimeouts = Atomic<Int>(0)
         let notModified = Atomic<Int>(0)
+        let tagInvalidations = Atomic<Int>(0)
+        let tagInvalidatedRecords = Atomic<Int>(0)
         let puts = Atomic<Int>(0)
         let evictions = Atomic<Int>(0)
         let evictedBytes = Atomic<Int>(0)
@@ -135,7 +137,7 @@ final class CollectionState: Sendable {
 
         enum Counter {
             case hits, misses, fetches, fetchErrors, coalesced, staleServed, refreshes, absentServed
-            case refreshesAhead, softTimeouts, hardTimeouts, notModified
+            case refreshesAhead, softTimeouts, hardTimeouts, notModified, tagInvalidations, tagInvalidatedRecords
             case puts, evictions, evictedBytes, expiredRemoved
         }
 
@@ -166,6 +168,12 @@ final class CollectionState: Sendable {
             case .notModified:
                 notModified.add(count, ordering: .relaxed)
                 metrics.notModified.increment(by: count)
+            case .tagInvalidations:
+                tagInvalidations.add(count, ordering: .relaxed)
+                metrics.tagInvalidations.increment(by: count)
+            case .tagInvalidatedRecords:
+                tagInvalidatedRecords.add(count, ordering: .relaxed)
+                metrics.tagInvalidatedRecords.increment(by: count)
             case .puts: puts.add(count, ordering: .relaxed)
             case .evictions:
                 evictions.add(count, ordering: .relaxed)

@@ -19,6 +19,9 @@ private struct PutBatch {
     let tracker: BoundTracker?
     /// What records the puts for observers; `nil` when none would read them.
     let recorder: ChangeRecorder?
+    /// The tags to give each record and the index to record them in; `nil` for a put without
+    /// tags, which leaves a record's tags as they were.
+    var tagging: (index: TagIndex, tags: [[UInt8]])? = nil
 }
 
 extension HoardCollection {
@@ -57,9 +60,18 @@ extension HoardCollection {
         _ model: Model, expiry: Expiry = .collectionDefault, insertOnly: Bool = false,
         in txn: borrowing WriteTransaction
     ) throws {
-        let batch = PutBatch(
+        try put(model, expiry: expiry, insertOnly: insertOnly, tags: nil, in: txn)
+    }
+
+    /// Stores `model` in `txn` with `tags` (sorted, without repeats), or leaving its record's tags
+    /// as they were when `nil`.
+    func put(
+        _ model: Model, expiry: Expiry, insertOnly: Bool, tags: [[UInt8]]?, in txn: borrowing WriteTransaction
+    ) throws {
+        var batch = PutBatch(
             header: header(for: expiry), options: insertOnly ? .noOverwrite : [], tracker: try boundTracker(in: txn),
             recorder: store.changeRecorder(for: state, in: txn))
+        if let tags { batch.tagging = (try store.taggingIndex(of: name, in: txn), tags) }
         if let table = currentEmitted {
             try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
         } else {
@@ -172,6 +184,7 @@ extension HoardCollection {
     ) throws {
         try batch.tracker?.willStore(key, recordSize: RecordHeader.size + payload.count, in: txn)
         try batch.header.store(payload: payload, forKey: key, in: database, options: batch.options, txn: txn)
+        if let tagging = batch.tagging { try tagging.index.set(tagging.tags, for: key, in: txn) }
         batch.recorder?.record(key: key, .stored, in: txn)
     }
 
@@ -205,6 +218,7 @@ extension HoardCollection {
         let deleted = try txn.delete(key, in: database)
         try tracker?.finish(in: txn)
         if deleted {
+            try store.tagIndex(of: name, in: txn)?.remove(key, in: txn)
             state.metrics.deletes.increment()
             store.changeRecorder(for: state, in: txn)?.record(key: key, .deleted, in: txn)
         }
@@ -217,6 +231,7 @@ extension HoardCollection {
     public func deleteAll() throws {
         try store.environment.write { txn in
             try txn.clear(database)
+            try store.tagIndex(of: name, in: txn)?.removeAll(in: txn)
             store.changeRecorder(for: state, in: txn)?.record(key: [], .cleared, in: txn)
             if let tracker = try boundTracker(in: txn) {
                 tracker.emptied()

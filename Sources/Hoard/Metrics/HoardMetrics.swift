@@ -27,6 +27,8 @@ final class CollectionMetrics: Sendable {
     let softTimeouts: Counter
     let hardTimeouts: Counter
     let notModified: Counter
+    let tagInvalidations: Counter
+    let tagInvalidatedRecords: Counter
     let synchronizeRuns: Counter
     let added: Counter
     let updated: Counter
@@ -59,6 +61,8 @@ final class CollectionMetrics: Sendable {
         softTimeouts = counter("hoard_fetch_timeouts_total", [("timeout", "soft")])
         hardTimeouts = counter("hoard_fetch_timeouts_total", [("timeout", "hard")])
         notModified = counter("hoard_fetch_not_modified_total")
+        tagInvalidations = counter("hoard_tag_invalidations_total")
+        tagInvalidatedRecords = counter("hoard_tag_invalidated_records_total")
         synchronizeRuns = counter("hoard_synchronize_runs_total")
         added = counter("hoard_synchronize_records_total", [("change", "added")])
         updated = counter("hoard_synchronize_records_total", [("change", "updated")])

@@ -188,6 +188,10 @@ public struct CollectionStatistics: Sendable, Hashable {
     public var hardTimeouts = 0
     /// Records renewed by a "not modified" answer (``Revalidation/notModified(expiry:)``).
     public var notModified = 0
+    /// Invalidations by tag made here (``HoardCollection/invalidate(tag:)``), and the records they removed.
+    public var tagInvalidations = 0
+    /// Records removed by this process's invalidations by tag.
+    public var tagInvalidatedRecords = 0
     /// Reads answered `nil` from a remembered "no such ID" (``Freshness/negativeTimeToLive``).
     public var absentServed = 0
     /// Fetches under way now, background refreshes included (a gauge, not a count).

@@ -217,6 +217,8 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             softTimeouts: counters.softTimeouts.load(ordering: .relaxed),
             hardTimeouts: counters.hardTimeouts.load(ordering: .relaxed),
             notModified: counters.notModified.load(ordering: .relaxed),
+            tagInvalidations: counters.tagInvalidations.load(ordering: .relaxed),
+            tagInvalidatedRecords: counters.tagInvalidatedRecords.load(ordering: .relaxed),
             absentServed: counters.absentServed.load(ordering: .relaxed),
             fetchesInFlight: state.singleFlight(of: Model.self).groupsInFlight,
             accessStateBytes: state.policy?.byteCount ?? 0)

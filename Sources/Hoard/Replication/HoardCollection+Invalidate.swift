@@ -21,15 +21,30 @@ extension HoardCollection {
     /// touching the local records (a put that announces).
     func announce(_ keys: [[UInt8]], in txn: borrowing WriteTransaction) throws {
         guard let outbox = store.outbox else { return }
-        // The transaction's ID stamps each entry: an entry written again after a bus read it is
-        // not removed when that bus acknowledges the older one.
-        let stamp = withUnsafeBytes(of: Int64(txn.id).bigEndian, Array.init)
+        let stamp = Self.outboxStamp(txn)
         for key in keys { try txn.put(stamp, forKey: OutboxKey.make(collection: name, key: key), in: outbox) }
         store.replicationState.invalidations.noteRemoved(collection: name, keys: keys)
+        notifyAnnounced(keys.count, in: txn)
+    }
+
+    /// Records in `txn` that a tag, or the whole collection, must be announced to the other replicas.
+    func announce(_ announced: Announced, in txn: borrowing WriteTransaction) throws {
+        guard let outbox = store.outbox else { return }
+        try txn.put(Self.outboxStamp(txn), forKey: OutboxKey.make(collection: name, announced), in: outbox)
+        notifyAnnounced(1, in: txn)
+    }
+
+    /// The transaction's ID, which stamps each outbox entry it writes: an entry written again
+    /// after a bus read it is not removed when that bus acknowledges the older one.
+    private static func outboxStamp(_ txn: borrowing WriteTransaction) -> [UInt8] {
+        withUnsafeBytes(of: Int64(txn.id).bigEndian, Array.init)
+    }
+
+    private func notifyAnnounced(_ count: Int, in txn: borrowing WriteTransaction) {
         let signal = store.replicationState.outboxSignal
         let metrics = store.metrics
         txn.onCommit {
-            metrics.announced.increment(by: keys.count)
+            metrics.announced.increment(by: count)
             signal.notify()
         }
     }

@@ -23,6 +23,8 @@ final class InvalidationGuard: Sendable {
         var noted = 0
         /// The number of the last reset noted while fetches were under way: it voids every ticket before it.
         var reset: UInt64 = 0
+        /// The number of the last invalidation of a whole collection, by collection, noted while fetches were under way.
+        var cleared: [String: UInt64] = [:]
     }
 
     private let state = Mutex(State())
@@ -47,6 +49,7 @@ final class InvalidationGuard: Sendable {
             }
             guard let oldest = state.active.keys.min() else {
                 state.removed = [:]
+                state.cleared = [:]
                 state.noted = 0
                 return
             }
@@ -87,10 +90,21 @@ final class InvalidationGuard: Sendable {
         }
     }
 
+    /// Notes that every record of `collection` was invalidated (inside the invalidating write
+    /// transaction): no fetch of it that began before stores its result.
+    func noteCleared(collection: String) {
+        guard enabled.load(ordering: .relaxed) else { return }
+        state.withLock { state in
+            guard !state.active.isEmpty else { return }
+            state.epoch += 1
+            state.cleared[collection] = state.epoch
+        }
+    }
+
     /// Whether `key` of `collection` was invalidated (or the store reset) after the fetch with `ticket` began (inside the fill's write transaction).
     func wasRemoved(collection: String, key: [UInt8], after ticket: UInt64) -> Bool {
         state.withLock { state in
-            if state.reset > ticket { return true }
+            if state.reset > ticket || state.cleared[collection].map({ $0 > ticket }) == true { return true }
             guard let epoch = state.removed[collection]?[key] else { return false }
             return epoch > ticket
         }

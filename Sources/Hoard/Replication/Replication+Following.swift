@@ -90,6 +90,7 @@ extension Replication {
                     result.ownSkipped += 1
                 } else if let target = targetsFound[change.collection] {
                     try target.invalidate(change.keys, in: txn, result: &result)
+                    try target.invalidate(tags: change.tags, all: change.clearsAll, in: txn, result: &result)
                 } else {
                     result.unknownSkipped += 1
                 }
@@ -190,6 +191,7 @@ struct RemoteTarget {
         }
         let tracker = try BoundTracker.open(collection, keyKind: .custom, database: database, store: store, txn: txn)
         let recorder = store.changeRecorder(forCollection: collection, in: txn)
+        let tagIndex = try store.tagIndex(of: collection, in: txn)
         for key in keys where !key.isEmpty && key.count <= store.environment.maxKeySize {
             if let expireAs, let marked = try markExpired(key, at: expireAs, in: txn) {
                 result.markedExpired += 1
@@ -198,12 +200,29 @@ struct RemoteTarget {
             }
             if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
             if try txn.delete(key, in: database) {
+                try tagIndex?.remove(key, in: txn)
                 result.removed += 1
                 recorder?.record(key: key, .deleted, in: txn)
             }
         }
         try tracker?.finish(in: txn)
         store.replicationState.invalidations.noteRemoved(collection: collection, keys: keys)
+    }
+
+    /// Removes (or marks expired) the records that carry one of `tags` here, or with `all` every record.
+    func invalidate(tags: [String], all: Bool, in txn: borrowing WriteTransaction, result: inout ApplyResult) throws {
+        if all {
+            var keys: [[UInt8]] = []
+            try txn.forEach(in: database) { key, _ in
+                keys.append(Array(key))
+                return .next
+            }
+            store.replicationState.invalidations.noteCleared(collection: collection)
+            try invalidate(keys, in: txn, result: &result)
+            return
+        }
+        guard !tags.isEmpty, let index = try store.tagIndex(of: collection, in: txn) else { return }
+        for tag in tags { try invalidate(try index.keys(tagged: Array(tag.utf8), in: txn), in: txn, result: &result) }
     }
 
     /// Rewrites the record under `key` with the expiry `at` (or its own, if earlier): whether it

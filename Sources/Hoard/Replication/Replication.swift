@@ -66,13 +66,17 @@ public struct Replication: Sendable {
             var entries: [(key: [UInt8], stamp: [UInt8])] = []
             var changes: [RemoteChange] = []
             try txn.forEach(in: outbox, range: .all) { key, value in
-                guard let (collection, recordKey) = OutboxKey.parse(key) else { return .next }
+                guard let (collection, announced) = OutboxKey.parse(key) else { return .next }
                 let entry = (key: Array(key), stamp: Array(value))
                 if let stamp = acknowledged[entry.key], stamp == entry.stamp { return .next }
                 if changes.last?.collection != collection {
                     changes.append(RemoteChange(origin: origin, collection: collection, keys: []))
                 }
-                changes[changes.count - 1].keys.append(recordKey)
+                switch announced {
+                case .key(let recordKey): changes[changes.count - 1].keys.append(recordKey)
+                case .tag(let tag): changes[changes.count - 1].tags.append(String(decoding: tag, as: UTF8.self))
+                case .all: changes[changes.count - 1].clearsAll = true
+                }
                 entries.append(entry)
                 return entries.count < limit ? .next : .stop
             }

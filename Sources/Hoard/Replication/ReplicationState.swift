@@ -5,21 +5,54 @@ internal import Foundation
 #endif
 internal import Synchronization
 
+/// What an outbox entry announces of a collection: a record's key, a tag, or the whole collection.
+enum Announced: Hashable {
+    case key([UInt8])
+    case tag([UInt8])
+    case all
+}
+
 /// The outbox's keys: the collection's name (its UTF-8 length as two bytes big-endian, then its
-/// UTF-8), then the record's key; so the entries of one collection are together.
+/// UTF-8), then the record's key; so the entries of one collection's keys are together. A tag's
+/// entry has the length's top bit set and the tag's UTF-8 after the name; the whole collection's
+/// has the next bit set and nothing after the name (docs/FORMAT.md).
 enum OutboxKey {
+    static let tagFlag: UInt8 = 0x80
+    static let allFlag: UInt8 = 0x40
+
     static func make(collection: String, key: some Collection<UInt8>) -> [UInt8] {
         let name = Array(collection.utf8)
         return [UInt8(truncatingIfNeeded: name.count >> 8), UInt8(truncatingIfNeeded: name.count)] + name + key
     }
 
-    static func parse(_ bytes: UnsafeRawBufferPointer) -> (collection: String, key: [UInt8])? {
+    static func make(collection: String, _ announced: Announced) -> [UInt8] {
+        switch announced {
+        case .key(let key): return make(collection: collection, key: key)
+        case .tag(let tag):
+            var bytes = make(collection: collection, key: tag)
+            bytes[0] |= tagFlag
+            return bytes
+        case .all:
+            var bytes = make(collection: collection, key: [])
+            bytes[0] |= allFlag
+            return bytes
+        }
+    }
+
+    static func parse(_ bytes: UnsafeRawBufferPointer) -> (collection: String, announced: Announced)? {
         guard bytes.count >= 2 else { return nil }
-        let length = Int(bytes[0]) << 8 | Int(bytes[1])
-        guard bytes.count > 2 + length,
+        let flags = bytes[0] & (tagFlag | allFlag)
+        let length = Int(bytes[0] & ~(tagFlag | allFlag)) << 8 | Int(bytes[1])
+        guard bytes.count >= 2 + length,
             let name = String(validating: bytes[2..<(2 + length)], as: UTF8.self)
         else { return nil }
-        return (name, Array(bytes[(2 + length)...]))
+        let rest = Array(bytes[(2 + length)...])
+        switch flags {
+        case 0 where !rest.isEmpty: return (name, .key(rest))
+        case tagFlag where !rest.isEmpty: return (name, .tag(rest))
+        case allFlag where rest.isEmpty: return (name, .all)
+        default: return nil
+        }
     }
 }
 

@@ -43,12 +43,20 @@ public struct RemoteChange: Sendable, Hashable {
     public var collection: String
     /// The records' keys: the key bytes of their IDs (docs/FORMAT.md, "Keys").
     public var keys: [[UInt8]]
+    /// Tags whose records are no longer current (``HoardCollection/invalidate(tag:)``): each
+    /// replica removes the records it holds with the tag.
+    public var tags: [String]
+    /// Whether no record of the collection is current any more (``HoardCollection/invalidateAll()``).
+    public var clearsAll: Bool
 
-    /// A change of `keys` in `collection`, announced by `origin`.
-    public init(origin: UUID?, collection: String, keys: [[UInt8]]) {
+    /// A change of `keys`, the records tagged with `tags` and, with `clearsAll`, every record
+    /// in `collection`, announced by `origin`.
+    public init(origin: UUID?, collection: String, keys: [[UInt8]], tags: [String] = [], clearsAll: Bool = false) {
         self.origin = origin
         self.collection = collection
         self.keys = keys
+        self.tags = tags
+        self.clearsAll = clearsAll
     }
 }
 

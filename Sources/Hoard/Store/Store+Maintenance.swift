@@ -79,6 +79,8 @@ extension Store {
         var scanned = 0
         let tracker = try BoundTracker.open(name, keyKind: .custom, database: database, store: self, txn: txn)
         let recorder = changeRecorder(for: state, in: txn)
+        let tagIndex = try tagIndex(of: name, in: txn)
+        var untag: [[UInt8]] = []
         let resumeAt = try txn.withCursor(in: database) { cursor -> [UInt8]? in
             var entry = try start.map { try cursor.seek(atLeast: $0) } ?? cursor.first()
             while let current = entry {
@@ -87,6 +89,7 @@ extension Store {
                 if let header = try? RecordHeader.parse(current.value).0, header.isExpired(at: now) {
                     tracker?.removed(keySize: current.key.count, recordSize: current.value.count)
                     recorder?.record(key: current.key, .purged, in: txn)
+                    if tagIndex != nil { untag.append(Array(current.key)) }
                     try cursor.deleteCurrent()
                     purged += 1
                 }
@@ -94,6 +97,7 @@ extension Store {
             }
             return nil
         }
+        for key in untag { try tagIndex?.remove(key, in: txn) }
         try tracker?.finish(in: txn)
         if purged > 0 {
             logger.info("purged expired records", metadata: ["collection": "\(name)", "count": "\(purged)"])

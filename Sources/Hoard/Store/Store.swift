@@ -128,12 +128,20 @@ public final class Store: Sendable {
         }
     }
 
-    /// The store format this code writes and reads.
-    public static let formatVersion = 1
+    /// The newest store format this code reads and writes: a store is created in format 1, and
+    /// becomes format 2 when a record is first tagged (older code, which would not keep the tag
+    /// index, then refuses it with ``HoardError/newerFormat(path:found:supported:)``).
+    public static let formatVersion = 2
+    /// The format a store is created in.
+    static let createdFormat = 1
+    /// The format of a store whose records have been tagged.
+    static let taggedFormat = 2
     /// The name of the meta database.
     static let metaName = "hoard.meta"
     /// The name of the outbox database: keys to announce to other replicas.
     static let outboxName = "hoard.outbox"
+    /// The name of the tag index's database (Tags/).
+    static let tagsName = "hoard.tags"
     /// The prefix of collection databases.
     static let collectionPrefix = "c:"
 
@@ -154,6 +162,8 @@ public final class Store: Sendable {
     let groupCommit = GroupCommit()
     /// The keys to announce to other replicas (Replication/); `nil` in a read-only store without one.
     let outbox: Database?
+    /// The records' tags (Tags/); `nil` in a read-only store without the database.
+    let tags: Database?
     /// What replication keeps in memory: the identity, the last reset, the race guard.
     let replicationState = ReplicationState()
     /// The subscribers to changes, the commit listener and the change log (Observation/).
@@ -173,9 +183,9 @@ public final class Store: Sendable {
         tracer = options.spans.resolved
         environment = try Environment(
             path: path,
-            // maxDatabases: the collections, the meta database, the outbox and the change log.
+            // maxDatabases: the collections, the meta database, the outbox, the tags and the change log.
             options: .init(
-                maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 3,
+                maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 4,
                 maxReaders: options.maxReaders, readOnly: options.readOnly, durability: options.durability
             ))
         if environment.recoveredUnfinishedCreation {
@@ -205,7 +215,7 @@ public final class Store: Sendable {
                 // transactions. Finish it (read-only, it is simply empty).
                 if !options.readOnly {
                     try environment.write { txn in
-                        try txn.put(Array(String(Self.formatVersion).utf8), forKey: formatKey, in: meta)
+                        try txn.put(Array(String(Self.createdFormat).utf8), forKey: formatKey, in: meta)
                     }
                 }
             } else {
@@ -219,13 +229,14 @@ public final class Store: Sendable {
                 // The meta database and the format in one transaction: a process killed while
                 // creating the store leaves either nothing or a whole store.
                 meta = try environment.createDatabase(Self.metaName) { txn, meta in
-                    try txn.put(Array(String(Self.formatVersion).utf8), forKey: formatKey, in: meta)
+                    try txn.put(Array(String(Self.createdFormat).utf8), forKey: formatKey, in: meta)
                 }
             }
         } else {
             throw HoardError.notAHoardStore(path: path, found: names)
         }
-        outbox = try Self.openOutbox(environment, readOnly: options.readOnly || meta == nil)
+        outbox = try Self.openOrCreate(Self.outboxName, environment, readOnly: options.readOnly || meta == nil)
+        tags = try Self.openOrCreate(Self.tagsName, environment, readOnly: options.readOnly || meta == nil)
         if options.changeLog != nil, !options.readOnly {
             observation.changeLog = try environment.openDatabase(ChangeLogFormat.databaseName, create: true)
             environment.setCommitListenerOnce(observation)
@@ -265,12 +276,12 @@ public final class Store: Sendable {
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
-    /// The outbox database (`hoard.outbox`), made at the first open by code that knows it.
-    static func openOutbox(_ environment: Environment, readOnly: Bool) throws -> Database? {
+    /// A database of the store's own (`hoard.outbox`, `hoard.tags`), made at the first open by code that knows it.
+    static func openOrCreate(_ name: String, _ environment: Environment, readOnly: Bool) throws -> Database? {
         do {
-            return try environment.openDatabase(outboxName)
+            return try environment.openDatabase(name)
         } catch let error as LMDBError where error.kind == .notFound {
-            return readOnly ? nil : try environment.openDatabase(outboxName, create: true)
+            return readOnly ? nil : try environment.openDatabase(name, create: true)
         }
     }
 

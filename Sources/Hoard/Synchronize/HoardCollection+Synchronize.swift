@@ -115,9 +115,13 @@ extension HoardCollection {
         let merged = try plan(incoming, scope, range, now, txn)
         let recorder = store.changeRecorder(for: state, in: txn)?
             .forWrite(of: merged.removed.count + merged.discarded.count + merged.puts.count, in: txn)
+        let tagIndex = try store.tagIndex(of: name, in: txn)
         for key in merged.removed + merged.discarded {
             if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
-            if try txn.delete(key, in: database) { recorder?.record(key: key, .deleted, in: txn) }
+            if try txn.delete(key, in: database) {
+                try tagIndex?.remove(key, in: txn)
+                recorder?.record(key: key, .deleted, in: txn)
+            }
         }
         let header = RecordHeader(version: currentVersion, writtenAt: store.writeStamp(now), expiresAt: expiresAt)
         try incoming.payloadBytes.withUnsafeBytes { payloads in

@@ -1,0 +1,212 @@
+import Foundation
+@testable import Hoard
+import HoardTestSupport
+import LMDB
+import TestSupport
+import Testing
+
+/// Tags: the index beside the records, invalidation by tag and of a whole collection, locally and
+/// across replicas.
+@Suite struct TagTests {
+    static func note(_ id: Int64, _ text: String = "t") -> Note { Note(id: id, text: text, stars: 1, pinned: false) }
+
+    /// What the index says that the records do not (empty: they agree).
+    static func indexProblems(_ notes: HoardCollection<Note>) throws -> [String] {
+        let store = notes.store
+        let tags = try #require(store.tags)
+        return try store.environment.read { txn in
+            try TagIndex(database: tags, collection: notes.name).problems(records: notes.database, in: txn)
+        }
+    }
+
+    static func format(_ store: Store) throws -> String? {
+        let meta = try #require(store.meta)
+        return try store.environment.read { txn in
+            try txn.value(forKey: Array("format".utf8), in: meta).map { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+
+    @Test("a put with tags records them; a put without leaves them; tags: [] removes them")
+    func putsKeepTags() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(Note.self)
+            try await notes.put(Self.note(1), tags: ["team:7", "catalog", "team:7"])
+            try await notes.put(Self.note(2), tags: ["team:7"])
+            try await notes.put(Self.note(3))
+            #expect(try notes.tags(of: 1) == ["catalog", "team:7"])
+            #expect(try notes.ids(taggedWith: "team:7") == [1, 2])
+            #expect(try notes.ids(taggedWith: "catalog") == [1])
+            #expect(try notes.tags(of: 3).isEmpty)
+
+            try await notes.put(Self.note(1, "changed"))
+            #expect(try notes.tags(of: 1) == ["catalog", "team:7"], "a put without tags keeps them")
+            try await notes.put(Self.note(1), tags: ["catalog"])
+            #expect(try notes.ids(taggedWith: "team:7") == [2])
+            try await notes.put(Self.note(1), tags: [])
+            #expect(try notes.tags(of: 1).isEmpty)
+            #expect(try notes.ids(taggedWith: "catalog").isEmpty)
+            #expect(try Self.indexProblems(notes).isEmpty)
+        }
+    }
+
+    @Test("an empty tag or one over 128 bytes is refused by name, and nothing of the put is stored")
+    func invalidTags() throws {
+        try withTemporaryStore { store in
+            let notes = try store.collection(Note.self)
+            for bad in ["", String(repeating: "x", count: 129)] {
+                let error = #expect(throws: HoardError.self) { try notes.put(Self.note(1), tags: ["ok", bad]) }
+                #expect(error?.kind == .invalidTag)
+                #expect(error?.description.contains("Note: invalid tag") == true, "\(String(describing: error))")
+            }
+            #expect(try notes.get(1) == nil)
+            #expect(try Self.format(store) == "1", "a store is tagged only by a tagged record")
+        }
+    }
+
+    @Test("the first tagged record makes the store format 2, which this code opens again")
+    func firstTagBumpsTheFormat() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/store"
+            do {
+                let store = try Store(path: path, options: .testing())
+                let notes = try store.collection(Note.self)
+                try await notes.put(Self.note(1))
+                #expect(try Self.format(store) == "1")
+                try await notes.put(Self.note(2), tags: ["a"])
+                #expect(try Self.format(store) == "2")
+            }
+            let again = try Store(path: path, options: .testing())
+            #expect(try again.collection(Note.self).ids(taggedWith: "a") == [2])
+        }
+    }
+
+    @Test("invalidate(tag:) removes exactly the records that carry the tag, and their other tags' entries")
+    func invalidateByTag() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(Note.self)
+            for id in Int64(0)..<100 {
+                try await notes.put(Self.note(id), tags: id % 2 == 0 ? ["even", "all"] : ["all"])
+            }
+            #expect(try await notes.invalidate(tag: "even") == 50)
+            #expect(try notes.count() == 50)
+            #expect(try notes.ids(taggedWith: "even").isEmpty)
+            #expect(try notes.ids(taggedWith: "all") == (0..<50).map { Int64($0 * 2 + 1) })
+            #expect(try Self.indexProblems(notes).isEmpty)
+            #expect(notes.statistics().tagInvalidations == 1)
+            #expect(notes.statistics().tagInvalidatedRecords == 50)
+            #expect(try await notes.invalidate(tag: "nothing has it") == 0)
+        }
+    }
+
+    @Test("every path that removes records removes their tags: delete, eviction, purge, synchronize, a replica's change, deleteAll")
+    func removalsKeepTheIndex() async throws {
+        let clock = ManualClock()
+        try await withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(Note.self)
+            for id in Int64(0)..<20 { try await notes.put(Self.note(id), tags: ["t"]) }
+            try await notes.delete(0)
+            try await notes.delete(1)
+            // Expired, then purged.
+            try await notes.put(Self.note(2), expiry: .after(.seconds(1)))
+            clock.advance(by: .seconds(2))
+            #expect(try await notes.purgeExpired() == 1)
+            // Synchronize with records 3 to 9 gone from the server.
+            try await notes.synchronize(with: (10..<20).map { Self.note($0) }, scope: .all)
+            #expect(try notes.ids(taggedWith: "t") == Array(10..<20))
+            // A replica's change.
+            let change = RemoteChange(origin: UUID(), collection: "Note", keys: [Int64(10).keyBytes])
+            try await store.replication.apply([change], through: BusPosition(log: "l", sequence: 1), bus: "b")
+            #expect(try notes.ids(taggedWith: "t") == Array(11..<20))
+            #expect(try Self.indexProblems(notes).isEmpty)
+
+            // Eviction: a bound of 5 records.
+            let bounded = try store.collection(Note.self, named: "bounded", capacity: .records(5))
+            for id in Int64(0)..<20 { try await bounded.put(Self.note(id), tags: ["t"]) }
+            #expect(try bounded.count() == 5)
+            #expect(try bounded.ids(taggedWith: "t").count == 5)
+            #expect(try Self.indexProblems(bounded).isEmpty)
+            let bytes = try store.collection(Note.self, named: "bytes", capacity: .bytes(400))
+            for id in Int64(0)..<20 { try await bytes.put(Self.note(id), tags: ["t", "u"]) }
+            #expect(try bytes.ids(taggedWith: "u").count == bytes.count())
+            #expect(try Self.indexProblems(bytes).isEmpty)
+
+            try notes.deleteAll()
+            #expect(try notes.ids(taggedWith: "t").isEmpty)
+            #expect(try Self.indexProblems(notes).isEmpty)
+            #expect(try bounded.ids(taggedWith: "t").count == 5, "another collection's tags stay")
+        }
+    }
+
+    @Test("the index check finds a tag entry without its record, and a record entry without its tag entries")
+    func theCheckFindsDamage() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(Note.self)
+            try await notes.put(Self.note(1), tags: ["a", "b"])
+            try await notes.put(Self.note(2), tags: ["a"])
+            let index = TagIndex(database: try #require(store.tags), collection: "Note")
+            try store.environment.write { txn in
+                // Record 2 removed behind the index's back, and record 1's entry under tag b.
+                _ = try txn.delete(Int64(2).keyBytes, in: notes.database)
+                _ = try txn.delete(index.entries(of: Array("b".utf8)) + Int64(1).keyBytes, in: index.database)
+            }
+            let problems = try Self.indexProblems(notes)
+            #expect(problems.count == 2, "\(problems)")
+            #expect(problems.contains { $0.contains("has tags but no record") })
+            #expect(problems.contains { $0.contains("lists tag b") })
+        }
+    }
+
+    @Test("a tag and a clear travel to the other replica, which removes its own records of them")
+    func tagsAcrossReplicas() async throws {
+        try await ReplicationTests.withReplicas { a, b, log in
+            let (notesA, notesB) = (try a.collection(Note.self), try b.collection(Note.self))
+            let (busA, busB) = (InMemoryBus(store: a, log: log), InMemoryBus(store: b, log: log))
+            try await busA.catchUp()
+            try await busB.catchUp()
+            for id in Int64(0)..<10 {
+                try await notesB.put(Self.note(id), tags: id < 4 ? ["team:1"] : ["team:2"])
+            }
+            let other = try b.collection(Note.self, named: "other")
+            try await other.put(Self.note(1))
+            #expect(try await notesA.invalidate(tag: "team:1") == 0, "A holds none of them")
+            let pending = try a.replication.pendingAnnouncements()
+            #expect(pending.changes == [RemoteChange(origin: try a.replication.identity(), collection: "Note", keys: [], tags: ["team:1"])])
+            try await busA.publish()
+            #expect(try await busB.catchUp().removed == 4)
+            #expect(try notesB.ids(taggedWith: "team:1").isEmpty)
+            #expect(try notesB.count() == 6)
+
+            try await a.collection(Note.self, named: "other").put(Self.note(5))
+            #expect(try await a.collection(Note.self, named: "other").invalidateAll() == 1)
+            try await busA.publish()
+            #expect(try await busB.catchUp().removed == 1)
+            #expect(try other.count() == 0)
+            #expect(try notesB.count() == 6, "a clear removes one collection")
+            #expect(try Self.indexProblems(notesB).isEmpty)
+        }
+    }
+
+    @Test(
+        "a fetch under way for a record of an invalidated tag, or of a cleared collection, does not store its result",
+        arguments: [false, true])
+    func fetchOverlappingATagInvalidation(clearing: Bool) async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(Note.self)
+            try await notes.put(Self.note(9, "v0"), tags: ["t"])
+            try await notes.put(Self.note(9, "v0"), expiry: .at(Date(timeIntervalSince1970: 1)))
+            let upstream = FakeUpstream()
+            let read = Task { try await notes.get(9, orFetch: { try await upstream.fetchOne($0) }) }
+            try await eventually("the fetch has started") { await upstream.calls.count == 1 }
+            if clearing {
+                #expect(try await notes.invalidateAll() == 1)
+            } else {
+                #expect(try await notes.invalidate(tag: "t") == 1)
+            }
+            await upstream.release()
+            #expect(try await read.value?.text == "v1", "the waiter gets what was fetched")
+            try await eventually("the fetch has ended") { notes.statistics().fetchesInFlight == 0 }
+            #expect(try notes.get(9) == nil, "a fill that began before the invalidation was stored")
+            #expect(store.replication.discardedFills == 1)
+        }
+    }
+}
