@@ -11,9 +11,16 @@ internal import PostgresNIO
 // transaction-scoped advisory lock before it takes its number, so appends are serialized from
 // their number to their commit, and a row that becomes visible never has a number below one seen
 // before it.
+/// What a change row announces (the `kind` column).
+enum ChangeKind: Int16 {
+    case keys = 0
+    case tags = 1
+    case all = 2
+}
+
 enum BusSchema {
     /// The version of the tables and functions this code makes; a database holding a newer one is refused.
-    static let version = 2
+    static let version = 3
     /// The channel every notification goes to; the payload says which: `d|…` a change
     /// (``BusNotice``), `c` a change too large to carry (followed by the origin store's UUID,
     /// when a store published it), `a` applied.
@@ -91,6 +98,11 @@ enum BusSchema {
         // must name (PostgresBus+Lease.swift). Earlier replicas write neither and read neither.
         "ALTER TABLE hoard_replicas ADD COLUMN IF NOT EXISTS lease_until timestamptz",
         "ALTER TABLE hoard_replicas ADD COLUMN IF NOT EXISTS lease_grant bigint NOT NULL DEFAULT 0",
+        // Version 3: what a change announces (ChangeKind): records' keys (0, as every change
+        // before), tags whose records are no longer current (1, the tags' UTF-8 in `keys`), or a
+        // whole collection (2, `keys` not read). A replica of version 2 would take a tag for a
+        // key, so it refuses this schema when it connects.
+        "ALTER TABLE hoard_changes ADD COLUMN IF NOT EXISTS kind smallint NOT NULL DEFAULT 0",
         // The notification carries the change (BusNotice), with the number of the append before
         // it, so that a replica whose position is that number applies it without reading the log.
         // Still version 2: the tables and what the function does to them are the same, and a
@@ -102,7 +114,7 @@ enum BusSchema {
         // which then reads the log). A payload past PostgreSQL's 8,000 bytes, or with a NULL key,
         // carries no change.
         """
-        CREATE OR REPLACE FUNCTION hoard_publish(p_origin uuid, p_collection text, p_keys bytea[])
+        CREATE OR REPLACE FUNCTION hoard_publish(p_origin uuid, p_collection text, p_keys bytea[], p_kind smallint)
         RETURNS bigint LANGUAGE plpgsql AS $$
         DECLARE
             new_id bigint;
@@ -112,8 +124,10 @@ enum BusSchema {
             PERFORM pg_advisory_xact_lock(\(appendLock));
             SELECT CASE WHEN is_called THEN last_value ELSE 0 END INTO previous FROM hoard_change_ids;
             new_id := nextval('hoard_change_ids');
-            INSERT INTO hoard_changes (id, origin, collection, keys) VALUES (new_id, p_origin, p_collection, p_keys);
-            IF array_position(p_keys, NULL) IS NULL THEN
+            INSERT INTO hoard_changes (id, origin, collection, keys, kind)
+                VALUES (new_id, p_origin, p_collection, p_keys, p_kind);
+            -- Only keys travel in a notification: a replica reads tags and clears from the log.
+            IF p_kind = 0 AND array_position(p_keys, NULL) IS NULL THEN
                 payload := concat_ws('|', 'd', coalesce((SELECT log_id::text FROM hoard_bus LIMIT 1), ''),
                     previous, new_id, coalesce(p_origin::text, ''),
                     array_to_string(ARRAY(SELECT encode(k, 'hex') FROM unnest(p_keys) AS k), ','), p_collection);
@@ -124,6 +138,11 @@ enum BusSchema {
             PERFORM pg_notify('\(channel)', payload);
             RETURN new_id;
         END $$
+        """,
+        // The form of version 2 and of the row trigger: records' keys.
+        """
+        CREATE OR REPLACE FUNCTION hoard_publish(p_origin uuid, p_collection text, p_keys bytea[])
+        RETURNS bigint LANGUAGE sql AS $$ SELECT hoard_publish(p_origin, p_collection, p_keys, 0::smallint) $$
         """,
         // Hoard's key bytes of an ID (docs/FORMAT.md, "Keys"): Int and Int64 are the big-endian
         // bytes of the value with its sign bit flipped, String a 0x01 then its UTF-8, UUID its 16 bytes.

@@ -157,9 +157,9 @@ extension PostgresBus {
                 """
                 SELECT b.log_id, b.trimmed_through,
                     greatest(b.trimmed_through, coalesce((SELECT max(id) FROM hoard_changes), 0)),
-                    c.id, c.origin, c.collection, c.keys
+                    c.id, c.origin, c.collection, c.keys, c.kind
                 FROM (SELECT log_id, trimmed_through FROM hoard_bus LIMIT 1) b LEFT JOIN LATERAL (
-                    SELECT id, origin, collection, keys FROM hoard_changes
+                    SELECT id, origin, collection, keys, kind FROM hoard_changes
                     WHERE id > \(after) ORDER BY id LIMIT \(configuration.batchSize)) c ON true
                 ORDER BY c.id
                 """, logger: logger)
@@ -181,10 +181,17 @@ extension PostgresBus {
                 do {
                     let origin = try cells[4].decode(UUID?.self)
                     let collection = try cells[5].decode(String.self)
-                    let keys = try cells[6].decode([ByteBuffer].self)
-                    changes.append(
-                        RemoteChange(
-                            origin: origin, collection: collection, keys: keys.map { Array($0.readableBytesView) }))
+                    let keys = try cells[6].decode([ByteBuffer].self).map { Array($0.readableBytesView) }
+                    let kind = try cells[7].decode(Int16.self)
+                    switch ChangeKind(rawValue: kind) {
+                    case .keys: changes.append(RemoteChange(origin: origin, collection: collection, keys: keys))
+                    case .tags:
+                        let tags = keys.map { String(decoding: $0, as: UTF8.self) }
+                        changes.append(RemoteChange(origin: origin, collection: collection, keys: [], tags: tags))
+                    case .all:
+                        changes.append(RemoteChange(origin: origin, collection: collection, keys: [], clearsAll: true))
+                    case nil: throw UnknownChangeKind(kind: kind)
+                    }
                 } catch {
                     shared.state.withLock { $0.skippedRows += 1 }
                     metrics.skippedRows.increment()
@@ -340,18 +347,24 @@ extension PostgresBus {
             // different lengths), and grouped back into one change per collection by the statement.
             var collections: [String] = []
             var keys: [ByteBuffer] = []
+            var kinds: [Int16] = []
+            func add(_ collection: String, _ key: [UInt8], _ kind: ChangeKind) {
+                collections.append(collection)
+                keys.append(ByteBuffer(bytes: key))
+                kinds.append(kind.rawValue)
+            }
             for change in pending.changes {
-                for key in change.keys {
-                    collections.append(change.collection)
-                    keys.append(ByteBuffer(bytes: key))
-                }
+                for key in change.keys { add(change.collection, key, .keys) }
+                for tag in change.tags { add(change.collection, Array(tag.utf8), .tags) }
+                if change.clearsAll { add(change.collection, [], .all) }
             }
             let rows = try await client.query(
                 """
-                SELECT max(hoard_publish(\(origin), collection, keys)) FROM (
-                    SELECT collection, array_agg(key ORDER BY n) AS keys
-                    FROM unnest(\(collections)::text[], \(keys)::bytea[]) WITH ORDINALITY AS k(collection, key, n)
-                    GROUP BY collection) AS batch
+                SELECT max(hoard_publish(\(origin), collection, keys, kind)) FROM (
+                    SELECT collection, kind, array_agg(key ORDER BY n) AS keys
+                    FROM unnest(\(collections)::text[], \(keys)::bytea[], \(kinds)::int2[])
+                        WITH ORDINALITY AS k(collection, key, kind, n)
+                    GROUP BY collection, kind) AS batch
                 """, logger: logger)
             for try await (id) in rows.decode(Int64?.self) { last = max(last, id ?? 0) }
             try await replication.acknowledge(pending)
@@ -387,5 +400,10 @@ extension PostgresBus {
             WHERE EXISTS (SELECT 1 FROM deleted)
             """, logger: logger)
     }
+}
+/// A change row of a kind this code does not know (a newer Hoard's): skipped, as a row that does not decode.
+struct UnknownChangeKind: Error, CustomStringConvertible {
+    let kind: Int16
+    var description: String { "the change's kind \(kind) is not one this code knows" }
 }
 #endif
