@@ -15,7 +15,8 @@ import Testing
         let store = notes.store
         let tags = try #require(store.tags)
         return try store.environment.read { txn in
-            try TagIndex(database: tags, collection: notes.name).problems(records: notes.database, in: txn)
+            try TagIndex(database: tags, collection: notes.name).problems(
+                records: notes.database, keyKind: .int, in: txn)
         }
     }
 
@@ -98,7 +99,9 @@ import Testing
         }
     }
 
-    @Test("every path that removes records removes their tags: delete, eviction, purge, synchronize, a replica's change, deleteAll")
+    @Test(
+        "every path that removes records removes their tags: delete, eviction, purge, synchronize, a replica's change, deleteAll"
+    )
     func removalsKeepTheIndex() async throws {
         let clock = ManualClock()
         try await withTemporaryStore(options: .testing(clock: clock)) { store in
@@ -170,7 +173,10 @@ import Testing
             try await other.put(Self.note(1))
             #expect(try await notesA.invalidate(tag: "team:1") == 0, "A holds none of them")
             let pending = try a.replication.pendingAnnouncements()
-            #expect(pending.changes == [RemoteChange(origin: try a.replication.identity(), collection: "Note", keys: [], tags: ["team:1"])])
+            #expect(
+                pending.changes == [
+                    RemoteChange(origin: try a.replication.identity(), collection: "Note", keys: [], tags: ["team:1"])
+                ])
             try await busA.publish()
             #expect(try await busB.catchUp().removed == 4)
             #expect(try notesB.ids(taggedWith: "team:1").isEmpty)
@@ -207,6 +213,37 @@ import Testing
             try await eventually("the fetch has ended") { notes.statistics().fetchesInFlight == 0 }
             #expect(try notes.get(9) == nil, "a fill that began before the invalidation was stored")
             #expect(store.replication.discardedFills == 1)
+        }
+    }
+
+    @Test("hoard: get shows a record's tags, tags counts records by tag, verify finds a damaged index")
+    func theCLIShowsTags() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            do {
+                let store = try Store(path: path, options: .testing())
+                let notes = try store.collection(Note.self)
+                for id in Int64(1)...3 { try notes.put(Self.note(id), tags: id == 1 ? ["a", "b"] : ["b"]) }
+            }
+            let get = try hoard("get", path, "Note", "1")
+            #expect(get.status == 0 && get.stdout.contains("tags      a, b"), "\(get.stdout)\(get.stderr)")
+            let json = try jsonObject(try hoard("get", path, "Note", "2", "--json").stdout)
+            #expect(json["tags"] as? [String] == ["b"])
+            let counts = try hoard("tags", path, "Note", "--json")
+            #expect(counts.status == 0, "\(counts.stderr)")
+            let rows = try JSONSerialization.jsonObject(with: Data(counts.stdout.utf8)) as? [[String: Any]]
+            #expect(rows?.map { "\($0["tag"] ?? "")=\($0["records"] ?? "")" } == ["a=1", "b=3"])
+            #expect(try hoard("stat", path).stdout.contains("(format 2)"))
+            #expect(try hoard("verify", path).status == 0)
+
+            do {
+                let store = try Store(path: path, options: .testing())
+                let notes = try store.collection(Note.self)
+                try store.environment.write { txn in _ = try txn.delete(Int64(3).keyBytes, in: notes.database) }
+            }
+            let verify = try hoard("verify", path)
+            #expect(verify.status == 1)
+            #expect(verify.stdout.contains("Note[-]: tag index: key 3 has tags but no record"), "\(verify.stdout)")
         }
     }
 }

@@ -27,7 +27,8 @@ extension HoardCollection {
         _ model: Model, tags: some Sequence<String>, expiry: Expiry = .collectionDefault,
         in txn: borrowing WriteTransaction
     ) throws {
-        try put(model, expiry: expiry, insertOnly: false, tags: try TagIndex.normalized(tags, collection: name), in: txn)
+        try put(
+            model, expiry: expiry, insertOnly: false, tags: try TagIndex.normalized(tags, collection: name), in: txn)
     }
 
     /// The tags of the record of `id`, sorted by their UTF-8 bytes; empty when it has none (or there is no record).

@@ -129,7 +129,9 @@ struct TagIndex {
     /// The entries of the collection that disagree with its records: a record's entry whose
     /// record is gone or whose tags are not a list, and a tag's entry that the record's entry
     /// does not list (or the other way round). For `hoard verify`.
-    func problems<Access>(records: Database, in txn: borrowing Transaction<Access>, limit: Int = 20) throws -> [String] {
+    func problems<Access>(
+        records: Database, keyKind: KeyKind, in txn: borrowing Transaction<Access>, limit: Int = 20
+    ) throws -> [String] {
         var problems: [String] = []
         var listed: Set<[UInt8]> = []
         var recordEntries: [(key: [UInt8], value: [UInt8])] = []
@@ -139,23 +141,26 @@ struct TagIndex {
         }
         for (key, value) in recordEntries {
             guard let tags = Self.decode(value), !tags.isEmpty else {
-                problems.append("the tags of key \(StoredKey(key, kind: .custom)) are not a list of tags")
+                problems.append("the tags of key \(StoredKey(key, kind: keyKind)) are not a list of tags")
                 continue
             }
             if try !txn.contains(key, in: records) {
-                problems.append("key \(StoredKey(key, kind: .custom)) has tags but no record")
+                problems.append("key \(StoredKey(key, kind: keyKind)) has tags but no record")
             }
             for tag in tags {
                 listed.insert(entries(of: tag) + key)
                 if try !txn.contains(entries(of: tag) + key, in: database) {
                     problems.append(
-                        "key \(StoredKey(key, kind: .custom)) lists tag \(String(decoding: tag, as: UTF8.self)), whose entries lack it")
+                        "key \(StoredKey(key, kind: keyKind)) lists tag \(String(decoding: tag, as: UTF8.self)), whose entries lack it"
+                    )
                 }
             }
         }
         try txn.forEach(in: database, range: .prefix(tagPrefix)) { key, _ in
             if !listed.contains(Array(key)) {
-                problems.append("a tag's entry \(StoredKey(Array(key[tagPrefix.count...]), kind: .custom)) names a record that does not list it")
+                problems.append(
+                    "a tag's entry \(StoredKey(Array(key[tagPrefix.count...]), kind: keyKind)) names a record that does not list it"
+                )
             }
             return .next
         }
@@ -175,7 +180,8 @@ extension TagIndex {
             guard !utf8.isEmpty, utf8.count <= maxTagLength else {
                 throw HoardError.invalidTag(
                     collection: collection, tag: tag,
-                    reason: utf8.isEmpty ? "a tag cannot be empty" : "it has \(utf8.count) bytes, more than \(maxTagLength)")
+                    reason: utf8.isEmpty
+                        ? "a tag cannot be empty" : "it has \(utf8.count) bytes, more than \(maxTagLength)")
             }
             bytes.append(utf8)
         }

@@ -7,7 +7,7 @@ struct Get: StoreCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show one record: its header and its payload as JSON.",
         discussion: """
-            The ID is written as the collection's IDs are (a number, a string or a UUID); 0x… \
+            The record's tags, when it has any, are shown after its ID. The ID is written as the collection's IDs are (a number, a string or a UUID); 0x… \
             gives raw key bytes; put -- before a negative number (hoard get PATH Note -- -5). The payload is shown with the key names of the version it was \
             written in, or with --as-current in the current version's names (the model's own \
             keys; a nested model's map is shown as stored). Exit status 1 when \
@@ -40,7 +40,13 @@ struct Get: StoreCommand {
                 )
             }
         }
-        guard let shown else { throw CLIError.problem("no record with ID \(id) in collection \(collection)") }
+        guard var shown else { throw CLIError.problem("no record with ID \(id) in collection \(collection)") }
+        let tags = try opened.tags(ofKey: key, in: collection)
+        if case .object(var fields) = shown.json {
+            fields.append(("tags", .array(tags.map(JSON.string))))
+            shown.json = .object(fields)
+        }
+        if !tags.isEmpty { shown.text.insert("\(Terminal.bold("tags"))      \(tags.joined(separator: ", "))", at: 1) }
         if store.json { say(shown.json.text) } else { shown.text.forEach(say) }
         if shown.damaged { throw CLIError.problem("\(collection)[\(id)] is damaged") }
     }

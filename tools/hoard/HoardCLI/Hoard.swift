@@ -37,7 +37,7 @@ struct HoardCommand: ParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            Stat.self, Schema.self, Get.self, Scan.self, Dump.self, Load.self, Verify.self,
+            Stat.self, Schema.self, Get.self, Scan.self, Tags.self, Dump.self, Load.self, Verify.self,
             Migrate.self, PurgeExpired.self, Compact.self, Remove.self, Put.self, Watch.self, Demo.self,
         ]
     )

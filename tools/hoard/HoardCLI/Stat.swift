@@ -46,7 +46,7 @@ struct StatReport {
     }
 
     var path: String
-    var format = Store.formatVersion
+    var format = 0
     var fileBytes = 0
     var mapBytes = 0
     var pageSize = 0
@@ -61,6 +61,7 @@ struct StatReport {
 
     init(_ store: Store) throws {
         path = store.path
+        format = try store.recordedFormat()
         let environment = store.environment
         var file = stat()
         if stat(environment.dataFilePath, &file) == 0 { fileBytes = Int(file.st_size) }

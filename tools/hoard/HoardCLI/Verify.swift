@@ -17,7 +17,9 @@ struct Verify: StoreCommand {
             For each record: the header (magic, format, flags), the checksum, a key-set version the \
             registry knows (not newer than the current one), a payload that is one well-formed CBOR \
             map whose keys are key names of its version, and a key of the collection's ID kind. \
-            Each problem is named with collection and ID. A store too damaged for LMDB to walk is \
+            Each problem is named with collection and ID. The tag index is checked against the \
+            records: every tagged record exists and is listed under each of its tags, and nothing \
+            else is. A store too damaged for LMDB to walk is \
             reported as structural damage. From one read snapshot; read-only.
             """
     )
@@ -128,6 +130,11 @@ struct Verify: StoreCommand {
                 }
                 records += done
                 progress.finish()
+            }
+        }
+        for (name, _, _) in found {
+            for problem in try opened.tagIndexProblems(in: name) {
+                problems.append(.collection(name, reason: "tag index: \(problem)"))
             }
         }
         return (names, records, problems)
