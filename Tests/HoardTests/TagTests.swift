@@ -216,6 +216,36 @@ import Testing
         }
     }
 
+    @Test(
+        "a revalidating fetch names its record's tags; one under way when a tag it names is invalidated stores nothing")
+    func fillsNameTags() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(Note.self)
+            let upstream = FakeUpstream(open: true)
+            let tagged: @Sendable (Int64, Note?) async throws -> Revalidation<Note> = { id, _ in
+                guard let note = try await upstream.fetchOne(id) else { return .absent }
+                return .model(note, tags: ["team:\(id % 2)"])
+            }
+            #expect(try await notes.get(1, orRevalidate: tagged)?.text == "v1")
+            #expect(try notes.tags(of: 1) == ["team:1"])
+
+            // A fetch for 3, not stored before, is under way when its answer's tag is invalidated.
+            await upstream.close()
+            let read = Task { try await notes.get(3, orRevalidate: tagged) }
+            try await eventually("the fetch has started") { await upstream.calls.count == 2 }
+            #expect(try await notes.invalidate(tag: "team:1") == 1)
+            await upstream.release()
+            #expect(try await read.value?.text == "v1", "the waiter gets what was fetched")
+            try await eventually("the fetch has ended") { notes.statistics().fetchesInFlight == 0 }
+            #expect(try notes.get(3) == nil)
+            #expect(store.replication.discardedFills == 1)
+            // A fetch that begins after it stores its answer, tags and all.
+            #expect(try await notes.get(3, orRevalidate: tagged) != nil)
+            #expect(try notes.ids(taggedWith: "team:1") == [3])
+            #expect(try Self.indexProblems(notes).isEmpty)
+        }
+    }
+
     @Test("hoard: get shows a record's tags, tags counts records by tag, verify finds a damaged index")
     func theCLIShowsTags() throws {
         try withTemporaryDirectory { dir in

@@ -113,8 +113,10 @@ public struct FetchTimeouts: Sendable, Hashable {
 /// What a revalidating fetch answers (``HoardCollection/get(_:timeouts:orRevalidate:)``).
 public enum Revalidation<Model: Sendable>: Sendable {
     /// The model, stored with `expiry` (by default the collection's time to live; an upstream's
-    /// `Cache-Control: max-age` as `.after(.seconds(maxAge))`).
-    case model(Model, expiry: Expiry = .collectionDefault)
+    /// `Cache-Control: max-age` as `.after(.seconds(maxAge))`) and, unless `nil`, with `tags`
+    /// (``HoardCollection/put(_:tags:expiry:)``): a fetch under way when one of them is
+    /// invalidated does not store its model.
+    case model(Model, expiry: Expiry = .collectionDefault, tags: [String]? = nil)
     /// The stored model is still current (an HTTP `304`): its record is renewed with `expiry`,
     /// its payload kept.
     case notModified(expiry: Expiry = .collectionDefault)

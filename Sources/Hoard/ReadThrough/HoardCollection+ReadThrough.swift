@@ -366,7 +366,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                     // Checked inside the write: LMDB serializes it with the invalidations' writes.
                     let current = answers.filter {
                         !replication.invalidations.wasRemoved(
-                            collection: self.name, key: $0.model.id.keyBytes, after: ticket)
+                            collection: self.name, key: $0.model.id.keyBytes, tags: $0.tags, after: ticket)
                     }
                     let discarded = answers.count - current.count
                     try self.store(current, in: txn)

@@ -27,11 +27,11 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         orRevalidate fetch: @escaping @Sendable (Model.ID, Model?) async throws -> Revalidation<Model>
     ) async throws -> Model? {
         if let model = try? get(id) {
-            if freshness.refreshAhead != nil { refreshAheadIfDue(id, Self.revalidating(fetch, stored: model)) }
+            if freshness.refreshAhead != nil { refreshAheadIfDue(id, revalidating(fetch, stored: model)) }
             return model
         }
         return try await readThroughMiss(id, timeouts ?? freshness.timeouts) { stored in
-            Self.revalidating(fetch, stored: stored)
+            self.revalidating(fetch, stored: stored)
         }
     }
 
@@ -39,13 +39,19 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     /// still current, to renew with a new expiry.
     @usableFromInline
     enum Answer: Sendable {
-        case model(Model, Expiry)
+        /// A model to store with its expiry and, unless `nil`, its tags (sorted, without repeats).
+        case model(Model, Expiry, tags: [[UInt8]]?)
         case notModified(Model, Expiry)
 
         var model: Model {
             switch self {
-            case .model(let model, _), .notModified(let model, _): model
+            case .model(let model, _, _), .notModified(let model, _): model
             }
+        }
+
+        /// The tags the answer gives its record.
+        var tags: [[UInt8]] {
+            if case .model(_, _, let tags?) = self { tags } else { [] }
         }
     }
 
@@ -56,21 +62,23 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     /// A one-ID fetcher as a fetcher of many.
     @usableFromInline
     static func one(_ fetch: @escaping @Sendable (Model.ID) async throws -> Model?) -> Fetcher {
-        { ids in try await fetch(ids[0]).map { [.model($0, .collectionDefault)] } ?? [] }
+        { ids in try await fetch(ids[0]).map { [.model($0, .collectionDefault, tags: nil)] } ?? [] }
     }
 
     /// A bulk fetcher's models, stored with the collection's time to live.
     static func many(_ fetch: @escaping @Sendable ([Model.ID]) async throws -> [Model]) -> Fetcher {
-        { ids in try await fetch(ids).map { .model($0, .collectionDefault) } }
+        { ids in try await fetch(ids).map { .model($0, .collectionDefault, tags: nil) } }
     }
 
     /// A revalidating fetch of one ID, given the model stored for it.
-    static func revalidating(
+    func revalidating(
         _ fetch: @escaping @Sendable (Model.ID, Model?) async throws -> Revalidation<Model>, stored: Model?
     ) -> Fetcher {
-        { ids in
+        let name = name
+        return { ids in
             switch try await fetch(ids[0], stored) {
-            case .model(let model, let expiry): [.model(model, expiry)]
+            case .model(let model, let expiry, let tags):
+                [.model(model, expiry, tags: try tags.map { try TagIndex.normalized($0, collection: name) })]
             case .notModified(let expiry): stored.map { [.notModified($0, expiry)] } ?? []
             case .absent: []
             }
@@ -81,7 +89,13 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     /// collection's); the stored records that are still current, renewed (``renew(_:expiry:in:)``).
     func store(_ answers: [Answer], in txn: borrowing WriteTransaction) throws {
         var byExpiry: [Expiry: [Model]] = [:]
-        for case .model(let model, let expiry) in answers { byExpiry[expiry, default: []].append(model) }
+        for case .model(let model, let expiry, let tags) in answers {
+            if let tags {
+                try put(model, expiry: expiry, insertOnly: false, tags: tags, in: txn)
+            } else {
+                byExpiry[expiry, default: []].append(model)
+            }
+        }
         for (expiry, models) in byExpiry { try put(models, expiry: expiry, in: txn) }
         var renewed = 0
         for case .notModified(let model, let expiry) in answers

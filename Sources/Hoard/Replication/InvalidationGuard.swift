@@ -25,6 +25,9 @@ final class InvalidationGuard: Sendable {
         var reset: UInt64 = 0
         /// The number of the last invalidation of a whole collection, by collection, noted while fetches were under way.
         var cleared: [String: UInt64] = [:]
+        /// The tags invalidated while fetches were under way, by collection, with the number of the
+        /// last invalidation of each: a fill that would tag its record with one does not store it.
+        var removedTags: [String: [[UInt8]: UInt64]] = [:]
     }
 
     private let state = Mutex(State())
@@ -50,6 +53,7 @@ final class InvalidationGuard: Sendable {
             guard let oldest = state.active.keys.min() else {
                 state.removed = [:]
                 state.cleared = [:]
+                state.removedTags = [:]
                 state.noted = 0
                 return
             }
@@ -90,6 +94,16 @@ final class InvalidationGuard: Sendable {
         }
     }
 
+    /// Notes that `tags` of `collection` were invalidated (inside the invalidating write transaction).
+    func noteRemoved(collection: String, tags: [[UInt8]]) {
+        guard enabled.load(ordering: .relaxed), !tags.isEmpty else { return }
+        state.withLock { state in
+            guard !state.active.isEmpty else { return }
+            state.epoch += 1
+            for tag in tags { state.removedTags[collection, default: [:]][tag] = state.epoch }
+        }
+    }
+
     /// Notes that every record of `collection` was invalidated (inside the invalidating write
     /// transaction): no fetch of it that began before stores its result.
     func noteCleared(collection: String) {
@@ -102,9 +116,14 @@ final class InvalidationGuard: Sendable {
     }
 
     /// Whether `key` of `collection` was invalidated (or the store reset) after the fetch with `ticket` began (inside the fill's write transaction).
-    func wasRemoved(collection: String, key: [UInt8], after ticket: UInt64) -> Bool {
+    func wasRemoved(collection: String, key: [UInt8], tags: [[UInt8]] = [], after ticket: UInt64) -> Bool {
         state.withLock { state in
             if state.reset > ticket || state.cleared[collection].map({ $0 > ticket }) == true { return true }
+            if let removedTags = state.removedTags[collection],
+                tags.contains(where: { removedTags[$0].map { $0 > ticket } == true })
+            {
+                return true
+            }
             guard let epoch = state.removed[collection]?[key] else { return false }
             return epoch > ticket
         }

@@ -221,7 +221,9 @@ struct RemoteTarget {
             try invalidate(keys, in: txn, result: &result)
             return
         }
-        guard !tags.isEmpty, let index = try store.tagIndex(of: collection, in: txn) else { return }
+        guard !tags.isEmpty else { return }
+        store.replicationState.invalidations.noteRemoved(collection: collection, tags: tags.map { Array($0.utf8) })
+        guard let index = try store.tagIndex(of: collection, in: txn) else { return }
         for tag in tags { try invalidate(try index.keys(tagged: Array(tag.utf8), in: txn), in: txn, result: &result) }
     }
 

@@ -67,6 +67,7 @@ extension HoardCollection {
             removed = try delete(keys: keys, in: txn)
             store.replicationState.invalidations.noteRemoved(collection: name, keys: keys)
         }
+        store.replicationState.invalidations.noteRemoved(collection: name, tags: [tagBytes])
         try announce(.tag(tagBytes), in: txn)
         let counters = state.counters
         txn.onCommit {
