@@ -232,6 +232,24 @@ actor Revalidations {
 
 @Suite("Read-through revalidation: the fetch's own expiry, and \"not modified\"")
 struct RevalidationTests {
+    @Test("touch gives a record a new expiry and write time, its version and payload kept; a missing one is false")
+    func touch() async throws {
+        let clock = ManualClock()
+        try await withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(Note.self, timeToLive: .seconds(60))
+            try await notes.put(Note(id: 1, text: "kept", stars: 3, pinned: true))
+            let before = try #require(try notes.header(of: 1))
+            clock.advance(by: .seconds(70))
+            #expect(try notes.get(1) == nil, "expired")
+            #expect(try await notes.touch(1, expiry: .after(.seconds(30))))
+            let after = try #require(try notes.header(of: 1))
+            #expect(after.version == before.version)
+            #expect(after.writtenAt == clock.nowMilliseconds && after.expiresAt == clock.nowMilliseconds + 30_000)
+            #expect(try notes.get(1)?.text == "kept")
+            #expect(try await notes.touch(2) == false)
+        }
+    }
+
     @Test("a fetched model is stored with the expiry its fetch gives")
     func ownExpiry() async throws {
         let clock = ManualClock()

@@ -102,6 +102,14 @@ let package = Package(
             path: "Sources/SlowUpstreamBench"
         ),
         .executableTarget(
+            name: "tag-bench",
+            dependencies: [
+                "BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"),
+                .product(name: "LMDB", package: "Hoard"),
+            ],
+            path: "Sources/TagBench"
+        ),
+        .executableTarget(
             name: "hitratio-bench",
             dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard")],
             path: "Sources/HitRatioBench"

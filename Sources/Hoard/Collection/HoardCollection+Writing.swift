@@ -71,7 +71,11 @@ extension HoardCollection {
         var batch = PutBatch(
             header: header(for: expiry), options: insertOnly ? .noOverwrite : [], tracker: try boundTracker(in: txn),
             recorder: store.changeRecorder(for: state, in: txn))
-        if let tags { batch.tagging = (try store.taggingIndex(of: name, in: txn), tags) }
+        if let tags {
+            guard let tagIndex else { throw HoardError.notAHoardStore(path: store.path, found: []) }
+            try store.prepareTagging(in: txn)
+            batch.tagging = (tagIndex, tags)
+        }
         if let table = currentEmitted {
             try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
         } else {
@@ -186,6 +190,36 @@ extension HoardCollection {
         try batch.header.store(payload: payload, forKey: key, in: database, options: batch.options, txn: txn)
         if let tagging = batch.tagging { try tagging.index.set(tagging.tags, for: key, in: txn) }
         batch.recorder?.record(key: key, .stored, in: txn)
+    }
+
+    /// Gives the record of `id` a new write time and `expiry` in `txn`, keeping its version and
+    /// payload (memcached's `touch`): the model is not encoded again, and observers and other
+    /// replicas are not told, since the record's value did not change. What a revalidating
+    /// read-through does with a "not modified" answer. Returns whether there was a readable record.
+    ///
+    /// - Throws: ``HoardError/invalidID(collection:reason:)``; `LMDBError` when LMDB fails.
+    @discardableResult
+    public func touch(
+        _ id: Model.ID, expiry: Expiry = .collectionDefault, in txn: borrowing WriteTransaction
+    ) throws
+        -> Bool
+    {
+        try renew(try keyBytes(id), expiry: expiry, in: txn)
+    }
+
+    /// Gives the record of `key` a new write time and `expiry`, its version and payload kept (no
+    /// encoding, no change told to observers or replicas); `false` when there is no readable record.
+    func renew(_ key: [UInt8], expiry: Expiry, in txn: borrowing WriteTransaction) throws -> Bool {
+        guard let record = try txn.value(forKey: key, in: database) else { return false }
+        let renewed = record.withUnsafeBytes { bytes -> [UInt8]? in
+            guard let (old, payload) = try? RecordHeader.parse(bytes) else { return nil }
+            var header = header(for: expiry)
+            header.version = old.version
+            return header.record(with: Array(payload))
+        }
+        guard let renewed else { return false }
+        try txn.put(renewed, forKey: key, in: database)
+        return true
     }
 
     /// Removes the record under `id` in a transaction of its own; returns whether there was one.

@@ -65,6 +65,7 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
             }
         }
         currentVersion = keySets.currentVersion
+        tagIndex = store.tags.map { TagIndex(database: $0, collection: name) }
         currentFields = fields.removeValue(forKey: keySets.currentVersion)
         olderFields = fields
         currentScanned = currentFields?.scanned
@@ -82,6 +83,9 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
 
     /// The model's current local version (kept: reading `Model.keySets` is a call per record).
     let currentVersion: Int
+    /// The collection's part of the store's tag index, made once (its key prefixes are the
+    /// collection's name); `nil` in a read-only store without the index.
+    let tagIndex: TagIndex?
 
     func keyBytes(_ id: Model.ID) throws -> [UInt8] {
         let key = id.keyBytes

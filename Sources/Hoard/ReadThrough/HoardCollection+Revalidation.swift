@@ -106,19 +106,4 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         let counters = state.counters
         if renewed > 0 { txn.onCommit { counters.add(.notModified, renewed) } }
     }
-
-    /// Gives the record of `key` a new write time and `expiry`, its version and payload kept (no
-    /// encoding, no change told to observers or replicas); `false` when there is no readable record.
-    func renew(_ key: [UInt8], expiry: Expiry, in txn: borrowing WriteTransaction) throws -> Bool {
-        guard let record = try txn.value(forKey: key, in: database) else { return false }
-        let renewed = record.withUnsafeBytes { bytes -> [UInt8]? in
-            guard let (old, payload) = try? RecordHeader.parse(bytes) else { return nil }
-            var header = header(for: expiry)
-            header.version = old.version
-            return header.record(with: Array(payload))
-        }
-        guard let renewed else { return false }
-        try txn.put(renewed, forKey: key, in: database)
-        return true
-    }
 }

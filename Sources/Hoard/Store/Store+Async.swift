@@ -92,3 +92,16 @@ extension HoardCollection where Model: Sendable {
         try await store.submit(nested: false) { txn in try self.migratePending(in: txn) }
     }
 }
+
+extension HoardCollection where Model: Sendable {
+    /// Gives the record of `id` a new write time and `expiry`, its payload kept (see
+    /// ``touch(_:expiry:in:)``), as one write of the store's next group commit; returns whether
+    /// there was a readable record.
+    ///
+    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed.
+    @discardableResult
+    public func touch(_ id: Model.ID, expiry: Expiry = .collectionDefault) async throws -> Bool {
+        let key = try keyBytes(id)
+        return try await store.submit(nested: false) { txn in try self.renew(key, expiry: expiry, in: txn) }
+    }
+}

@@ -63,8 +63,8 @@ extension HoardCollection {
         let tagBytes = Array(tag.utf8)
         var removed = 0
         if let index = try store.tagIndex(of: name, in: txn) {
-            let keys = try index.keys(tagged: tagBytes, in: txn)
-            removed = try delete(keys: keys, in: txn)
+            let keys = try index.take(tagged: tagBytes, in: txn)
+            removed = try delete(keys: keys, untagging: tagBytes, in: txn)
             store.replicationState.invalidations.noteRemoved(collection: name, keys: keys)
         }
         store.replicationState.invalidations.noteRemoved(collection: name, tags: [tagBytes])
@@ -97,16 +97,17 @@ extension HoardCollection {
         return removed
     }
 
-    /// Removes the records of `keys` in `txn`, with one tracker for all: how many there were.
-    func delete(keys: [[UInt8]], in txn: borrowing WriteTransaction) throws -> Int {
+    /// Removes the records of `keys`, taken from the entries of tag `untagging`, in `txn`, with
+    /// one tracker for all: how many there were.
+    func delete(keys: [[UInt8]], untagging tag: [UInt8], in txn: borrowing WriteTransaction) throws -> Int {
         let tracker = try boundTracker(in: txn)
         let recorder = store.changeRecorder(for: state, in: txn)
         let index = try store.tagIndex(of: name, in: txn)
         var removed = 0
         for key in keys {
+            try index?.remove(key, in: txn, removed: tag)
             if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
             guard try txn.delete(key, in: database) else { continue }
-            try index?.remove(key, in: txn)
             recorder?.record(key: key, .deleted, in: txn)
             removed += 1
         }

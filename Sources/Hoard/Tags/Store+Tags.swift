@@ -9,10 +9,10 @@ extension Store {
         return TagIndex(database: tags, collection: collection)
     }
 
-    /// The tag index of `collection` for a write that tags records. The store's first tagged
-    /// record makes it format 2 in the same transaction, so that code from before tags, which
-    /// would leave the index behind its records, refuses the store.
-    func taggingIndex(of collection: String, in txn: borrowing WriteTransaction) throws -> TagIndex {
+    /// Prepares `txn` for a write that tags records: the store's first tagged record makes it
+    /// format 2 in the same transaction, so that code from before tags, which would leave the
+    /// index behind its records, refuses the store.
+    func prepareTagging(in txn: borrowing WriteTransaction) throws {
         guard let tags else { throw HoardError.notAHoardStore(path: path, found: []) }
         if try txn.count(in: tags) == 0 {
             let meta = try requireMeta()
@@ -22,7 +22,6 @@ extension Store {
                 try txn.put(Array(String(Self.taggedFormat).utf8), forKey: formatKey, in: meta)
             }
         }
-        return TagIndex(database: tags, collection: collection)
     }
 }
 

@@ -60,23 +60,54 @@ struct TagIndex {
     /// removing the entries of the ones it had.
     func set(_ tags: [[UInt8]], for key: some Collection<UInt8>, in txn: borrowing WriteTransaction) throws {
         let entry = recordEntry(key)
-        let old = try txn.value(forKey: entry, in: database).flatMap(Self.decode) ?? []
-        if old == tags { return }
+        let encoded = Self.encode(tags)
+        // Most puts give a record the tags it has: compared as bytes, without decoding.
+        // `nil`: no entry; `.some(nil)`: the entry holds these tags already.
+        let stored: [[UInt8]]?? = try txn.withValue(forKey: entry, in: database) { bytes in
+            bytes.elementsEqual(encoded) ? nil : Self.decode(bytes) ?? []
+        }
+        let old: [[UInt8]]
+        switch stored {
+        case nil:
+            if tags.isEmpty { return }
+            old = []
+        case .some(nil): return
+        case .some(let decoded?): old = decoded
+        }
         for tag in old where !tags.contains(tag) { _ = try txn.delete(entries(of: tag) + key, in: database) }
         if tags.isEmpty {
             _ = try txn.delete(entry, in: database)
             return
         }
-        try txn.put(Self.encode(tags), forKey: entry, in: database)
+        try txn.put(encoded, forKey: entry, in: database)
         for tag in tags where !old.contains(tag) { try txn.put([], forKey: entries(of: tag) + key, in: database) }
     }
 
-    /// Removes `key`'s tags, when it has any (its record is gone).
-    func remove(_ key: some Collection<UInt8>, in txn: borrowing WriteTransaction) throws {
+    /// Removes `key`'s tags, when it has any (its record is gone); the entry under `removed`,
+    /// when given, is gone already.
+    func remove(_ key: some Collection<UInt8>, in txn: borrowing WriteTransaction, removed: [UInt8]? = nil) throws {
         let entry = recordEntry(key)
         guard let old = try txn.value(forKey: entry, in: database) else { return }
-        for tag in Self.decode(old) ?? [] { _ = try txn.delete(entries(of: tag) + key, in: database) }
+        for tag in Self.decode(old) ?? [] where tag != removed {
+            _ = try txn.delete(entries(of: tag) + key, in: database)
+        }
         _ = try txn.delete(entry, in: database)
+    }
+
+    /// Removes the entries of `tag`'s records, in one pass of a cursor, and returns their keys in
+    /// key order (their records are about to go: ``remove(_:in:removed:)`` with `tag`).
+    func take(tagged tag: [UInt8], in txn: borrowing WriteTransaction) throws -> [[UInt8]] {
+        let prefix = entries(of: tag)
+        var keys: [[UInt8]] = []
+        try txn.withCursor(in: database) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let current = entry, current.key.starts(with: prefix) {
+                keys.append(Array(current.key[prefix.count...]))
+                try cursor.deleteCurrent()
+                entry = try cursor.current()
+            }
+        }
+        return keys
     }
 
     /// The keys of the records that carry `tag`, in key order.
@@ -185,6 +216,11 @@ extension TagIndex {
             }
             bytes.append(utf8)
         }
-        return Array(Set(bytes)).sorted { $0.lexicographicallyPrecedes($1) }
+        // A few tags a record: sorted in place, repeats dropped as neighbours.
+        bytes.sort { $0.lexicographicallyPrecedes($1) }
+        var unique: [[UInt8]] = []
+        unique.reserveCapacity(bytes.count)
+        for tag in bytes where unique.last != tag { unique.append(tag) }
+        return unique
     }
 }
