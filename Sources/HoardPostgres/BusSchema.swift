@@ -19,8 +19,12 @@ enum ChangeKind: Int16 {
 }
 
 enum BusSchema {
-    /// The version of the tables and functions this code makes; a database holding a newer one is refused.
+    /// The newest version of the tables and functions this code knows; a database holding a newer
+    /// one is refused. A database is brought up to ``baseVersion``; it becomes version 3 when the
+    /// first tag or clear is published, since a replica of version 2 would take a tag for a key.
     static let version = 3
+    /// The version a migration brings a database to.
+    static let baseVersion = 2
     /// The channel every notification goes to; the payload says which: `d|…` a change
     /// (``BusNotice``), `c` a change too large to carry (followed by the origin store's UUID,
     /// when a store published it), `a` applied.
@@ -100,8 +104,10 @@ enum BusSchema {
         "ALTER TABLE hoard_replicas ADD COLUMN IF NOT EXISTS lease_grant bigint NOT NULL DEFAULT 0",
         // Version 3: what a change announces (ChangeKind): records' keys (0, as every change
         // before), tags whose records are no longer current (1, the tags' UTF-8 in `keys`), or a
-        // whole collection (2, `keys` not read). A replica of version 2 would take a tag for a
-        // key, so it refuses this schema when it connects.
+        // whole collection (2, `keys` not read). The column and the functions are made by every
+        // migration; the version becomes 3 with the first tag or clear published (hoard_publish),
+        // so that a replica of version 2, which would take a tag for a key, then refuses the
+        // database when it connects, while a fleet that uses no tags upgrades replica by replica.
         "ALTER TABLE hoard_changes ADD COLUMN IF NOT EXISTS kind smallint NOT NULL DEFAULT 0",
         // The notification carries the change (BusNotice), with the number of the append before
         // it, so that a replica whose position is that number applies it without reading the log.
@@ -122,6 +128,9 @@ enum BusSchema {
             payload text;
         BEGIN
             PERFORM pg_advisory_xact_lock(\(appendLock));
+            IF p_kind <> 0 THEN
+                UPDATE hoard_bus SET schema_version = \(version) WHERE schema_version < \(version);
+            END IF;
             SELECT CASE WHEN is_called THEN last_value ELSE 0 END INTO previous FROM hoard_change_ids;
             new_id := nextval('hoard_change_ids');
             INSERT INTO hoard_changes (id, origin, collection, keys, kind)
@@ -209,11 +218,11 @@ enum BusSchema {
             }
             if found == nil {
                 try await connection.query(
-                    "INSERT INTO hoard_bus (schema_version) VALUES (\(version))", logger: logger)
+                    "INSERT INTO hoard_bus (schema_version) VALUES (\(baseVersion))", logger: logger)
             } else {
                 try await connection.query(
-                    "UPDATE hoard_bus SET schema_version = \(version) WHERE schema_version < \(version)", logger: logger
-                )
+                    "UPDATE hoard_bus SET schema_version = \(baseVersion) WHERE schema_version < \(baseVersion)",
+                    logger: logger)
             }
         }
     }
