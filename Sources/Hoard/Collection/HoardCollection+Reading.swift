@@ -24,6 +24,16 @@ extension HoardCollection {
     ///
     /// - Throws: as ``get(_:)`` does.
     public func get<Access>(_ id: Model.ID, in txn: borrowing Transaction<Access>) throws -> Model? {
+        var unused = false
+        return try get(id, in: txn, refreshDue: &unused, checkingRefresh: false)
+    }
+
+    /// ``get(_:in:)``, and for a hit when `checkingRefresh`, whether the record is past the
+    /// collection's refresh point (``Freshness/refreshAhead``), from the header it reads anyway.
+    @inline(__always)
+    func get<Access>(
+        _ id: Model.ID, in txn: borrowing Transaction<Access>, refreshDue: inout Bool, checkingRefresh: Bool
+    ) throws -> Model? {
         // The key is lent from the stack, and the record's bytes are taken out of the closure:
         // they stay valid while `txn` is open and unchanged, which it is for the rest of this
         // call. (A closure returning `Model?` would make this unspecialized generic code look up
@@ -55,6 +65,11 @@ extension HoardCollection {
         } else {
             metrics.hits.increment()
             counters.hits.add(1, ordering: .relaxed)
+            if checkingRefresh, let writtenAt = RecordHeader.peekWrittenAt(record),
+                let point = freshness.refreshPoint(writtenAt: writtenAt, expiresAt: expiry)
+            {
+                refreshDue = now >= point
+            }
         }
         return try decode(record, key: { id.keyBytes }, now: now)
     }

@@ -114,7 +114,7 @@ public struct FetchTimeouts: Sendable, Hashable {
 public enum Revalidation<Model: Sendable>: Sendable {
     /// The model, stored with `expiry` (by default the collection's time to live; an upstream's
     /// `Cache-Control: max-age` as `.after(.seconds(maxAge))`) and, unless `nil`, with `tags`
-    /// (``HoardCollection/put(_:tags:expiry:)``): a fetch under way when one of them is
+    /// (``HoardCollection/put(_:tags:expiry:)-3spge``): a fetch under way when one of them is
     /// invalidated does not store its model.
     case model(Model, expiry: Expiry = .collectionDefault, tags: [String]? = nil)
     /// The stored model is still current (an HTTP `304`): its record is renewed with `expiry`,

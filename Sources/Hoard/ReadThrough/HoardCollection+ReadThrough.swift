@@ -51,8 +51,9 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         // a `Model?` here would look up its type metadata at run time on every call (a hash-table
         // lookup that cost a third of a get).
         // (The get counts the hit or the miss in the statistics.)
-        if let model = try? get(id) {
-            if freshness.refreshAhead != nil { refreshAheadIfDue(id, Self.one(fetch)) }
+        if freshness.refreshAhead == nil {
+            if let model = try? get(id) { return model }
+        } else if let model = try? getRefreshingAhead(id, { _ in Self.one(fetch) }) {
             return model
         }
         return try await readThroughMiss(id, timeouts ?? freshness.timeouts) { _ in Self.one(fetch) }

@@ -22,12 +22,14 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     ///   - timeouts: how long to wait for the fetch; `nil` for the collection's.
     ///   - fetch: the source of truth, given the ID and the stored model.
     /// - Throws: as ``get(_:timeouts:orFetch:)`` does.
+    @inlinable
     public func get(
         _ id: Model.ID, timeouts: FetchTimeouts? = nil,
         orRevalidate fetch: @escaping @Sendable (Model.ID, Model?) async throws -> Revalidation<Model>
     ) async throws -> Model? {
-        if let model = try? get(id) {
-            if freshness.refreshAhead != nil { refreshAheadIfDue(id, revalidating(fetch, stored: model)) }
+        if freshness.refreshAhead == nil {
+            if let model = try? get(id) { return model }
+        } else if let model = try? getRefreshingAhead(id, { revalidating(fetch, stored: $0) }) {
             return model
         }
         return try await readThroughMiss(id, timeouts ?? freshness.timeouts) { stored in
@@ -71,6 +73,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     }
 
     /// A revalidating fetch of one ID, given the model stored for it.
+    @usableFromInline
     func revalidating(
         _ fetch: @escaping @Sendable (Model.ID, Model?) async throws -> Revalidation<Model>, stored: Model?
     ) -> Fetcher {

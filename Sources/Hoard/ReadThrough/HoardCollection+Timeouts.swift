@@ -4,25 +4,22 @@ internal import LMDB
 // refresh a hit starts ahead of a record's expiry (Freshness.refreshAhead).
 
 extension HoardCollection where Model: Sendable, Model.ID: Sendable {
-    /// After a hit: starts a background refresh of `id` when its record is past the collection's
-    /// refresh point (``Freshness/refreshAhead``). A second read of the record's header, made only
-    /// for collections that refresh ahead.
+    /// The hit path of a collection that refreshes ahead (``Freshness/refreshAhead``): the model
+    /// stored for `id` (`nil` as ``get(_:)`` answers it) and, in the same read transaction, whether
+    /// its record is past the refresh point; if so, starts a background refresh of it with the
+    /// fetcher `fetch` makes of the model.
     @usableFromInline
-    func refreshAheadIfDue(_ id: Model.ID, _ fetch: @escaping Fetcher) {
-        guard let key = try? keyBytes(id) else { return }
-        let due: Bool? = try? store.environment.read { txn in
-            guard store.vouches(for: txn) else { return false }
-            return try txn.withValue(forKey: key, in: database) { record -> Bool in
-                guard let header = try? RecordHeader.parse(record).0,
-                    let point = freshness.refreshPoint(
-                        writtenAt: header.writtenAt,
-                        expiresAt: store.effectiveExpiry(writtenAt: header.writtenAt, expiresAt: header.expiresAt))
-                else { return false }
-                return store.options.now() >= point
-            } ?? false
+    func getRefreshingAhead(_ id: Model.ID, _ fetch: (Model) -> Fetcher) throws -> Model? {
+        let start = monotonicNanoseconds()
+        defer { state.metrics.getDuration.recordSince(start) }
+        var due = false
+        let model = try store.environment.read { txn in
+            try get(id, in: txn, refreshDue: &due, checkingRefresh: true)
         }
-        guard due == true else { return }
-        if startRefresh(of: [key], ids: [id], fetch: fetch) { state.counters.add(.refreshesAhead) }
+        if due, let model, let key = try? keyBytes(id), startRefresh(of: [key], ids: [id], fetch: fetch(model)) {
+            state.counters.add(.refreshesAhead)
+        }
+        return model
     }
 
     // MARK: - Timeouts

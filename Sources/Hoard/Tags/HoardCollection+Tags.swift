@@ -20,9 +20,9 @@ extension HoardCollection {
         }
     }
 
-    /// Stores `model` with `tags` in `txn` (see ``put(_:tags:expiry:)``).
+    /// Stores `model` with `tags` in `txn` (see ``put(_:tags:expiry:)-3spge``).
     ///
-    /// - Throws: as ``put(_:tags:expiry:)`` does; abort `txn` to undo what it holds.
+    /// - Throws: as ``put(_:tags:expiry:)-3spge`` does; abort `txn` to undo what it holds.
     public func put(
         _ model: Model, tags: some Sequence<String>, expiry: Expiry = .collectionDefault,
         in txn: borrowing WriteTransaction
@@ -118,7 +118,7 @@ extension HoardCollection {
 }
 
 extension HoardCollection where Model: Sendable {
-    /// Stores `model` with `tags` as one write of the store's next group commit (see ``put(_:tags:expiry:)``).
+    /// Stores `model` with `tags` as one write of the store's next group commit (see ``put(_:tags:expiry:)-3spge``).
     ///
     /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed.
     public func put(_ model: Model, tags: some Sequence<String>, expiry: Expiry = .collectionDefault) async throws {
