@@ -96,6 +96,10 @@ import Testing
             #expect(notes.statistics().tagInvalidations == 1)
             #expect(notes.statistics().tagInvalidatedRecords == 50)
             #expect(try await notes.invalidate(tag: "nothing has it") == 0)
+            // A tag no record can carry is refused, and nothing enters the outbox for it.
+            let pending = try store.replication.pendingCount()
+            await #expect(throws: HoardError.self) { try await notes.invalidate(tag: "") }
+            #expect(try store.replication.pendingCount() == pending)
         }
     }
 

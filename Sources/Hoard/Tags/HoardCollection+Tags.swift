@@ -57,10 +57,11 @@ extension HoardCollection {
     /// a bus delivers it. A fetch under way for one of the records removed does not store its
     /// result. Returns how many records were removed.
     ///
-    /// - Throws: `LMDBError` when LMDB fails (abort `txn` to undo what it holds).
+    /// - Throws: ``HoardError/invalidTag(collection:tag:reason:)`` for a tag no record can carry
+    ///   (empty, or longer than 128 bytes); `LMDBError` when LMDB fails (abort `txn` to undo what it holds).
     @discardableResult
     public func invalidate(tag: String, in txn: borrowing WriteTransaction) throws -> Int {
-        let tagBytes = Array(tag.utf8)
+        let tagBytes = try TagIndex.normalized([tag], collection: name)[0]
         var removed = 0
         if let index = try store.tagIndex(of: name, in: txn) {
             let keys = try index.take(tagged: tagBytes, in: txn)
@@ -133,7 +134,8 @@ extension HoardCollection where Model: Sendable {
     /// ``invalidate(tag:in:)``), as one write of the store's next group commit; returns how many
     /// records were removed here.
     ///
-    /// - Throws: the `LMDBError` of a commit that failed (then nothing is removed or announced).
+    /// - Throws: ``HoardError/invalidTag(collection:tag:reason:)``, or the `LMDBError` of a commit
+    ///   that failed (then nothing is removed or announced).
     @discardableResult
     public func invalidate(tag: String) async throws -> Int {
         try await store.submit(nested: false) { txn in try self.invalidate(tag: tag, in: txn) }
