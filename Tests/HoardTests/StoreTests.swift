@@ -234,10 +234,14 @@ struct StoreTests {
                 let store = try Store(path: path, options: testOptions)
                 let meta = try store.environment.openDatabase("hoard.meta")
                 try store.environment.write { txn in
-                    try txn.put(Array("2".utf8), forKey: Array("format".utf8), in: meta)
+                    try txn.put(Array(String(Store.formatVersion + 1).utf8), forKey: Array("format".utf8), in: meta)
                 }
             }
-            expectHoardError(.newerFormat, ["format 2", "reads format 1"]) { _ = try Store(path: path) }
+            expectHoardError(
+                .newerFormat, ["format \(Store.formatVersion + 1)", "reads format \(Store.formatVersion)"]
+            ) {
+                _ = try Store(path: path)
+            }
         }
     }
 
