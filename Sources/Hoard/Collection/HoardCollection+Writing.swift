@@ -263,15 +263,21 @@ extension HoardCollection {
     ///
     /// - Throws: `LMDBError` when LMDB fails; nothing is removed then.
     public func deleteAll() throws {
-        try store.environment.write { txn in
-            try txn.clear(database)
-            try store.tagIndex(of: name, in: txn)?.removeAll(in: txn)
-            store.changeRecorder(for: state, in: txn)?.record(key: [], .cleared, in: txn)
-            if let tracker = try boundTracker(in: txn) {
-                tracker.emptied()
-                try tracker.finish(in: txn)
-            }
+        try store.environment.write { txn in _ = try clear(in: txn) }
+    }
+
+    /// Removes every record in `txn`, with their tags, the bound's usage and the observers' note;
+    /// returns how many there were.
+    func clear(in txn: borrowing WriteTransaction) throws -> Int {
+        let removed = try txn.count(in: database)
+        try txn.clear(database)
+        try store.tagIndex(of: name, in: txn)?.removeAll(in: txn)
+        store.changeRecorder(for: state, in: txn)?.record(key: [], .cleared, in: txn)
+        if let tracker = try boundTracker(in: txn) {
+            tracker.emptied()
+            try tracker.finish(in: txn)
         }
+        return removed
     }
 
     /// Deletes every expired record, in one transaction; returns how many.

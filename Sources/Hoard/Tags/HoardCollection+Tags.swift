@@ -85,14 +85,7 @@ extension HoardCollection {
     /// - Throws: `LMDBError` when LMDB fails (abort `txn` to undo what it holds).
     @discardableResult
     public func invalidateAll(in txn: borrowing WriteTransaction) throws -> Int {
-        let removed = try txn.count(in: database)
-        try txn.clear(database)
-        try store.tagIndex(of: name, in: txn)?.removeAll(in: txn)
-        store.changeRecorder(for: state, in: txn)?.record(key: [], .cleared, in: txn)
-        if let tracker = try boundTracker(in: txn) {
-            tracker.emptied()
-            try tracker.finish(in: txn)
-        }
+        let removed = try clear(in: txn)
         store.replicationState.invalidations.noteCleared(collection: name)
         try announce(.all, in: txn)
         return removed
