@@ -15,7 +15,7 @@ import Testing
         let store = notes.store
         let tags = try #require(store.tags)
         return try store.environment.read { txn in
-            try TagIndex(database: tags, collection: notes.name).problems(
+            try TagIndex(database: tags, collection: notes.name, maxKeySize: store.environment.maxKeySize).problems(
                 records: notes.database, keyKind: .int, in: txn)
         }
     }
@@ -60,6 +60,15 @@ import Testing
                 #expect(error?.description.contains("Note: invalid tag") == true, "\(String(describing: error))")
             }
             #expect(try notes.get(1) == nil)
+            // A long key and a long tag that do not fit in one index entry together.
+            let tagged = try store.collection(Tag.self)
+            let long = String(repeating: "k", count: 450)
+            let error = #expect(throws: HoardError.self) {
+                try tagged.put(Tag(id: long, uses: 1), tags: [String(repeating: "t", count: 100)])
+            }
+            #expect(error?.kind == .invalidTag, "\(String(describing: error))")
+            #expect(error?.description.contains("more than the 511 LMDB allows") == true)
+            #expect(try tagged.get(long) == nil)
             #expect(try Self.format(store) == "1", "a store is tagged only by a tagged record")
         }
     }
@@ -150,7 +159,8 @@ import Testing
             let notes = try store.collection(Note.self)
             try await notes.put(Self.note(1), tags: ["a", "b"])
             try await notes.put(Self.note(2), tags: ["a"])
-            let index = TagIndex(database: try #require(store.tags), collection: "Note")
+            let index = TagIndex(
+                database: try #require(store.tags), collection: "Note", maxKeySize: store.environment.maxKeySize)
             try store.environment.write { txn in
                 // Record 2 removed behind the index's back, and record 1's entry under tag b.
                 _ = try txn.delete(Int64(2).keyBytes, in: notes.database)

@@ -65,7 +65,9 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
             }
         }
         currentVersion = keySets.currentVersion
-        tagIndex = store.tags.map { TagIndex(database: $0, collection: name) }
+        tagIndex = store.tags.map {
+            TagIndex(database: $0, collection: name, maxKeySize: store.environment.maxKeySize)
+        }
         currentFields = fields.removeValue(forKey: keySets.currentVersion)
         olderFields = fields
         currentScanned = currentFields?.scanned

@@ -6,7 +6,7 @@ extension Store {
     @inline(__always)
     func tagIndex<Access>(of collection: String, in txn: borrowing Transaction<Access>) throws -> TagIndex? {
         guard let tags, try txn.count(in: tags) > 0 else { return nil }
-        return TagIndex(database: tags, collection: collection)
+        return TagIndex(database: tags, collection: collection, maxKeySize: environment.maxKeySize)
     }
 
     /// Prepares `txn` for a write that tags records: the store's first tagged record makes it

@@ -18,9 +18,13 @@ struct TagIndex {
     /// The entries of a tag's records: `0x01`, the collection, the tag -> nothing.
     private let tagPrefix: [UInt8]
 
-    init(database: Database, collection: String) {
+    /// The longest key LMDB takes: a record's key and a tag must fit in one entry together.
+    private let maxKeySize: Int
+
+    init(database: Database, collection: String, maxKeySize: Int) {
         self.database = database
         self.collection = collection
+        self.maxKeySize = maxKeySize
         let name = Self.lengthPrefixed(Array(collection.utf8))
         recordPrefix = [0x00] + name
         tagPrefix = [0x01] + name
@@ -56,9 +60,19 @@ struct TagIndex {
         return tags
     }
 
-    /// Makes `key`'s tags `tags` (sorted, without repeats: ``normalized(_:collection:maxKeySize:)``),
+    /// Makes `key`'s tags `tags` (sorted, without repeats: ``normalized(_:collection:)``),
     /// removing the entries of the ones it had.
+    ///
+    /// - Throws: ``HoardError/invalidTag(collection:tag:reason:)`` when a tag's entry for this key
+    ///   would pass LMDB's key size; `LMDBError` when LMDB fails.
     func set(_ tags: [[UInt8]], for key: some Collection<UInt8>, in txn: borrowing WriteTransaction) throws {
+        for tag in tags where entries(of: tag).count + key.count > maxKeySize {
+            throw HoardError.invalidTag(
+                collection: collection, tag: String(decoding: tag, as: UTF8.self),
+                reason:
+                    "with a record key of \(key.count) bytes its index entry would have \(entries(of: tag).count + key.count) bytes, more than the \(maxKeySize) LMDB allows"
+            )
+        }
         let entry = recordEntry(key)
         let encoded = Self.encode(tags)
         // Most puts give a record the tags it has: compared as bytes, without decoding.
