@@ -2,7 +2,8 @@
 # The example's check, run by the project's test command (tools/test.sh): its build (a warning
 # fails it), then both processes on loopback with a store in a temporary directory, a few requests, SIGTERM
 # (the service must exit 0 within its shutdown timeout), a restart on the same store with the
-# upstream gone (what was stored is served), and `hoard verify` of the store.
+# upstream gone (what was stored is served), conditional requests answered 304 by an upstream that
+# sends max-age, and `hoard verify` of the store.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need curl curl
@@ -109,6 +110,30 @@ request GET /users/8
 [ "$status" = 502 ] || fail "GET /users/8 with the upstream gone and nothing stored: $status (expected 502)"
 kill -TERM "$service_pid"; wait "$service_pid" || fail "the restarted service did not exit 0"
 echo "smoke: restart: stored user and session served without the upstream; a miss is 502"
+
+# Conditional requests: an upstream that sends each user's ETag and `Cache-Control: max-age=1`.
+# User 20, read once, is stored for a second; a read after that revalidates it with its ETag in
+# If-None-Match, the upstream answers 304, and the service renews the record without rewriting it
+# (counted by the upstream and by the service's metric). Reads go on until both have counted one.
+start_upstream "$work" --users 100 --latency-ms 1 --max-age 1
+start_service "$work" --sync-interval 3600
+request GET /users/20
+[ "$status" = 200 ] && [[ "$body" == *'"user_name":"user20"'* ]] || fail "GET /users/20: $status $body"
+renewed=0
+for _ in $(seq 100); do
+    request GET /users/20
+    [ "$status" = 200 ] && [[ "$body" == *'"user_name":"user20"'* ]] || fail "GET /users/20 again: $status $body"
+    request GET /metrics
+    renewed=$(metric_sum "$body" hoard_fetch_not_modified_total 'collection="User"')
+    [ "$renewed" -ge 1 ] && break
+    sleep 0.2
+done
+[ "$renewed" -ge 1 ] || fail "no 304 renewed user 20 within 20 s (hoard_fetch_not_modified_total $renewed)"
+answered=$(curl -s "http://127.0.0.1:$upstream_port/admin/not-modified")
+[ "$answered" -ge 1 ] || fail "the upstream answered no request 304"
+kill -TERM "$service_pid"; wait "$service_pid" || fail "the third service did not exit 0"
+kill -TERM "$upstream_pid"; wait "$upstream_pid" || true
+echo "smoke: conditional requests: $answered answered 304 by the upstream, $renewed renewed by the service"
 
 "$(hoard_tool)" verify "$work/store" || fail "hoard verify found problems"
 echo "smoke: passed"

@@ -12,6 +12,10 @@ import UsersModel
 /// Users 1…`--users` exist. A user's karma changes each time the whole list is read (every tenth
 /// user's, in turn), so that the service's periodic synchronize has updates to make.
 ///
+/// `GET /users/:id` sends the user's entity tag (`ETag`) and, with `--max-age`, `Cache-Control:
+/// max-age`; a request whose `If-None-Match` holds the current tag is answered `304 Not Modified`
+/// with no body; `GET /admin/not-modified` counts those answers.
+///
 /// Writes: `PUT /users/:id` makes a new version of the user (its `version` counts them) and answers
 /// it; `POST /users/versions` with IDs separated by commas as the body does so for each of them.
 @main
@@ -24,11 +28,14 @@ struct Upstream: AsyncParsableCommand {
     @Option(help: "How many users exist (IDs 1 through this).") var users = 10_000
     @Option(help: "The latency of each answer, in milliseconds.") var latencyMs = 5
     @Option(help: "The share of requests answered with 503 (0 to 1).") var errorRate = 0.0
+    @Option(help: "Send `Cache-Control: max-age` with this many seconds with each user; none by default.")
+    var maxAge: Int?
 
     func validate() throws {
         guard (0...1).contains(errorRate) else { throw ValidationError("--error-rate must lie from 0 to 1") }
         guard users > 0 else { throw ValidationError("--users must be positive") }
         guard latencyMs >= 0 else { throw ValidationError("--latency-ms must not be negative") }
+        guard (maxAge ?? 0) >= 0 else { throw ValidationError("--max-age must not be negative") }
     }
 
     func run() async throws {
@@ -39,11 +46,20 @@ struct Upstream: AsyncParsableCommand {
         }()
         let state = UpstreamState(users: users, errorRate: errorRate, latency: .milliseconds(latencyMs))
         let router = Router()
-        router.get("users/:id") { _, context -> Response in
+        let maxAge = maxAge
+        router.get("users/:id") { request, context -> Response in
             try await state.answer()
             let id = try context.parameters.require("id", as: Int64.self)
             guard let user = state.user(id) else { return Response(status: .notFound) }
-            return try json(user)
+            var headers: HTTPFields = [.eTag: user.entityTag]
+            if let maxAge { headers[.cacheControl] = "max-age=\(maxAge)" }
+            if request.headers[.ifNoneMatch] == user.entityTag {
+                state.notModified.add(1, ordering: .relaxed)
+                return Response(status: .notModified, headers: headers)
+            }
+            var response = try json(user)
+            response.headers.append(contentsOf: headers)
+            return response
         }
         router.get("users") { request, _ -> Response in
             try await state.answer()
@@ -65,6 +81,9 @@ struct Upstream: AsyncParsableCommand {
                 Int64($0.trimmingCharacters(in: .whitespacesAndNewlines))
             }
             return try json(ids.compactMap(state.write))
+        }
+        router.get("admin/not-modified") { _, _ -> String in
+            "\(state.notModified.load(ordering: .relaxed))\n"
         }
         router.put("admin/error-rate") { request, context -> HTTPResponse.Status in
             let body = try await request.body.collect(upTo: 64)
@@ -98,6 +117,8 @@ final class UpstreamState: Sendable {
     let generation = Atomic<Int>(0)
     /// The version of each user written since the upstream started (0 for the others).
     let versions = Mutex<[Int64: Int]>([:])
+    /// How many requests were answered `304 Not Modified`.
+    let notModified = Atomic<Int>(0)
 
     init(users: Int, errorRate: Double, latency: Duration) {
         self.users = users

@@ -38,3 +38,10 @@ extension KeySetID {
     /// The upstream API's key names.
     public static let api = KeySetID.remote("api")
 }
+
+extension User {
+    /// The upstream's validator of this user, an HTTP entity tag: it changes whenever a field the
+    /// upstream changes does (`version` on a write, `karma` as the list is read). The service sends
+    /// the stored user's tag in `If-None-Match`, and the upstream answers `304` while it matches.
+    public var entityTag: String { "\"\(version)-\(karma)\"" }
+}

@@ -78,14 +78,16 @@ struct UsersService: AsyncParsableCommand {
             idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: upstreamConnections)
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: clientConfiguration)
         let api = UpstreamClient(base: upstream, client: client, timeout: .seconds(Int64(upstreamTimeout)))
-        let users = try store.collection(
-            User.self, timeToLive: .seconds(ttl),
-            freshness: Freshness(
-                staleWhileRevalidate: .seconds(staleWhileRevalidate), staleIfError: .seconds(staleIfError),
-                onFetchError: { failure in logger.warning("upstream fetch failed", metadata: ["failure": "\(failure)"])
-                }
-            )
-        ) { id in try await api.user(id) }
+        let users = Users(
+            collection: try store.collection(
+                User.self, timeToLive: .seconds(ttl),
+                freshness: Freshness(
+                    staleWhileRevalidate: .seconds(staleWhileRevalidate), staleIfError: .seconds(staleIfError),
+                    onFetchError: { failure in
+                        logger.warning("upstream fetch failed", metadata: ["failure": "\(failure)"])
+                    }
+                )),
+            api: api)
         let sessions = try HoardPersistDriver(store: store, collection: "sessions")
         var services: [any Service] = [StoreMaintenance(store: store).service, sessions]
         if let traceExporter { services.append(traceExporter) }
@@ -150,6 +152,19 @@ struct UsersService: AsyncParsableCommand {
     }
 }
 
+/// The users, read through the upstream with conditional requests: a user missing is fetched, and
+/// an expired one (or one refreshed in the background within the stale window) is asked for with
+/// its entity tag, so that the upstream's `304` renews the stored record without rewriting it.
+struct Users: Sendable {
+    let collection: HoardCollection<User>
+    let api: UpstreamClient
+
+    /// User `id`: stored and fresh, or read through (single flight, stale windows: the collection's).
+    func get(_ id: Int64) async throws -> User? {
+        try await collection.get(id, orRevalidate: { id, stored in try await api.user(id, revalidating: stored) })
+    }
+}
+
 /// A session, kept by the persist driver.
 struct Session: Codable, Sendable {
     var userID: Int64
@@ -157,7 +172,7 @@ struct Session: Codable, Sendable {
 }
 
 func addRoutes(
-    to router: Router<BasicRequestContext>, users: LoadingCollection<User>, api: UpstreamClient,
+    to router: Router<BasicRequestContext>, users: Users, api: UpstreamClient,
     sessions: HoardPersistDriver, registry: PrometheusCollectorRegistry
 ) {
     router.get("health") { _, _ in "ok" }
