@@ -256,6 +256,9 @@ struct FaultTests {
                 "\(scan.damaged)")
             let verify = try runProcess(try builtExecutable("hoard"), ["verify", path])
             #expect(verify.status == 1 && verify.stdout.contains("Item[17]: checksum mismatch"), "\(verify.stdout)")
+            // Not renewed either: a renewal would write a new checksum over the damaged payload.
+            #expect(try store.write { txn in try items.touch(17, in: txn) } == false)
+            #expect(throws: HoardError.self) { try items.get(17) }
 
             let result = try items.synchronize(
                 with: (1...50).map { Item(id: $0, name: "item-\($0)-marker", value: Int($0)) })

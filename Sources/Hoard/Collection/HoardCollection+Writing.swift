@@ -210,15 +210,19 @@ extension HoardCollection {
     /// Gives the record of `key` a new write time and `expiry`, its version and payload kept (no
     /// encoding, no change told to observers or replicas); `false` when there is no readable record.
     func renew(_ key: [UInt8], expiry: Expiry, in txn: borrowing WriteTransaction) throws -> Bool {
-        guard let record = try txn.value(forKey: key, in: database) else { return false }
-        let renewed = record.withUnsafeBytes { bytes -> [UInt8]? in
+        var header = header(for: expiry)
+        // The payload is copied out of LMDB's page before the write: the bytes a read returns are
+        // LMDB's only until the next write in the transaction. The record is then written straight
+        // into the space LMDB reserves, as a put writes it.
+        let stored = try txn.withValue(forKey: key, in: database) { bytes -> [UInt8]? in
             guard let (old, payload) = try? RecordHeader.parse(bytes) else { return nil }
-            var header = header(for: expiry)
             header.version = old.version
-            return header.record(with: Array(payload))
+            return Array(payload)
         }
-        guard let renewed else { return false }
-        try txn.put(renewed, forKey: key, in: database)
+        guard let payload = stored ?? nil else { return false }
+        try key.withUnsafeBytes { key in
+            try payload.withUnsafeBytes { try header.store(payload: $0, forKey: key, in: database, txn: txn) }
+        }
         return true
     }
 
