@@ -96,8 +96,10 @@ struct FetchTimeoutTests {
     func slowCommit() async throws {
         try await withTemporaryStore { store in
             let notes = try store.collection(
-                Note.self, freshness: Freshness(timeouts: FetchTimeouts(hard: .milliseconds(20))))
-            // Another writer holds LMDB's write lock, so the answer's commit waits for it.
+                Note.self, freshness: Freshness(timeouts: FetchTimeouts(hard: .milliseconds(250))))
+            // Another writer holds LMDB's write lock, so the answer's commit waits for it. (The
+            // upstream answers at once; the timeout leaves room for its task to start on a loaded
+            // machine, since an answer after the deadline is rightly a timeout.)
             let holding = DispatchSemaphore(value: 0)
             let release = DispatchSemaphore(value: 0)
             Thread {
@@ -118,7 +120,7 @@ struct FetchTimeoutTests {
             // Not synchronization: the hard timeout, which began before the upstream was called,
             // passes while the answer's commit is held.
             let answered = try #require(answeredAt.withLock { $0 })
-            try await Task.sleep(until: answered + .milliseconds(100), clock: .continuous)
+            try await Task.sleep(until: answered + .milliseconds(400), clock: .continuous)
             #expect(notes.statistics().fetchesInFlight == 1)
             release.signal()
             #expect(try await read.value?.text == "answered")

@@ -1,3 +1,4 @@
+internal import Dispatch
 internal import LMDB
 
 // Read-through for slow upstreams: the bounded wait for a fetch (FetchTimeouts), and the
@@ -32,34 +33,27 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     }
 
     /// Waits for `ticket`'s flight, until `deadline` (the instant and the limit it stands for)
-    /// when there is one. When it passes, the flight's fetch is left to run on (or cancelled, if
-    /// no one else waits and the timeouts say so) and `.timedOut` is returned.
+    /// when there is one. When it passes before the upstream has answered, the flight's fetch is
+    /// left to run on (or cancelled, if no one else waits and the timeouts say so) and `.timedOut`
+    /// is returned; an answer that came in time is waited for while it is stored.
     func wait(
         for ticket: SingleFlight<Model>.Ticket, in flights: SingleFlight<Model>,
         until deadline: FetchTimeouts.Deadline?
     ) async throws -> Waited {
         guard let deadline else { return .answered(try await flights.wait(ticket)) }
-        return try await withThrowingTaskGroup(of: Waited.self) { group in
-            group.addTask { .answered(try await flights.wait(ticket)) }
-            group.addTask {
-                // A tolerance of its own: without one, Dispatch's default leeway lets a timer
-                // fire up to a tenth of its interval late (10 ms on a 100 ms timeout).
-                try await Task.sleep(until: deadline.instant, tolerance: .milliseconds(1), clock: .continuous)
-                return .timedOut(deadline.limit)
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next() else { throw CancellationError() }
-            // A timeout bounds the upstream, not the store's write of its answer (a commit on a
-            // loaded disk): once the upstream has answered, the read waits for the write.
-            if case .timedOut = first, flights.hasAnswered(ticket) {
-                while let next = try await group.next() {
-                    if case .answered = next { return next }
-                }
-            }
-            // Before the waiter is cancelled (which leaves the flight): a fetch that should finish
-            // is not stopped by its last waiter leaving.
-            if case .timedOut = first, deadline.completesInBackground { flights.keepRunning(ticket) }
-            return first
+        // The instant on the monotonic clock the timer counts in (ContinuousClock also counts a
+        // suspended machine's time, DispatchTime does not: the difference is taken now).
+        // (Clamped to a year, so that a limit near `Int64.max` seconds cannot overflow it.)
+        let remaining = min(max(deadline.instant - .now, .zero), .seconds(366 * 86_400))
+        let (seconds, attoseconds) = remaining.components
+        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        do {
+            return .answered(
+                try await flights.wait(
+                    ticket, until: DispatchTime.now() + DispatchTimeInterval.nanoseconds(Int(nanoseconds)),
+                    keepingItRunning: deadline.completesInBackground))
+        } catch is SingleFlight<Model>.TimedOut {
+            return .timedOut(deadline.limit)
         }
     }
 

@@ -1,3 +1,4 @@
+internal import Dispatch
 internal import Synchronization
 
 /// The fetches of one collection that are in flight in this process, so that concurrent misses
@@ -147,18 +148,51 @@ final class SingleFlight<Model: Sendable>: Sendable {
     func wait(_ ticket: Ticket) async throws -> Model? {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: Waiter) in
-                let ready = state.withLock { state -> Result<Model?, any Error>? in
-                    guard var flight = state.flights[ticket.flight] else { return .failure(CancellationError()) }
-                    if let result = flight.result {
-                        flight.waiters[ticket.waiter] = nil
-                        state.flights[ticket.flight] = flight.waiters.isEmpty ? nil : flight
-                        return result
-                    }
-                    guard flight.waiters[ticket.waiter] != nil else { return .failure(CancellationError()) }
-                    flight.waiters[ticket.waiter] = continuation
-                    state.flights[ticket.flight] = flight
-                    return nil
-                }
+                if let ready = suspend(ticket, continuation) { continuation.resume(with: ready) }
+            }
+        } onCancel: {
+            leave(ticket)
+        }
+    }
+
+    /// Puts `continuation` in `ticket`'s place; returns what to resume it with at once instead:
+    /// the flight's result when it has one, `CancellationError` when the place was given up.
+    private func suspend(_ ticket: Ticket, _ continuation: Waiter) -> Result<Model?, any Error>? {
+        state.withLock { state in
+            guard var flight = state.flights[ticket.flight] else { return .failure(CancellationError()) }
+            if let result = flight.result {
+                flight.waiters[ticket.waiter] = nil
+                state.flights[ticket.flight] = flight.waiters.isEmpty ? nil : flight
+                return result
+            }
+            guard flight.waiters[ticket.waiter] != nil else { return .failure(CancellationError()) }
+            flight.waiters[ticket.waiter] = continuation
+            state.flights[ticket.flight] = flight
+            return nil
+        }
+    }
+
+    /// The end of a bounded ``wait(_:until:keepingItRunning:)``: the waiter's place was given up.
+    struct TimedOut: Error {}
+
+    /// ``wait(_:)`` until `deadline` (a `DispatchTime`, on the monotonic clock) at most, then
+    /// `TimedOut`, unless the flight's upstream has answered by then: the answer is being stored,
+    /// and the wait goes on for it (a timeout bounds the upstream, not the store's commit). With
+    /// `keepingItRunning`, a timed-out waiter first makes its group run to its end whoever waits.
+    ///
+    /// A timer resumes the waiter itself: one hand-over to the waiting task, where a race of two
+    /// child tasks (the wait and a sleep) takes several before the read can return.
+    func wait(_ ticket: Ticket, until deadline: DispatchTime, keepingItRunning: Bool) async throws -> Model? {
+        let timer = DispatchSource.makeTimerSource(flags: .strict, queue: timerQueue)
+        defer { timer.cancel() }
+        timer.setEventHandler { [self] in self.timeOut(ticket, keepingItRunning: keepingItRunning) }
+        timer.schedule(deadline: deadline, leeway: .microseconds(100))
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: Waiter) in
+                let ready = suspend(ticket, continuation)
+                // Armed once the waiter is in place, so that the timer finds it (or its result).
+                // (Armed in either case: a timer source must not be released before it was.)
+                timer.activate()
                 if let ready { continuation.resume(with: ready) }
             }
         } onCancel: {
@@ -166,27 +200,25 @@ final class SingleFlight<Model: Sendable>: Sendable {
         }
     }
 
+    /// At a bounded wait's deadline: gives up `ticket`'s place (its waiter resumes with
+    /// `TimedOut`) unless its flight has a result or its upstream has answered.
+    private func timeOut(_ ticket: Ticket, keepingItRunning: Bool) {
+        let (waiter, abandonGroup) = state.withLock { state -> (Waiter?, Int?) in
+            guard var flight = state.flights[ticket.flight], flight.result == nil,
+                !(state.groups[flight.group]?.answered ?? true),
+                let slot = flight.waiters.removeValue(forKey: ticket.waiter)
+            else { return (nil, nil) }
+            if keepingItRunning { state.groups[flight.group]?.keepsRunning = true }
+            state.flights[ticket.flight] = flight
+            return (slot, Self.nobodyWaits(for: flight.group, in: state) ? flight.group : nil)
+        }
+        waiter?.resume(throwing: TimedOut())
+        if let abandonGroup { abandon(abandonGroup) }
+    }
+
     /// Records that `group`'s upstream call has returned (its answer is being stored).
     func markAnswered(_ group: Int) {
         state.withLock { $0.groups[group]?.answered = true }
-    }
-
-    /// Whether the upstream of `ticket`'s flight has answered: its group stores the answer, or
-    /// has ended.
-    func hasAnswered(_ ticket: Ticket) -> Bool {
-        state.withLock { state in
-            guard let flight = state.flights[ticket.flight] else { return true }
-            return flight.result != nil || state.groups[flight.group]?.answered ?? true
-        }
-    }
-
-    /// Makes the group of `ticket`'s flight run to its end whoever waits (a read that stops
-    /// waiting at a timeout leaves the fetch to store its result).
-    func keepRunning(_ ticket: Ticket) {
-        state.withLock { state in
-            guard let group = state.flights[ticket.flight]?.group else { return }
-            state.groups[group]?.keepsRunning = true
-        }
     }
 
     /// Gives up `ticket`'s place: its waiter, if suspended, resumes with `CancellationError`.
@@ -222,3 +254,7 @@ final class SingleFlight<Model: Sendable>: Sendable {
         task?.cancel()
     }
 }
+
+/// The queue bounded waits' timers fire on; each handler takes a lock and resumes a waiter. (A
+/// global: SingleFlight is generic, and a generic type cannot hold a static stored property.)
+private let timerQueue = DispatchQueue(label: "hoard.read-through.timeouts")
