@@ -333,6 +333,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             let outcome = await store.withSpan(refresh ? "refresh" : "fetch", collection: name) { span in
                 span?.attributes[SpanKey.batchSize] = ids.count
                 do {
+                    flights.markCalling(group)
                     let fetched = try await fetch(ids)
                     flights.markAnswered(group)
                     var byKey: [[UInt8]: Model] = [:]

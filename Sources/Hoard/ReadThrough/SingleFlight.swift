@@ -32,6 +32,8 @@ final class SingleFlight<Model: Sendable>: Sendable {
         var ticket: UInt64?
         /// A background refresh: it runs to its end whoever waits.
         var keepsRunning: Bool
+        /// The group's task is running and has called the upstream.
+        var calling = false
         /// The upstream has answered; what remains is storing the answer.
         var answered = false
     }
@@ -185,7 +187,11 @@ final class SingleFlight<Model: Sendable>: Sendable {
     func wait(_ ticket: Ticket, until deadline: DispatchTime, keepingItRunning: Bool) async throws -> Model? {
         let timer = DispatchSource.makeTimerSource(flags: .strict, queue: timerQueue)
         defer { timer.cancel() }
-        timer.setEventHandler { [self] in self.timeOut(ticket, keepingItRunning: keepingItRunning) }
+        timer.setEventHandler { [self, timer] in
+            if !self.timeOut(ticket, keepingItRunning: keepingItRunning) {
+                timer.schedule(deadline: .now() + .milliseconds(1), leeway: .microseconds(100))
+            }
+        }
         timer.schedule(deadline: deadline, leeway: .microseconds(100))
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: Waiter) in
@@ -201,19 +207,28 @@ final class SingleFlight<Model: Sendable>: Sendable {
     }
 
     /// At a bounded wait's deadline: gives up `ticket`'s place (its waiter resumes with
-    /// `TimedOut`) unless its flight has a result or its upstream has answered.
-    private func timeOut(_ ticket: Ticket, keepingItRunning: Bool) {
-        let (waiter, abandonGroup) = state.withLock { state -> (Waiter?, Int?) in
+    /// `TimedOut`) unless its flight has a result or its upstream has answered. Returns `false`
+    /// when the group's task has not called the upstream yet (a process whose threads are all busy
+    /// has not run it): the timeout bounds the upstream, so the timer looks again a moment later.
+    private func timeOut(_ ticket: Ticket, keepingItRunning: Bool) -> Bool {
+        let (decided, waiter, abandonGroup) = state.withLock { state -> (Bool, Waiter?, Int?) in
             guard var flight = state.flights[ticket.flight], flight.result == nil,
-                !(state.groups[flight.group]?.answered ?? true),
-                let slot = flight.waiters.removeValue(forKey: ticket.waiter)
-            else { return (nil, nil) }
+                let group = state.groups[flight.group], !group.answered
+            else { return (true, nil, nil) }
+            guard group.calling else { return (false, nil, nil) }
+            guard let slot = flight.waiters.removeValue(forKey: ticket.waiter) else { return (true, nil, nil) }
             if keepingItRunning { state.groups[flight.group]?.keepsRunning = true }
             state.flights[ticket.flight] = flight
-            return (slot, Self.nobodyWaits(for: flight.group, in: state) ? flight.group : nil)
+            return (true, slot, Self.nobodyWaits(for: flight.group, in: state) ? flight.group : nil)
         }
         waiter?.resume(throwing: TimedOut())
         if let abandonGroup { abandon(abandonGroup) }
+        return decided
+    }
+
+    /// Records that `group`'s task has begun, just before it calls the upstream.
+    func markCalling(_ group: Int) {
+        state.withLock { $0.groups[group]?.calling = true }
     }
 
     /// Records that `group`'s upstream call has returned (its answer is being stored).
