@@ -64,18 +64,27 @@ nonisolated func round(
     return (plain, through)
 }
 
-_ = try await round(users, order)  // warm-up, unmeasured
-var plain: [UInt64] = []
-var through: [UInt64] = []
-for _ in 0..<rounds {
-    let (p, t) = try await round(users, order)
-    plain.append(p)
-    through.append(t)
+/// A warm-up round, then `rounds` measured ones, all of them hits: the plain gets' and the
+/// read-through gets' medians compared.
+nonisolated func compareHits(
+    _ collection: HoardCollection<Member>, revalidating: Bool, name: String, budget: Double
+) async throws -> Comparison {
+    _ = try await round(collection, order, revalidating: revalidating)  // warm-up, unmeasured
+    var plain: [UInt64] = []
+    var through: [UInt64] = []
+    for _ in 0..<rounds {
+        let (p, t) = try await round(collection, order, revalidating: revalidating)
+        plain.append(p)
+        through.append(t)
+    }
+    precondition(collection.statistics().misses == 0, "every read-through was a hit")
+    return Comparison(
+        name: name, baseline: "get(_:) of the same record", operations: count,
+        baselineNanos: median(plain), candidateNanos: median(through), budget: budget)
 }
-precondition(users.statistics().misses == 0, "every read-through was a hit")
-let result = Comparison(
-    name: "get(_:orFetch:) of a fresh record", baseline: "get(_:) of the same record", operations: count,
-    baselineNanos: median(plain), candidateNanos: median(through), budget: 1.2)
+
+let result = try await compareHits(
+    users, revalidating: false, name: "get(_:orFetch:) of a fresh record", budget: 1.2)
 
 // Every read-through option at once: a collection with stale windows, timeouts and refresh-ahead
 // (its records far from their refresh point), tagged records, read by a revalidating get, against
@@ -86,18 +95,8 @@ let everything = try store.collection(
         staleWhileRevalidate: .seconds(30), staleIfError: .hours(1),
         timeouts: FetchTimeouts(soft: .milliseconds(100), hard: .seconds(2)), refreshAhead: 0.8))
 for member in members { try everything.put(member, tags: ["city:\(member.city)", "age:\(member.age)"]) }
-_ = try await round(everything, order, revalidating: true)
-plain = []
-through = []
-for _ in 0..<rounds {
-    let (p, t) = try await round(everything, order, revalidating: true)
-    plain.append(p)
-    through.append(t)
-}
-precondition(everything.statistics().misses == 0, "every read-through was a hit")
-let everyOption = Comparison(
-    name: "get(_:orRevalidate:), every option on, tagged records", baseline: "get(_:) of the same record",
-    operations: count, baselineNanos: median(plain), candidateNanos: median(through), budget: 1.05)
+let everyOption = try await compareHits(
+    everything, revalidating: true, name: "get(_:orRevalidate:), every option on, tagged records", budget: 1.05)
 report(
     "read-through hit path, \(count) records, \(rounds) rounds (medians), each get its own read transaction",
     [result, everyOption])
