@@ -22,13 +22,26 @@ public struct Cursor<Access: TransactionAccess>: ~Copyable {
     let handle: OpaquePointer
     unowned(unsafe) let environment: Environment
     let database: Database
-    let state: WriteState?
+    // Unmanaged, and the key size limit copied: the transaction that hands out the cursor holds
+    // both objects for longer than the cursor lives, and the retains and releases of using them
+    // cost a search-and-replace as much as the search.
+    let state: Unmanaged<WriteState>?
+    let maxKeySize: Int
 
     init(handle: OpaquePointer, environment: Environment, database: Database, state: WriteState?) {
         self.handle = handle
         self.environment = environment
         self.database = database
-        self.state = state
+        self.state = state.map { Unmanaged.passUnretained($0) }
+        maxKeySize = environment.maxKeySize
+    }
+
+    /// Notes in the transaction's state a write's bytes, and whether LMDB found the map full.
+    func noteWrite(_ rc: Int32, bytes: Int) {
+        state?._withUnsafeGuaranteedRef { state in
+            if rc == MDB_MAP_FULL { state.mapFull = true }
+            if rc == 0 { state.bytesWritten &+= bytes }
+        }
     }
 
     /// The first entry. The corresponding C call is `mdb_cursor_get` with `MDB_FIRST`.
@@ -66,10 +79,23 @@ public struct Cursor<Access: TransactionAccess>: ~Copyable {
         try key.withUnsafeBytes { try move(MDB_SET_KEY, key: $0) }
     }
 
+    /// The entry whose key is exactly the bytes of `key`, without a generic call's cost: for
+    /// callers that search once a write. The corresponding C call is `mdb_cursor_get` with
+    /// `MDB_SET_KEY`.
+    ///
+    /// - Throws: ``LMDBError`` when LMDB fails (an absent entry is `nil`, not an error).
+    public func seek(exactly key: UnsafeRawBufferPointer) throws(LMDBError) -> Entry? {
+        try move(MDB_SET_KEY, key: key)
+    }
+
     func move(_ op: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil) throws(LMDBError) -> Entry? {
         var k = MDB_val()
         if let key {
-            try environment.validate(key: key, database: database, "mdb_cursor_get")
+            // The database was checked when the cursor was opened; only a bad key is left, and
+            // the environment's check names it.
+            if key.isEmpty || key.count > maxKeySize {
+                try environment.validate(key: key, database: database, "mdb_cursor_get")
+            }
             k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         }
         var v = MDB_val()
@@ -119,7 +145,28 @@ extension Cursor where Access == ReadWriteAccess {
     /// - Throws: ``LMDBError`` when LMDB fails.
     public func deleteCurrent() throws(LMDBError) {
         let rc = mdb_cursor_del(handle, 0)
-        if rc == MDB_MAP_FULL { state?.mapFull = true }
+        noteWrite(rc, bytes: 0)
         try check(rc, "mdb_cursor_del", "database \(database.displayName) in \(environment.path)")
+    }
+
+    /// Replaces the value of the entry at the cursor with `count` bytes that `fill` writes in
+    /// place, without searching the tree again; `key` must be the entry's key. `fill` must write
+    /// all `count` bytes, and must not read them first: they are not the old value. A value the
+    /// caller wants to keep in part is copied out before this call, since the entry's buffers end
+    /// with the change.
+    ///
+    /// The corresponding C function is `mdb_cursor_put` with `MDB_CURRENT | MDB_RESERVE`.
+    ///
+    /// - Throws: what `fill` throws, or ``LMDBError`` when LMDB fails (``LMDBError/Kind/mapFull``
+    ///   when the map is full).
+    public func replaceCurrent<R>(
+        key: UnsafeRawBufferPointer, reserving count: Int, _ fill: (UnsafeMutableRawBufferPointer) throws -> R
+    ) throws -> R {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: count, mv_data: nil)
+        let rc = mdb_cursor_put(handle, &k, &v, flags(MDB_CURRENT, MDB_RESERVE))
+        noteWrite(rc, bytes: key.count &+ count)
+        try check(rc, "mdb_cursor_put", environment.describe(key: key, in: database))
+        return try fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
     }
 }

@@ -44,6 +44,9 @@ final class WriteState {
     }
     /// What runs once this transaction has committed (``Transaction/onCommit(_:)``).
     var afterCommit: [() -> Void] = []
+    /// The cursor ``Transaction/withKeptCursor(in:_:)`` keeps open: the transaction (this one or
+    /// one nested in it) and database it belongs to. LMDB closes it when that transaction ends.
+    var keptCursor: (txn: OpaquePointer, dbi: MDB_dbi, cursor: OpaquePointer)?
 }
 
 extension Environment {

@@ -24,6 +24,8 @@ extension Transaction where Access == ReadWriteAccess {
             throw LMDBError(
                 .badState, operation: "mdb_txn_begin", context: "no nested transaction returned in \(environment.path)")
         }
+        // LMDB closes the child's cursors when the child ends, however it ends.
+        defer { if state?.keptCursor?.txn == child { state?.keptCursor = nil } }
         let result: R
         // What the child asks to run on commit goes with the child's writes when it is undone.
         let actionsBefore = state?.afterCommit.count ?? 0

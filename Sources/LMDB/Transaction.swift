@@ -118,6 +118,13 @@ extension Transaction {
     ///
     /// - Throws: what `body` throws, or ``LMDBError`` when LMDB fails.
     public func withCursor<R>(in database: Database, _ body: (borrowing Cursor<Access>) throws -> R) throws -> R {
+        let cursor = try openCursor(in: database)
+        defer { mdb_cursor_close(cursor) }
+        return try body(Cursor(handle: cursor, environment: environment, database: database, state: state))
+    }
+
+    /// A new cursor over `database`, which must be of this environment.
+    func openCursor(in database: Database) throws(LMDBError) -> OpaquePointer {
         environment.checkOwnership(database)
         var cursor: OpaquePointer?
         try check(
@@ -126,8 +133,7 @@ extension Transaction {
         guard let cursor else {
             throw LMDBError(.badState, operation: "mdb_cursor_open", context: "no cursor returned")
         }
-        defer { mdb_cursor_close(cursor) }
-        return try body(Cursor(handle: cursor, environment: environment, database: database, state: state))
+        return cursor
     }
 
     /// Calls `body` for each entry of `range`, in key order or (with `reverse`) backwards,
@@ -244,6 +250,31 @@ extension Transaction where Access == ReadWriteAccess {
         return UnsafeMutableRawBufferPointer(start: v.mv_data, count: count)
     }
 
+    /// Runs `body` with a cursor over `database` that this transaction keeps open for the next
+    /// call, instead of opening and closing one each time: for a search and a change a call, as
+    /// a record's renewal makes. The cursor is positioned wherever the last call left it. LMDB
+    /// closes it when the transaction ends.
+    ///
+    /// The corresponding C function is `mdb_cursor_open`, at the first call for `database`.
+    ///
+    /// - Throws: what `body` throws, or ``LMDBError`` when LMDB fails.
+    public func withKeptCursor<R>(in database: Database, _ body: (borrowing Cursor<Access>) throws -> R) throws -> R {
+        guard let state else { return try withCursor(in: database, body) }
+        let cursor: OpaquePointer
+        if let kept = state.keptCursor, kept.txn == handle, kept.dbi == database.dbi {
+            environment.checkOwnership(database)
+            cursor = kept.cursor
+        } else {
+            let opened = try openCursor(in: database)
+            // One kept at a time: another of this transaction's is closed; one of the transaction
+            // this one is nested in stays open until that one ends (it may not be touched now).
+            if let kept = state.keptCursor, kept.txn == handle { mdb_cursor_close(kept.cursor) }
+            state.keptCursor = (handle, database.dbi, opened)
+            cursor = opened
+        }
+        return try body(Cursor(handle: cursor, environment: environment, database: database, state: state))
+    }
+
     /// Removes `key` from `database`.
     ///
     /// - Returns: whether the key was there.
@@ -286,6 +317,9 @@ extension Transaction where Access == ReadWriteAccess {
     public func drop(_ database: Database) throws(LMDBError) {
         environment.checkOwnership(database)
         environment.forgetDatabase(database)
+        // The handle may be given to another database in this transaction; the kept cursor must
+        // not serve it (LMDB closes the cursor when the transaction ends).
+        if state?.keptCursor?.dbi == database.dbi { state?.keptCursor = nil }
         try finishWrite(mdb_drop(handle, database.dbi, 1), "mdb_drop", nil, database, [])
     }
 

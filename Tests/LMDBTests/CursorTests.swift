@@ -115,4 +115,61 @@ struct CursorTests {
             #expect(left == ["1", "3", "5", "7", "9"])
         }
     }
+
+    @Test("a kept cursor replaces values in place, in its transaction and in nested ones, undone with them")
+    func keptCursorReplaces() throws {
+        try withTemporaryEnvironment { env, _ in
+            let db = try env.openDatabase("c", create: true)
+            let other = try env.openDatabase("d", create: true)
+            try env.write { txn in
+                for i in 0..<100 {
+                    try txn.put(b("value \(i)"), forKey: b("k\(i)"), in: db)
+                    try txn.put(b("other \(i)"), forKey: b("k\(i)"), in: other)
+                }
+            }
+            /// Replaces the value of `key` through the transaction's kept cursor with `value`
+            /// uppercased, a search and a replacement; `false` when the key is absent.
+            func shout(_ key: String, in database: Database, _ txn: borrowing WriteTransaction) throws -> Bool {
+                try b(key).withUnsafeBytes { key in
+                    try txn.withKeptCursor(in: database) { cursor in
+                        guard let old = try cursor.seek(exactly: key)?.value else { return false }
+                        let value = Array(String(decoding: old, as: UTF8.self).uppercased().utf8)
+                        try cursor.replaceCurrent(key: key, reserving: value.count) { $0.copyBytes(from: value) }
+                        return true
+                    }
+                }
+            }
+            try env.write { txn in
+                // The same cursor serves one database after another and back; the written bytes count.
+                let before = txn.bytesWritten
+                #expect(try shout("k1", in: db, txn))
+                #expect(try shout("k2", in: other, txn))
+                #expect(try shout("k3", in: db, txn))
+                #expect(try shout("absent", in: db, txn) == false)
+                #expect(txn.bytesWritten == before + 3 * (2 + 7))
+                // A nested transaction gets a cursor of its own; what it changes goes when it is undone.
+                struct Undone: Error {}
+                let undone = Result {
+                    try txn.nested { child in
+                        let shouted = try shout("k4", in: db, child)
+                        #expect(shouted)
+                        throw Undone()
+                    }
+                }
+                #expect(throws: Undone.self) { try undone.get() }
+                let kept = try txn.nested { child in try shout("k5", in: db, child) }
+                #expect(kept)
+                // The parent's cursor serves it again after its children ended.
+                #expect(try shout("k6", in: db, txn))
+            }
+            let values = try env.read { txn in
+                try (1...6).map { i in
+                    try txn.value(forKey: b("k\(i)"), in: i == 2 ? other : db).map {
+                        String(decoding: $0, as: UTF8.self)
+                    }
+                }
+            }
+            #expect(values == ["VALUE 1", "OTHER 2", "VALUE 3", "value 4", "VALUE 5", "VALUE 6"])
+        }
+    }
 }

@@ -1,5 +1,5 @@
 // CRC-32 (IEEE 802.3, reflected) with the carry-less multiply instruction, for Hoard's record
-// checksums. The Swift side (Record.swift) owns the checksum; this only folds long runs.
+// checksums. The Swift side (RecordHeader.swift) owns the checksum; this only folds long runs.
 #ifndef HOARD_CCRC32_H
 #define HOARD_CCRC32_H
 
@@ -17,5 +17,12 @@ uint32_t hoard_crc32_fold(uint32_t state, const uint8_t *data, size_t length);
 /// The same over the 24 bytes at `head` followed by the first `8 + 16 * blocks` bytes at `data`:
 /// a record's header and payload, which are not adjacent in memory, folded as one run.
 uint32_t hoard_crc32_fold_record(uint32_t state, const uint8_t *head, const uint8_t *data, size_t blocks);
+
+/// `hoard_crc32_fold_record` for two records that share their payload and differ in their
+/// headers (`head`, `other_head`), in one pass: returns the first's and stores the second's in
+/// `*other`.
+uint32_t hoard_crc32_fold_records(
+    uint32_t state, const uint8_t *head, const uint8_t *other_head, const uint8_t *data, size_t blocks,
+    uint32_t *other);
 
 #endif

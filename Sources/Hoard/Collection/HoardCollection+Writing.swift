@@ -204,26 +204,31 @@ extension HoardCollection {
     ) throws
         -> Bool
     {
-        try renew(try keyBytes(id), expiry: expiry, in: txn)
+        try id.withKeyBytes { key in
+            try checkKeySize(key.count)
+            return try renew(key, expiry: expiry, in: txn)
+        }
     }
 
     /// Gives the record of `key` a new write time and `expiry`, its version and payload kept (no
     /// encoding, no change told to observers or replicas); `false` when there is no readable record.
-    func renew(_ key: [UInt8], expiry: Expiry, in txn: borrowing WriteTransaction) throws -> Bool {
-        var header = header(for: expiry)
-        // The payload is copied out of LMDB's page before the write: the bytes a read returns are
-        // LMDB's only until the next write in the transaction. The record is then written straight
-        // into the space LMDB reserves, as a put writes it.
-        let stored = try txn.withValue(forKey: key, in: database) { bytes -> [UInt8]? in
-            guard let (old, payload) = try? RecordHeader.parse(bytes) else { return nil }
-            header.version = old.version
-            return Array(payload)
+    func renew(_ key: UnsafeRawBufferPointer, expiry: Expiry, in txn: borrowing WriteTransaction) throws -> Bool {
+        let header = header(for: expiry)
+        // One search of the tree: the cursor that finds the record replaces it (a cursor the
+        // transaction keeps, since opening one costs as much as the search). The renewed record
+        // is made on the stack (when it is small) before the write, since the bytes a read
+        // returns are LMDB's only until the next write; it is then copied into the space LMDB
+        // reserves, as a put writes it.
+        return try txn.withKeptCursor(in: database) { cursor in
+            guard let record = try cursor.seek(exactly: key)?.value else { return false }
+            return try withUnsafeTemporaryAllocation(byteCount: record.count, alignment: 1) { renewed in
+                guard header.renew(record, into: renewed) else { return false }
+                try cursor.replaceCurrent(key: key, reserving: renewed.count) {
+                    $0.copyMemory(from: UnsafeRawBufferPointer(renewed))
+                }
+                return true
+            }
         }
-        guard let payload = stored ?? nil else { return false }
-        try key.withUnsafeBytes { key in
-            try payload.withUnsafeBytes { try header.store(payload: $0, forKey: key, in: database, txn: txn) }
-        }
-        return true
     }
 
     /// Removes the record under `id` in a transaction of its own; returns whether there was one.

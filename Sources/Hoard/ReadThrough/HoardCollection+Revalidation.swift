@@ -102,7 +102,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         for (expiry, models) in byExpiry { try put(models, expiry: expiry, in: txn) }
         var renewed = 0
         for case .notModified(let model, let expiry) in answers
-        where try renew(model.id.keyBytes, expiry: expiry, in: txn) {
+        where try model.id.withKeyBytes({ try renew($0, expiry: expiry, in: txn) }) {
             renewed += 1
         }
         // Counted when the write commits: not for one undone, nor twice for one LMDB ran again.

@@ -75,6 +75,17 @@ public struct RecordHeader: Sendable, Hashable {
         precondition(
             record.count == Self.size + payload.count,
             "a record buffer of \(record.count) bytes for a \(payload.count)-byte payload")
+        writeCheckedFields(into: record)
+        if let base = payload.baseAddress, !payload.isEmpty {
+            (record.baseAddress! + Self.size).copyMemory(from: base, byteCount: payload.count)
+        }
+        var crc = CRC32()
+        crc.update(header: UnsafeRawBufferPointer(rebasing: record[0..<24]), payload: payload)
+        storeBigEndian(crc.value, at: 24, in: record)
+    }
+
+    /// Writes the header's first 24 bytes, all but the checksum, at the start of `record`.
+    private func writeCheckedFields(into record: UnsafeMutableRawBufferPointer) {
         record[0] = Self.magic.0
         record[1] = Self.magic.1
         record[2] = Self.format
@@ -82,12 +93,26 @@ public struct RecordHeader: Sendable, Hashable {
         storeBigEndian(UInt32(truncatingIfNeeded: version), at: 4, in: record)
         storeBigEndian(UInt64(bitPattern: writtenAt), at: 8, in: record)
         storeBigEndian(UInt64(bitPattern: expiresAt ?? 0), at: 16, in: record)
-        if let base = payload.baseAddress, !payload.isEmpty {
-            (record.baseAddress! + Self.size).copyMemory(from: base, byteCount: payload.count)
-        }
-        var crc = CRC32()
-        crc.update(header: UnsafeRawBufferPointer(rebasing: record[0..<24]), payload: payload)
-        storeBigEndian(crc.value, at: 24, in: record)
+    }
+
+    /// Writes into `renewed`, which is as long as `record`, the record `record` renewed: this
+    /// header's write time and expiry, with `record`'s version and payload. Returns `false` when
+    /// `record` is not a valid record (as ``parse(_:)`` checks it): a damaged record is not given a
+    /// fresh checksum. The old checksum is checked and the new one computed in one pass over the
+    /// payload.
+    func renew(_ record: UnsafeRawBufferPointer, into renewed: UnsafeMutableRawBufferPointer) -> Bool {
+        guard (try? Self.checkShape(of: record)) != nil else { return false }
+        var header = self
+        header.version = Int(loadBigEndian(UInt32.self, at: 4, in: record))
+        header.writeCheckedFields(into: renewed)
+        let payload = UnsafeRawBufferPointer(rebasing: record[Self.size...])
+        let (old, new) = CRC32.checksums(
+            of: payload, after: UnsafeRawBufferPointer(rebasing: record[0..<24]),
+            and: UnsafeRawBufferPointer(rebasing: renewed[0..<24]))
+        guard old == loadBigEndian(UInt32.self, at: 24, in: record) else { return false }
+        storeBigEndian(new, at: 24, in: renewed)
+        UnsafeMutableRawBufferPointer(rebasing: renewed[Self.size...]).copyMemory(from: payload)
+        return true
     }
 
     /// Reads and checks the header of `record` (magic, format, flags, checksum); returns it and
@@ -97,17 +122,8 @@ public struct RecordHeader: Sendable, Hashable {
     public static func parse(
         _ record: UnsafeRawBufferPointer
     ) throws(RecordDamage) -> (RecordHeader, UnsafeRawBufferPointer) {
-        guard record.count >= size else {
-            throw RecordDamage("the record has \(record.count) bytes, fewer than the \(size)-byte header")
-        }
-        guard record[0] == magic.0, record[1] == magic.1 else {
-            throw RecordDamage("the header does not start with \"HR\" (found 0x\(hexString([record[0], record[1]])))")
-        }
-        guard record[2] == format else {
-            throw RecordDamage("record format \(record[2]) is not the format \(format) this code reads")
-        }
+        try checkShape(of: record)
         let flags = record[3]
-        guard flags & ~1 == 0 else { throw RecordDamage("unknown header flags 0x\(hexString([flags]))") }
         let payload = UnsafeRawBufferPointer(rebasing: record[size...])
         var crc = CRC32()
         crc.update(header: UnsafeRawBufferPointer(rebasing: record[0..<24]), payload: payload)
@@ -120,6 +136,21 @@ public struct RecordHeader: Sendable, Hashable {
         let writtenAt = Int64(bitPattern: loadBigEndian(UInt64.self, at: 8, in: record))
         let expiresAt = flags & 1 == 1 ? Int64(bitPattern: loadBigEndian(UInt64.self, at: 16, in: record)) : nil
         return (RecordHeader(version: version, writtenAt: writtenAt, expiresAt: expiresAt), payload)
+    }
+
+    /// Checks what a record's header says of itself: its length, magic, format and flags.
+    private static func checkShape(of record: UnsafeRawBufferPointer) throws(RecordDamage) {
+        guard record.count >= size else {
+            throw RecordDamage("the record has \(record.count) bytes, fewer than the \(size)-byte header")
+        }
+        guard record[0] == magic.0, record[1] == magic.1 else {
+            throw RecordDamage("the header does not start with \"HR\" (found 0x\(hexString([record[0], record[1]])))")
+        }
+        guard record[2] == format else {
+            throw RecordDamage("record format \(record[2]) is not the format \(format) this code reads")
+        }
+        let flags = record[3]
+        guard flags & ~1 == 0 else { throw RecordDamage("unknown header flags 0x\(hexString([flags]))") }
     }
 }
 
@@ -218,6 +249,32 @@ struct CRC32 {
         state = hoard_crc32_fold_record(
             state, head.assumingMemoryBound(to: UInt8.self), data.assumingMemoryBound(to: UInt8.self), blocks)
         update(UnsafeRawBufferPointer(rebasing: payload[(8 + 16 * blocks)...]))
+    }
+
+    /// The checksums of two records with the same `payload` after the 24 checked header bytes
+    /// `header` and `other`, in one pass over the payload where the processor folds.
+    static func checksums(
+        of payload: UnsafeRawBufferPointer, after header: UnsafeRawBufferPointer, and other: UnsafeRawBufferPointer
+    ) -> (UInt32, UInt32) {
+        var first = CRC32()
+        var second = CRC32()
+        guard accelerated, header.count == 24, other.count == 24, payload.count >= 8,
+            let head = header.baseAddress, let otherHead = other.baseAddress, let data = payload.baseAddress
+        else {
+            first.update(header: header, payload: payload)
+            second.update(header: other, payload: payload)
+            return (first.value, second.value)
+        }
+        let blocks = (payload.count - 8) / 16
+        var folded = second.state
+        first.state = hoard_crc32_fold_records(
+            first.state, head.assumingMemoryBound(to: UInt8.self), otherHead.assumingMemoryBound(to: UInt8.self),
+            data.assumingMemoryBound(to: UInt8.self), blocks, &folded)
+        second.state = folded
+        let tail = UnsafeRawBufferPointer(rebasing: payload[(8 + 16 * blocks)...])
+        first.update(tail)
+        second.update(tail)
+        return (first.value, second.value)
     }
 
     var value: UInt32 { state ^ 0xFFFF_FFFF }

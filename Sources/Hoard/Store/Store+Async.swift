@@ -102,6 +102,8 @@ extension HoardCollection where Model: Sendable {
     @discardableResult
     public func touch(_ id: Model.ID, expiry: Expiry = .collectionDefault) async throws -> Bool {
         let key = try keyBytes(id)
-        return try await store.submit(nested: false) { txn in try self.renew(key, expiry: expiry, in: txn) }
+        return try await store.submit(nested: false) { txn in
+            try key.withUnsafeBytes { try self.renew($0, expiry: expiry, in: txn) }
+        }
     }
 }
