@@ -117,6 +117,47 @@ struct SpanTests {
         }
     }
 
+    @Test("a fetch whose every answer is \"not modified\" says so on its span")
+    func notModified() async throws {
+        let tracer = InMemoryTracer()
+        let clock = ManualClock()
+        try await withTemporaryStore(options: Self.options(tracer, clock: clock)) { store in
+            let notes = try store.collection(Note.self, named: "notes", timeToLive: .seconds(60))
+            let stored = Note(id: 1, text: "etag 1", stars: 1, pinned: false)
+            try await notes.put(stored)
+            clock.advance(by: .seconds(70))
+            #expect(try await notes.get(1, orRevalidate: { _, _ in .notModified() }) == stored)
+            #expect(
+                try await notes.get(
+                    2, orRevalidate: { id, _ in .model(Note(id: id, text: "new", stars: 0, pinned: false)) })?.text
+                    == "new")
+            #expect(
+                Self.named("fetch notes", in: tracer).map { $0.attributes.get("hoard.outcome") } == [
+                    "not modified", "stored",
+                ])
+        }
+    }
+
+    @Test("an invalidation by tag or of the whole collection has its span with what it removed")
+    func invalidations() async throws {
+        let tracer = InMemoryTracer()
+        try await withTemporaryStore(options: Self.options(tracer)) { store in
+            let notes = try store.collection(Note.self, named: "notes")
+            for id: Int64 in 1...5 {
+                try await notes.put(
+                    Note(id: id, text: "\(id)", stars: Int(id), pinned: false), tags: id <= 3 ? ["low"] : [])
+            }
+            #expect(try await notes.invalidate(tag: "low") == 3)
+            #expect(try await notes.invalidateAll() == 2)
+            let byTag = try #require(Self.named("invalidate_tag notes", in: tracer).first)
+            #expect(byTag.attributes.get("hoard.tag") == "low")
+            #expect(byTag.attributes.get("hoard.removed") == 3)
+            let all = try #require(Self.named("invalidate_all notes", in: tracer).first)
+            #expect(all.attributes.get("hoard.removed") == 2)
+            #expect(all.attributes.get("db.operation.name") == "invalidate_all")
+        }
+    }
+
     @Test("with spans off, the store makes none")
     func off() async throws {
         let tracer = InMemoryTracer()

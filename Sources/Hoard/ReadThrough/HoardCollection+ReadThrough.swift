@@ -339,7 +339,9 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                     var byKey: [[UInt8]: Model] = [:]
                     for answer in fetched { byKey[answer.model.id.keyBytes] = answer.model }
                     await storeFetched(fetched, absent: keys.filter { byKey[$0] == nil }, stale: stale, ticket: ticket)
-                    span?.attributes[SpanKey.outcome] = fetched.isEmpty ? "absent" : "stored"
+                    span?.attributes[SpanKey.outcome] =
+                        fetched.isEmpty
+                        ? "absent" : fetched.allSatisfy(\.isNotModified) ? "not modified" : "stored"
                     return Result<[[UInt8]: Model], any Error>.success(byKey)
                 } catch {
                     state.counters.add(.fetchErrors)

@@ -51,6 +51,11 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             }
         }
 
+        /// Whether the answer is "not modified".
+        var isNotModified: Bool {
+            if case .notModified = self { true } else { false }
+        }
+
         /// The tags the answer gives its record.
         var tags: [[UInt8]] {
             if case .model(_, _, let tags?) = self { tags } else { [] }

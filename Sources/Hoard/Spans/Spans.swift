@@ -1,7 +1,8 @@
 public import Tracing
 
 // Spans for the work a request may wait on beyond a read of the map: a read-through miss and the
-// fetch it starts, a background refresh, a synchronize, a group commit. A hit makes none. The
+// fetch it starts, a background refresh, a synchronize, an invalidation by tag or of a whole
+// collection, a group commit. A hit makes none. The
 // attributes follow OpenTelemetry's database conventions where one fits (db.system.name,
 // db.collection.name, db.operation.name, db.operation.batch.size, db.namespace, error.type);
 // what is Hoard's own is under `hoard.`.
@@ -36,8 +37,13 @@ enum SpanKey {
     static let batchSize = "db.operation.batch.size"
     static let namespace = "db.namespace"
     static let errorType = "error.type"
-    /// What became of the operation: `fetched`, `joined`, `absent`, `stale`, `stored`, `failed`, `committed`.
+    /// What became of the operation: `fetched`, `joined`, `absent`, `stale`, `timed out`, `stored`,
+    /// `not modified`, `failed`, `committed`.
     static let outcome = "hoard.outcome"
+    /// The tag an invalidation removed the records of.
+    static let tag = "hoard.tag"
+    /// How many records an invalidation removed.
+    static let removed = "hoard.removed"
 }
 
 extension SpanDestination {

@@ -131,7 +131,12 @@ extension HoardCollection where Model: Sendable {
     ///   that failed (then nothing is removed or announced).
     @discardableResult
     public func invalidate(tag: String) async throws -> Int {
-        try await store.submit(nested: false) { txn in try self.invalidate(tag: tag, in: txn) }
+        try await store.withSpan("invalidate_tag", collection: name) { span in
+            span?.attributes[SpanKey.tag] = tag
+            let removed = try await store.submit(nested: false) { txn in try self.invalidate(tag: tag, in: txn) }
+            span?.attributes[SpanKey.removed] = removed
+            return removed
+        }
     }
 
     /// Removes every record of the collection and announces it to the other replicas (see
@@ -141,6 +146,10 @@ extension HoardCollection where Model: Sendable {
     /// - Throws: the `LMDBError` of a commit that failed (then nothing is removed or announced).
     @discardableResult
     public func invalidateAll() async throws -> Int {
-        try await store.submit(nested: false) { txn in try self.invalidateAll(in: txn) }
+        try await store.withSpan("invalidate_all", collection: name) { span in
+            let removed = try await store.submit(nested: false) { txn in try self.invalidateAll(in: txn) }
+            span?.attributes[SpanKey.removed] = removed
+            return removed
+        }
     }
 }
