@@ -2,10 +2,9 @@ public import Tracing
 
 // Spans for the work a request may wait on beyond a read of the map: a read-through miss and the
 // fetch it starts, a background refresh, a synchronize, an invalidation by tag or of a whole
-// collection, a group commit. A hit makes none. The
-// attributes follow OpenTelemetry's database conventions where one fits (db.system.name,
-// db.collection.name, db.operation.name, db.operation.batch.size, db.namespace, error.type);
-// what is Hoard's own is under `hoard.`.
+// collection, a group commit. A hit makes none. The attributes follow OpenTelemetry's database
+// conventions where one fits (db.system.name, db.collection.name, db.operation.name,
+// db.operation.batch.size, db.namespace, error.type); what is Hoard's own is under `hoard.`.
 
 /// Where a store's spans go.
 public enum SpanDestination: Sendable {
