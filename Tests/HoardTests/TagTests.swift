@@ -230,6 +230,30 @@ import Testing
         }
     }
 
+    @Test("a get that begins after a tag invalidation does not join a fetch that began before it")
+    func noJoinAcrossATagInvalidation() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(Note.self)
+            let upstream = FakeUpstream()
+            let tagged: @Sendable (Int64, Note?) async throws -> Revalidation<Note> = { id, _ in
+                guard let note = try await upstream.fetchOne(id) else { return .absent }
+                return .model(note, tags: ["team:\(id % 2)"])
+            }
+            let before = Task { try await notes.get(3, orRevalidate: tagged) }
+            try await eventually("the first fetch has started") { await upstream.calls.count == 1 }
+            // Nothing carries the tag yet; the fetch under way may still answer with it.
+            #expect(try await notes.invalidate(tag: "team:1") == 0)
+            let after = Task { try await notes.get(3, orRevalidate: tagged) }
+            try await eventually("the later get fetches on its own") { await upstream.calls.count == 2 }
+            await upstream.release()
+            #expect(try await before.value?.text == "v1")
+            #expect(try await after.value?.text == "v1")
+            try await eventually("the fetches have ended") { notes.statistics().fetchesInFlight == 0 }
+            #expect(store.replication.discardedFills == 1, "the first fill predates the invalidation")
+            #expect(try notes.tags(of: 3) == ["team:1"], "the later one is stored")
+        }
+    }
+
     @Test(
         "a revalidating fetch names its record's tags; one under way when a tag it names is invalidated stores nothing")
     func fillsNameTags() async throws {

@@ -308,7 +308,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     func join(_ flights: SingleFlight<Model>, _ keys: [[UInt8]], waiting: Bool = true) -> SingleFlight<Model>.Joined {
         let invalidations = store.replicationState.invalidations
         return flights.join(keys, waiting: waiting, keepsRunning: !waiting) { key, ticket in
-            invalidations.wasRemoved(collection: name, key: key, after: ticket)
+            invalidations.forbidsJoining(collection: name, key: key, after: ticket)
         }
     }
 

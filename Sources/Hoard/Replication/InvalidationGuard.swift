@@ -117,13 +117,27 @@ final class InvalidationGuard: Sendable {
 
     /// Whether `key` of `collection` was invalidated (or the store reset) after the fetch with `ticket` began (inside the fill's write transaction).
     func wasRemoved(collection: String, key: [UInt8], tags: [[UInt8]] = [], after ticket: UInt64) -> Bool {
+        check(collection: collection, key: key, after: ticket) { removedTags in
+            tags.contains(where: { removedTags[$0].map { $0 > ticket } == true })
+        }
+    }
+
+    /// Whether a get of `key` must not join the fetch with `ticket`, since what that fetch returns
+    /// may predate an invalidation the get began after: of the key, the collection or the store
+    /// (``wasRemoved(collection:key:tags:after:)``), or of any tag of the collection, because the
+    /// record's tags are known only from the fetch's answer.
+    func forbidsJoining(collection: String, key: [UInt8], after ticket: UInt64) -> Bool {
+        check(collection: collection, key: key, after: ticket) { removedTags in
+            removedTags.values.contains { $0 > ticket }
+        }
+    }
+
+    private func check(
+        collection: String, key: [UInt8], after ticket: UInt64, tags removed: ([[UInt8]: UInt64]) -> Bool
+    ) -> Bool {
         state.withLock { state in
             if state.reset > ticket || state.cleared[collection].map({ $0 > ticket }) == true { return true }
-            if let removedTags = state.removedTags[collection],
-                tags.contains(where: { removedTags[$0].map { $0 > ticket } == true })
-            {
-                return true
-            }
+            if let removedTags = state.removedTags[collection], removed(removedTags) { return true }
             guard let epoch = state.removed[collection]?[key] else { return false }
             return epoch > ticket
         }
