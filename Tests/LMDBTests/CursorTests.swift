@@ -127,7 +127,7 @@ struct CursorTests {
                     try txn.put(b("other \(i)"), forKey: b("k\(i)"), in: other)
                 }
             }
-            /// Replaces the value of `key` through the transaction's kept cursor with `value`
+            /// Replaces the value of `key` through the transaction's kept cursor with that value
             /// uppercased, a search and a replacement; `false` when the key is absent.
             func shout(_ key: String, in database: Database, _ txn: borrowing WriteTransaction) throws -> Bool {
                 try b(key).withUnsafeBytes { key in
