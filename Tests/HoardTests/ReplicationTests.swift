@@ -269,12 +269,23 @@ import Testing
             let busB = InMemoryBus(store: b, log: log)
             try await busB.catchUp()
             try await notesB.put(Self.note(1, "old"))
+            let original = try #require(try notesB.header(of: 1))
             try await notesA.invalidate(1)
             try await InMemoryBus(store: a, log: log).publish()
             let result = try await busB.catchUp()
             #expect(result.markedExpired == 1 && result.removed == 0)
             #expect(try notesB.get(1) == nil)
             #expect(try notesB.count() == 1)
+            // Re-stamped with an expiry in the past; its write time and version kept.
+            let marked = try #require(try notesB.header(of: 1))
+            #expect(marked.writtenAt == original.writtenAt && marked.version == original.version)
+            #expect(try #require(marked.expiresAt) < original.writtenAt)
+            // Invalidated again: it expires earlier already, and is left as it is.
+            try await notesA.invalidate(1)
+            try await InMemoryBus(store: a, log: log).publish()
+            let again = try await busB.catchUp()
+            #expect(again.markedExpired == 1 && again.removed == 0)
+            #expect(try notesB.header(of: 1) == marked)
 
             let upstream = FakeUpstream(open: true)
             await upstream.set(text: nil)

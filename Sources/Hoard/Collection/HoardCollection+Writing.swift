@@ -214,21 +214,7 @@ extension HoardCollection {
     /// encoding, no change told to observers or replicas); `false` when there is no readable record.
     func renew(_ key: UnsafeRawBufferPointer, expiry: Expiry, in txn: borrowing WriteTransaction) throws -> Bool {
         let header = header(for: expiry)
-        // One search of the tree: the cursor that finds the record replaces it (a cursor the
-        // transaction keeps, since opening one costs as much as the search). The renewed record
-        // is made on the stack (when it is small) before the write, since the bytes a read
-        // returns are LMDB's only until the next write; it is then copied into the space LMDB
-        // reserves, as a put writes it.
-        return try txn.withKeptCursor(in: database) { cursor in
-            guard let record = try cursor.seek(exactly: key)?.value else { return false }
-            return try withUnsafeTemporaryAllocation(byteCount: record.count, alignment: 1) { renewed in
-                guard header.renew(record, into: renewed) else { return false }
-                try cursor.replaceCurrent(key: key, reserving: renewed.count) {
-                    $0.copyMemory(from: UnsafeRawBufferPointer(renewed))
-                }
-                return true
-            }
-        }
+        return try RecordHeader.rewrite(forKey: key, in: database, txn: txn) { _, _ in header } ?? false
     }
 
     /// Removes the record under `id` in a transaction of its own; returns whether there was one.

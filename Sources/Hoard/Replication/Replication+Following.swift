@@ -231,17 +231,11 @@ struct RemoteTarget {
     /// was rewritten (`false`: it expires earlier already), or `nil` when there is no readable
     /// record to keep (a damaged one is then removed by the caller).
     private func markExpired(_ key: [UInt8], at expiry: Int64, in txn: borrowing WriteTransaction) throws -> Bool? {
-        let rewritten = try txn.withValue(forKey: key, in: database) { record -> [UInt8]? in
-            guard let (header, payload) = try? RecordHeader.parse(record) else { return nil }
-            if let expiresAt = header.expiresAt, expiresAt <= expiry { return [] }
-            let marked = RecordHeader(version: header.version, writtenAt: header.writtenAt, expiresAt: expiry)
-            return [UInt8](unsafeUninitializedCapacity: record.count) { buffer, count in
-                marked.write(payload: payload, into: UnsafeMutableRawBufferPointer(buffer))
-                count = record.count
+        try key.withUnsafeBytes { key in
+            try RecordHeader.rewrite(forKey: key, in: database, txn: txn) { writtenAt, expiresAt in
+                if let expiresAt, expiresAt <= expiry { return nil }
+                return RecordHeader(version: 0, writtenAt: writtenAt, expiresAt: expiry)
             }
         }
-        guard let rewritten = rewritten ?? nil else { return nil }
-        if !rewritten.isEmpty { try txn.put(rewritten, forKey: key, in: database) }
-        return !rewritten.isEmpty
     }
 }
