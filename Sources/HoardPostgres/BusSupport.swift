@@ -43,6 +43,9 @@ struct BusState {
     var readsWithoutLease = 0
     /// Set as the bus leaves: nothing registers the replica again.
     var leaving = false
+    /// Whether a catch-up of this bus has read the log to its head: until then, the store's own
+    /// changes in the log are applied too (``Replication/apply(_:through:bus:expecting:includingOwn:)``).
+    var caughtUpOnce = false
 }
 
 /// Passes log messages on, keeping the `psql_error` of those that carry one.

@@ -149,6 +149,9 @@ extension PostgresBus {
         let replication = store.replication
         // A grant answered before this catch-up began: once the log is applied, it begins the lease.
         let grant = shared.state.withLock { $0.grantedWithoutLease }
+        // A bus's first catch-up in a process applies the store's own changes too: an
+        // operating-system crash may have undone the local commit of one it had published.
+        let includingOwn = !shared.state.withLock { $0.caughtUpOnce }
         var after = try replication.position(of: configuration.name)?.sequence ?? 0
         var known: KnownPosition?
         while !Task.isCancelled {
@@ -220,14 +223,18 @@ extension PostgresBus {
             known = KnownPosition(log: bounds.log, sequence: after, recorded: after)
             guard count > 0 else { break }
             let result = try await replication.apply(
-                changes, through: BusPosition(log: log, sequence: last), bus: configuration.name)
+                changes, through: BusPosition(log: log, sequence: last), bus: configuration.name,
+                includingOwn: includingOwn)
             noteSkipped(result, through: last)
             after = last
             known = KnownPosition(log: bounds.log, sequence: last, recorded: last)
             applied(through: last)
             if count < configuration.batchSize { break }
         }
-        shared.state.withLock { $0.known = known }
+        shared.state.withLock { state in
+            state.known = known
+            if !Task.isCancelled { state.caughtUpOnce = true }
+        }
         applied(through: after)
         if let grant, !Task.isCancelled { beginLease(sentAt: grant) }
     }

@@ -238,6 +238,48 @@ final class Replica: Sendable {
         await b.stop()
     }
 
+    /// An operating-system crash may undo a store's last commit (durability `.cache`), after the
+    /// bus had published the invalidation it held: the log has the change, the store has the old
+    /// record back. Once it returns, the store must not serve that record.
+    @Test func anOwnInvalidationThatACrashUndidIsAppliedFromTheLog() async throws {
+        let database = try await TestServer.makeDatabase()
+        let b = try Replica(database: database)
+        var first: Replica? = try Replica(database: database)
+        let directory = first!.directory
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        defer { b.remove() }
+        try await first!.ready()
+        try await b.ready()
+        try await first!.users.put([User(id: 1, name: "v1"), User(id: 2, name: "v1")])
+        // The store as the undone commit leaves it: as it was before the invalidation.
+        try first!.store.environment.copy(to: directory + "/before-the-crash")
+        try await first!.users.invalidate(1)
+        let sequence = try await first!.bus.flush()
+        #expect(try await first!.bus.waitUntilApplied(through: sequence, timeout: .seconds(20)))
+        await first!.stop()
+        first = nil
+        try FileManager.default.removeItem(atPath: directory + "/store")
+        try FileManager.default.moveItem(atPath: directory + "/before-the-crash", toPath: directory + "/store")
+
+        let a = try Replica(database: database, directory: directory)
+        try await a.waitApplied(sequence)
+        #expect(try a.users.get(1) == nil, "the invalidation the crash undid is applied again from the log")
+        #expect(try a.users.get(2)?.name == "v1")
+        #expect(a.store.replication.resets == 0, "caught up exactly")
+        // Later catch-ups skip the store's own changes again: a record written after its own
+        // invalidation stays.
+        try await a.users.invalidate(2)
+        try await a.users.put(User(id: 2, name: "v2"))
+        let next = try await a.bus.flush()
+        try await a.waitApplied(next)
+        try await until("the store's position passed its own change") {
+            (try a.store.replication.position(of: a.bus.configuration.name)?.sequence ?? 0) >= next
+        }
+        #expect(try a.users.get(2)?.name == "v2")
+        await a.stop()
+        await b.stop()
+    }
+
     @Test("a tag and a clear reach the other replica through the log, live and after it was stopped")
     func tagsAndClearsTravel() async throws {
         let database = try await TestServer.makeDatabase()

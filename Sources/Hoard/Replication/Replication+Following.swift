@@ -32,9 +32,9 @@ extension Replication {
     /// A record is removed; in a collection opened in this process with a ``Freshness/staleIfError``
     /// window longer than its `staleWhileRevalidate`, it is kept but marked expired instead, as of
     /// `staleWhileRevalidate` ago, so that read-through fetches it anew and serves the old record
-    /// only when that fetch fails. Changes whose origin is this store, and changes of collections
-    /// it does not have, are skipped (the position still advances). A fetch under way for one of
-    /// the keys does not store its (possibly older) result.
+    /// only when that fetch fails. Changes whose origin is this store (unless `includingOwn`), and
+    /// changes of collections it does not have, are skipped (the position still advances). A fetch
+    /// under way for one of the keys does not store its (possibly older) result.
     ///
     /// - Parameters:
     ///   - changes: the changes, in the log's order.
@@ -44,21 +44,29 @@ extension Replication {
     ///     batch to be applied: a bus that knows the changes between that position and `position`
     ///     (from its notifications rather than from reading the log) passes the one it last
     ///     recorded, so that a position another process moved meanwhile is not skipped over.
+    ///   - includingOwn: apply this store's own changes too. A bus passes it for its first reading
+    ///     of the log in a process: an operating-system crash may have undone the local commit of
+    ///     a change the store had already published (durability `.riskLastCommitOnOSCrash` may undo
+    ///     the last commit), and the log still has it. Applied again to a store that kept it, an
+    ///     own change only removes what was written since (the store's position passes its own
+    ///     changes within a heartbeat).
     /// - Returns: what was done; ``ApplyResult/alreadyApplied`` when the store had applied this
     ///   position, ``ApplyResult/unexpectedPosition`` when it is not at `expected`.
     /// - Throws: ``HoardError/busPosition(bus:reason:)`` when `position` is of another log than the
     ///   store follows (``reset(bus:to:)`` first); `LMDBError` when LMDB fails (nothing is applied).
     @discardableResult
     public func apply(
-        _ changes: [RemoteChange], through position: BusPosition, bus: String, expecting expected: Int64? = nil
+        _ changes: [RemoteChange], through position: BusPosition, bus: String, expecting expected: Int64? = nil,
+        includingOwn: Bool = false
     ) async throws
         -> ApplyResult
     {
-        let own = try identity()
+        // `nil` when own changes are applied as others' are.
+        let own = includingOwn ? nil : try identity()
         let meta = try store.requireMeta()
         // Databases are opened before the write: LMDB opens them in transactions of their own.
         var targets: [String: RemoteTarget] = [:]
-        for change in changes where change.origin != own && targets[change.collection] == nil {
+        for change in changes where !(own != nil && change.origin == own) && targets[change.collection] == nil {
             if let database = try store.recordDatabase(of: change.collection) {
                 targets[change.collection] = RemoteTarget(
                     store: store, collection: change.collection, database: database)
@@ -86,7 +94,7 @@ extension Replication {
                 return result
             }
             for change in changes {
-                if change.origin == own {
+                if own != nil && change.origin == own {
                     result.ownSkipped += 1
                 } else if let target = targetsFound[change.collection] {
                     try target.invalidate(change.keys, in: txn, result: &result)
