@@ -90,6 +90,47 @@ public func compare(
         roundRatio: median(zip(cand, base).map { Double($0) / Double(max($1, 1)) }))
 }
 
+/// ``compare(_:baseline:operations:rounds:budget:baselineRound:candidateRound:)`` with each round
+/// cut into `slices` slices that the two sides take in turn (baseline then candidate, then the
+/// other way round): on a machine whose speed drifts within seconds (a shared virtual machine),
+/// both sides of a round then run in the same moments. `slice(i)` times slice `i` of a round.
+public func compareInterleaved(
+    _ name: String,
+    baseline: String,
+    operations: Int,
+    rounds: Int,
+    slices: Int,
+    budget: Double? = nil,
+    baselineSlice: (Int) throws -> UInt64,
+    candidateSlice: (Int) throws -> UInt64
+) rethrows -> Comparison {
+    var base: [UInt64] = []
+    var cand: [UInt64] = []
+    // One unmeasured warm-up of each, as a round.
+    for slice in 0..<slices {
+        _ = try baselineSlice(slice)
+        _ = try candidateSlice(slice)
+    }
+    for _ in 0..<rounds {
+        var (roundBase, roundCand): (UInt64, UInt64) = (0, 0)
+        for slice in 0..<slices {
+            if slice.isMultiple(of: 2) {
+                roundBase += try baselineSlice(slice)
+                roundCand += try candidateSlice(slice)
+            } else {
+                roundCand += try candidateSlice(slice)
+                roundBase += try baselineSlice(slice)
+            }
+        }
+        base.append(roundBase)
+        cand.append(roundCand)
+    }
+    return Comparison(
+        name: name, baseline: baseline, operations: operations, baselineNanos: median(base),
+        candidateNanos: median(cand), budget: budget,
+        roundRatio: median(zip(cand, base).map { Double($0) / Double(max($1, 1)) }))
+}
+
 /// Prints the comparisons as an aligned table; returns whether every budget holds.
 @discardableResult
 public func report(_ title: String, _ comparisons: [Comparison]) -> Bool {
