@@ -43,9 +43,11 @@ struct BusState {
     var readsWithoutLease = 0
     /// Set as the bus leaves: nothing registers the replica again.
     var leaving = false
-    /// Whether a catch-up of this bus has read the log to its head: until then, the store's own
-    /// changes in the log are applied too (``Replication/apply(_:through:bus:expecting:includingOwn:)``).
-    var caughtUpOnce = false
+    /// The log's head before this bus published anything: the store's own changes up to it were
+    /// published by an earlier run, and a catch-up applies them as others' (an operating-system
+    /// crash may have undone their local commit); those after it are this run's, and skipped.
+    /// `nil` until this bus's first publication, when every own change is an earlier run's.
+    var headBeforeOwnPublications: Int64?
 }
 
 /// Passes log messages on, keeping the `psql_error` of those that carry one.

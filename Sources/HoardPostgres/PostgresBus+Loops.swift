@@ -149,9 +149,7 @@ extension PostgresBus {
         let replication = store.replication
         // A grant answered before this catch-up began: once the log is applied, it begins the lease.
         let grant = shared.state.withLock { $0.grantedWithoutLease }
-        // A bus's first catch-up in a process applies the store's own changes too: an
-        // operating-system crash may have undone the local commit of one it had published.
-        let includingOwn = !shared.state.withLock { $0.caughtUpOnce }
+        let own = try replication.identity()
         var after = try replication.position(of: configuration.name)?.sequence ?? 0
         var known: KnownPosition?
         while !Task.isCancelled {
@@ -167,7 +165,7 @@ extension PostgresBus {
                 ORDER BY c.id
                 """, logger: logger)
             var bounds: (log: UUID, trimmed: Int64, head: Int64)?
-            var changes: [RemoteChange] = []
+            var changes: [(id: Int64, change: RemoteChange)] = []
             var last = after
             var count = 0
             for try await row in rows {
@@ -187,12 +185,13 @@ extension PostgresBus {
                     let keys = try cells[6].decode([ByteBuffer].self).map { Array($0.readableBytesView) }
                     let kind = try cells[7].decode(Int16.self)
                     switch ChangeKind(rawValue: kind) {
-                    case .keys: changes.append(RemoteChange(origin: origin, collection: collection, keys: keys))
+                    case .keys: changes.append((id, RemoteChange(origin: origin, collection: collection, keys: keys)))
                     case .tags:
                         let tags = keys.map { String(decoding: $0, as: UTF8.self) }
-                        changes.append(RemoteChange(origin: origin, collection: collection, keys: [], tags: tags))
+                        changes.append((id, RemoteChange(origin: origin, collection: collection, keys: [], tags: tags)))
                     case .all:
-                        changes.append(RemoteChange(origin: origin, collection: collection, keys: [], clearsAll: true))
+                        changes.append(
+                            (id, RemoteChange(origin: origin, collection: collection, keys: [], clearsAll: true)))
                     case nil: throw UnknownChangeKind(kind: kind)
                     }
                 } catch {
@@ -222,19 +221,21 @@ extension PostgresBus {
             }
             known = KnownPosition(log: bounds.log, sequence: after, recorded: after)
             guard count > 0 else { break }
+            // The store's own changes are applied as others' when an earlier run of a bus
+            // published them: an operating-system crash may have undone their local commit (with
+            // `.cache`, the last commit) while the log kept them. This run's own are skipped.
+            // (Read after the rows: a publication of this run that they hold began after it was set.)
+            let boundary = shared.state.withLock { $0.headBeforeOwnPublications } ?? .max
             let result = try await replication.apply(
-                changes, through: BusPosition(log: log, sequence: last), bus: configuration.name,
-                includingOwn: includingOwn)
+                changes.filter { $0.change.origin != own || $0.id <= boundary }.map(\.change),
+                through: BusPosition(log: log, sequence: last), bus: configuration.name, includingOwn: true)
             noteSkipped(result, through: last)
             after = last
             known = KnownPosition(log: bounds.log, sequence: last, recorded: last)
             applied(through: last)
             if count < configuration.batchSize { break }
         }
-        shared.state.withLock { state in
-            state.known = known
-            if !Task.isCancelled { state.caughtUpOnce = true }
-        }
+        shared.state.withLock { $0.known = known }
         applied(through: after)
         if let grant, !Task.isCancelled { beginLease(sentAt: grant) }
     }
@@ -340,6 +341,14 @@ extension PostgresBus {
         try await publishing.run { try await self.bounded("publishing") { try await self.publishOutbox() } }
     }
 
+    /// The log's last sequence number.
+    func logHead() async throws -> Int64 {
+        let rows = try await client.query("SELECT coalesce((SELECT max(id) FROM hoard_changes), 0)", logger: logger)
+        var head: Int64 = 0
+        for try await (value) in rows.decode(Int64.self) { head = value }
+        return head
+    }
+
     /// Publishes the outbox in one PostgreSQL statement per batch (so one transaction and one
     /// round trip, with one change row per collection), then removes what was published from it;
     /// returns the log's last sequence number.
@@ -350,6 +359,10 @@ extension PostgresBus {
         while true {
             let pending = try replication.pendingAnnouncements(limit: configuration.batchSize)
             if pending.isEmpty { break }
+            if shared.state.withLock({ $0.headBeforeOwnPublications }) == nil {
+                let head = try await logHead()
+                shared.state.withLock { $0.headBeforeOwnPublications = $0.headBeforeOwnPublications ?? head }
+            }
             // Flattened, a collection beside each key (PostgreSQL has no arrays of arrays of
             // different lengths), and grouped back into one change per collection by the statement.
             var collections: [String] = []
@@ -377,10 +390,7 @@ extension PostgresBus {
             try await replication.acknowledge(pending)
             metrics.published.increment(by: pending.count)
         }
-        if last == 0 {
-            let rows = try await client.query("SELECT coalesce((SELECT max(id) FROM hoard_changes), 0)", logger: logger)
-            for try await (head) in rows.decode(Int64.self) { last = head }
-        }
+        if last == 0 { last = try await logHead() }
         metrics.outboxDepth.record(try replication.pendingCount())
         return last
     }

@@ -44,11 +44,11 @@ extension Replication {
     ///     batch to be applied: a bus that knows the changes between that position and `position`
     ///     (from its notifications rather than from reading the log) passes the one it last
     ///     recorded, so that a position another process moved meanwhile is not skipped over.
-    ///   - includingOwn: apply this store's own changes too. A bus passes it for its first reading
-    ///     of the log in a process: an operating-system crash may have undone the local commit of
-    ///     a change the store had already published (durability `.riskLastCommitOnOSCrash` may undo
-    ///     the last commit), and the log still has it. Applied again to a store that kept it, an
-    ///     own change only removes what was written since (the store's position passes its own
+    ///   - includingOwn: apply this store's own changes too. A bus passes them for the changes that
+    ///     an earlier run of a bus on this store published: an operating-system crash may have
+    ///     undone the local commit of such a change (durability `.riskLastCommitOnOSCrash` may undo
+    ///     the last commit) while the log kept it. Applied again to a store that kept it, an own
+    ///     change only removes what was written since (the store's position passes its own
     ///     changes within a heartbeat).
     /// - Returns: what was done; ``ApplyResult/alreadyApplied`` when the store had applied this
     ///   position, ``ApplyResult/unexpectedPosition`` when it is not at `expected`.
