@@ -35,10 +35,16 @@ final class Pools: Sendable {
     /// How many times the pool was replaced.
     var generation: Int { state.withLock { $0.generation } }
 
-    /// Runs the current pool.
+    /// Runs the current pool; after ``stop()`` (a bus run again), a fresh one, since a pool runs once.
     func start() {
         state.withLock { state in
-            guard !state.stopped else { return }
+            if state.stopped {
+                let failed = Failed()
+                state.generation += 1
+                state.client = make { failed.set() }
+                state.failed = failed
+                state.stopped = false
+            }
             run(state.client, generation: state.generation, in: &state)
         }
     }

@@ -210,6 +210,9 @@ extension PostgresBus {
             if start != after || replication.resets > resetsBefore {
                 // Reset (or moved by another process): what was read is not after the position.
                 if replication.resets > resetsBefore {
+                    // Every own change after the reset's position is this run's (a recreated log
+                    // numbers from 1 again, below a head read from the old one).
+                    shared.state.withLock { $0.headBeforeOwnPublications = start }
                     metrics.resets.increment()
                     logger.notice(
                         "PostgresBus: the store could not catch up exactly (new log, or trimmed past its position); records written before now are served only stale",

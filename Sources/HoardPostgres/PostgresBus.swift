@@ -183,7 +183,8 @@ public final class PostgresBus: Service, Sendable {
     /// thrown: the application keeps serving from its store while PostgreSQL is away.
     ///
     /// The store holds its lease (it serves its records as fresh) only while this runs, connected:
-    /// from a catch-up after the first grant until a renewal is not answered in time.
+    /// from a catch-up after the first grant until a renewal is not answered in time. A bus that
+    /// stopped may run again, on fresh connections.
     ///
     /// - Throws: ``PostgresBusError/storeHasABus(store:lockFile:)`` at once when another bus runs
     ///   on the store, in this process or another (nothing is changed); otherwise nothing.

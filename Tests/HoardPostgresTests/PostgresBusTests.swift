@@ -489,6 +489,40 @@ final class Replica: Sendable {
     /// PostgreSQL stopped (immediate shutdown) and started again: writes made while it is down
     /// commit locally and wait in the outbox, reads go on, and once it is back every replica
     /// reconnects and applies them, no more and no fewer.
+    /// After a reset, the store's own changes past the reset's position are the running bus's, even
+    /// when a recreated log numbers them below the head its first publication had read.
+    @Test func afterARecreatedLogABusSkipsItsOwnChangesAgain() async throws {
+        let database = try await TestServer.makeDatabase()
+        let (a, b) = (try Replica(database: database), try Replica(database: database))
+        defer { [a, b].forEach { $0.remove() } }
+        try await a.ready()
+        try await b.ready()
+        // The others' changes first, so that the head before A's first publication is past 1.
+        for id in Int64(1)...5 { try await b.users.invalidate(id) }
+        try await a.waitApplied(try await b.bus.flush())
+        try await a.users.invalidate(100)
+        _ = try await a.bus.flush()
+        await a.stop()
+        await b.stop()
+        try await TestServer.admin(database: database) { client in
+            try await client.query("DROP TABLE hoard_bus, hoard_changes, hoard_replicas", logger: TestServer.logger)
+            try await client.query("DROP SEQUENCE hoard_change_ids", logger: TestServer.logger)
+        }
+        // The same bus runs again, and resets on the new log, which numbers from 1 again.
+        let resetsBefore = a.store.replication.resets
+        let again = Task { try await a.bus.run() }
+        try await until("A reset on the new log") { a.store.replication.resets > resetsBefore }
+        try await a.users.invalidate(7)
+        let own = try await a.bus.flush()
+        try await a.users.put(User(id: 7, name: "written after its own invalidation"))
+        try await until("A's position passed its own change") {
+            (try a.store.replication.position(of: a.bus.configuration.name)?.sequence ?? 0) >= own
+        }
+        #expect(try a.users.get(7)?.name == "written after its own invalidation")
+        again.cancel()
+        _ = await again.result
+    }
+
     @Test func postgresStoppedAndStartedLosesNoInvalidation() async throws {
         let database = try await TestServer.makeDatabase()
         let (a, b) = (try Replica(database: database), try Replica(database: database))
