@@ -74,7 +74,9 @@ extension Replication {
         }
         let targetsFound = targets
         let positionKey = Array((Store.MetaKey.busPrefix + bus).utf8)
-        return try await store.submit { txn in
+        // In the batch's transaction, as Hoard's own writes are (Store+GroupCommit.swift): it
+        // throws only for another log, and is then run again nested, undone alone.
+        return try await store.submit(nested: false) { txn in
             var result = ApplyResult()
             let applied = try Self.position(of: bus, meta: meta, txn: txn)
             if let applied {
