@@ -93,28 +93,43 @@ func costs() async throws -> [Comparison] {
     let ids = (0..<200_000).map { _ in Int.random(in: 0..<records, using: &random) }
     // The sides take turns every 20,000 gets: this machine's speed drifts by more than the budget
     // from one second to the next.
-    let slice = 20_000
+    let getSlice = 20_000
     let get = try compareInterleaved(
         "get, store following a bus, lease held", baseline: "get, store without", operations: ids.count, rounds: rounds,
-        slices: ids.count / slice, budget: 1.02,
+        slices: ids.count / getSlice, budget: 1.02,
         baselineSlice: { index in
-            try time { for id in ids[index * slice..<(index + 1) * slice] { _ = try plainMembers.get(Int64(id)) } }
+            try time {
+                for id in ids[index * getSlice..<(index + 1) * getSlice] { _ = try plainMembers.get(Int64(id)) }
+            }
         },
         candidateSlice: { index in
-            try time { for id in ids[index * slice..<(index + 1) * slice] { _ = try followingMembers.get(Int64(id)) } }
+            try time {
+                for id in ids[index * getSlice..<(index + 1) * getSlice] { _ = try followingMembers.get(Int64(id)) }
+            }
         })
 
     let operations = 2_000
     var deleteTimes: [UInt64] = []
     var invalidateTimes: [UInt64] = []
+    // Each a commit and a flush: the two take turns every 100 writes, the disk's speed drifting.
+    let slice = 100
     for round in 0..<rounds {
-        let base = round * operations
-        let start = now()
-        for id in base..<(base + operations) { try await plainMembers.delete(Int64(id)) }
-        deleteTimes.append(now() - start)
-        let middle = now()
-        for id in base..<(base + operations) { try await followingMembers.invalidate(Int64(id)) }
-        invalidateTimes.append(now() - middle)
+        var (deleting, invalidating): (UInt64, UInt64) = (0, 0)
+        for first in stride(from: round * operations, to: (round + 1) * operations, by: slice) {
+            for side in (first / slice).isMultiple(of: 2) ? [0, 1] : [1, 0] {
+                let start = now()
+                for id in first..<(first + slice) {
+                    if side == 0 {
+                        try await plainMembers.delete(Int64(id))
+                    } else {
+                        try await followingMembers.invalidate(Int64(id))
+                    }
+                }
+                if side == 0 { deleting += now() - start } else { invalidating += now() - start }
+            }
+        }
+        deleteTimes.append(deleting)
+        invalidateTimes.append(invalidating)
         // The outbox emptied as a bus would.
         let pending = try following.replication.pendingAnnouncements(limit: .max)
         try await following.replication.acknowledge(pending)
