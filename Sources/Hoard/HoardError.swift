@@ -37,7 +37,7 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     /// than the capacity). Nothing of the write is stored.
     case overCapacity(collection: String, reason: String)
     /// A change bus's position that the store cannot take: from another log than the one the
-    /// store follows, or not after the position it has applied (``Replication/apply(_:through:bus:expecting:)``).
+    /// store follows, or not after the position it has applied (``Replication/apply(_:through:bus:expecting:includingOwn:)``).
     /// Nothing was changed.
     case busPosition(bus: String, reason: String)
     /// Change observation cannot go on: the change log holds an entry this code cannot read, or

@@ -188,7 +188,7 @@ struct RemoteTarget {
     let collection: String
     let database: Database
 
-    /// Removes the records of `keys`, or marks them expired (see ``Replication/apply(_:through:bus:expecting:)``),
+    /// Removes the records of `keys`, or marks them expired (see ``Replication/apply(_:through:bus:expecting:includingOwn:)``),
     /// keeping the collection's capacity bookkeeping, and tells the fetches under way.
     func invalidate(_ keys: [[UInt8]], in txn: borrowing WriteTransaction, result: inout ApplyResult) throws {
         let state = store.existingState(of: collection)

@@ -60,7 +60,7 @@ public struct RemoteChange: Sendable, Hashable {
     }
 }
 
-/// What ``Replication/apply(_:through:bus:expecting:)`` did.
+/// What ``Replication/apply(_:through:bus:expecting:includingOwn:)`` did.
 public struct ApplyResult: Sendable, Hashable {
     /// Records removed.
     public var removed = 0
