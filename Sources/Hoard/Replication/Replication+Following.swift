@@ -61,12 +61,13 @@ extension Replication {
     ) async throws
         -> ApplyResult
     {
-        // `nil` when own changes are applied as others' are.
-        let own = includingOwn ? nil : try identity()
+        let own = try identity()
+        let ownSkipped = includingOwn ? 0 : changes.count { $0.origin == own }
+        let applicable = includingOwn ? changes : changes.filter { $0.origin != own }
         let meta = try store.requireMeta()
         // Databases are opened before the write: LMDB opens them in transactions of their own.
         var targets: [String: RemoteTarget] = [:]
-        for change in changes where !(own != nil && change.origin == own) && targets[change.collection] == nil {
+        for change in applicable where targets[change.collection] == nil {
             if let database = try store.recordDatabase(of: change.collection) {
                 targets[change.collection] = RemoteTarget(
                     store: store, collection: change.collection, database: database)
@@ -95,10 +96,9 @@ extension Replication {
                 result.unexpectedPosition = true
                 return result
             }
-            for change in changes {
-                if own != nil && change.origin == own {
-                    result.ownSkipped += 1
-                } else if let target = targetsFound[change.collection] {
+            result.ownSkipped = ownSkipped
+            for change in applicable {
+                if let target = targetsFound[change.collection] {
                     try target.invalidate(change.keys, in: txn, result: &result)
                     try target.invalidate(tags: change.tags, all: change.clearsAll, in: txn, result: &result)
                 } else {
