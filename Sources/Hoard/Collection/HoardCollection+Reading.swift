@@ -17,7 +17,10 @@ extension HoardCollection {
         // lookup of its type metadata.)
         let start = monotonicNanoseconds()
         defer { state.metrics.getDuration.recordSince(start) }
-        return try store.environment.read { txn in try get(id, in: txn) }
+        var unused = false
+        return try store.environment.read { txn in
+            try get(id, in: txn, refreshDue: &unused, checkingRefresh: false, startedAt: start)
+        }
     }
 
     /// The model stored under `id` as `txn` sees it, or `nil` (also when it has expired).
@@ -25,14 +28,17 @@ extension HoardCollection {
     /// - Throws: as ``get(_:)`` does.
     public func get<Access>(_ id: Model.ID, in txn: borrowing Transaction<Access>) throws -> Model? {
         var unused = false
-        return try get(id, in: txn, refreshDue: &unused, checkingRefresh: false)
+        return try get(id, in: txn, refreshDue: &unused, checkingRefresh: false, startedAt: nil)
     }
 
     /// ``get(_:in:)``, and for a hit when `checkingRefresh`, whether the record is past the
     /// collection's refresh point (``Freshness/refreshAhead``), from the header it reads anyway.
+    /// `startedAt` is the clock reading the get began with, if it took one: the lease is judged
+    /// at that instant (``Store/vouches(for:startedAt:)``).
     @inline(__always)
     func get<Access>(
-        _ id: Model.ID, in txn: borrowing Transaction<Access>, refreshDue: inout Bool, checkingRefresh: Bool
+        _ id: Model.ID, in txn: borrowing Transaction<Access>, refreshDue: inout Bool, checkingRefresh: Bool,
+        startedAt: UInt64?
     ) throws -> Model? {
         // The key is lent from the stack, and the record's bytes are taken out of the closure:
         // they stay valid while `txn` is open and unchanged, which it is for the rest of this
@@ -49,7 +55,7 @@ extension HoardCollection {
         let metrics = state.metrics
         let counters = state.counters
         // A store without its lease (Lease.swift) answers as for an expired record.
-        guard let record = found, store.vouches(for: txn) else {
+        guard let record = found, store.vouches(for: txn, startedAt: startedAt) else {
             metrics.misses.increment()
             counters.misses.add(1, ordering: .relaxed)
             return nil

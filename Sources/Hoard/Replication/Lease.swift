@@ -93,17 +93,27 @@ extension Store {
     /// Whether the store vouches for what `txn` reads as fresh: always, unless a bus holds it to a
     /// lease, and then only while the lease runs and `txn`'s snapshot is no older than the lease's
     /// start. One atomic load on a store without a bus.
+    ///
+    /// `startedAt`, when given, is the ``monotonicNanoseconds()`` reading a get takes as it begins
+    /// (to time itself): the lease is judged at that instant, and the check reads no clock of its
+    /// own. The precise monotonic clock counts from the same origin as the lease clock and is never
+    /// behind it, so such a reading ends a lease no later than the lease clock would; and a read
+    /// that began before its lease ran out began before any wait that stopped counting this
+    /// replica returned (docs/REPLICAS.md, "Why it holds").
     @inline(__always)
-    func vouches<Access>(for txn: borrowing Transaction<Access>) -> Bool {
+    func vouches<Access>(for txn: borrowing Transaction<Access>, startedAt: UInt64? = nil) -> Bool {
         let until = replicationState.lease.until.load(ordering: .acquiring)
         if until == LeaseState.notRequired { return true }
-        return vouchesUnderLease(until: until, snapshot: txn.id)
+        let now = startedAt.map { Int64(truncatingIfNeeded: $0) } ?? leaseClockNanoseconds()
+        return vouchesUnderLease(until: until, snapshot: txn.id, now: now)
     }
 
-    /// ``vouches(for:)`` once a bus holds the store to a lease: the clock read, and the snapshot's age.
-    func vouchesUnderLease(until: Int64, snapshot: Int) -> Bool {
+    /// ``vouches(for:startedAt:)`` once a bus holds the store to a lease: the deadline against
+    /// `now`, and the snapshot's age.
+    @inline(__always)
+    func vouchesUnderLease(until: Int64, snapshot: Int, now: Int64) -> Bool {
         let lease = replicationState.lease
-        if leaseClockNanoseconds() < until && snapshot >= lease.since.load(ordering: .relaxed) { return true }
+        if now < until && snapshot >= lease.since.load(ordering: .relaxed) { return true }
         lease.readsWithout.add(1, ordering: .relaxed)
         return false
     }
