@@ -60,7 +60,12 @@ struct MetricsTests {
                 try await notes.get(6, orFetch: { _ in throw CancellationError() })
             }
             #expect(total("hoard_fetches_total") == 2 && total("hoard_fetch_errors_total") == 1)
-            #expect(try metrics.expectTimer("hoard_commit_duration_seconds").values.count >= 1)
+            let commits = store.writeStatistics
+            #expect(try metrics.expectTimer("hoard_commit_duration_seconds").values.count == commits.commits)
+            // One value a commit: the writes it carried, which add up to the writes committed.
+            let carried = try metrics.expectRecorder("hoard_commit_writes").values
+            #expect(carried.count == commits.commits && commits.commits >= 1 && carried.allSatisfy { $0 >= 1 })
+            #expect(Int(carried.reduce(0, +)) == commits.writes + commits.failedWrites)
 
             // The gauges, set on demand.
             try store.publishMetrics()

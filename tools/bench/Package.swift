@@ -15,7 +15,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         // The reference for durable writes (write-bench): SQLite as a Swift service would use it.
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
-        // A metrics backend of the bench's own, for what metrics cost on the get path.
+        // A metrics backend of the bench's own, for what metrics cost on the get path, and for the
+        // sizes of Hoard's commits that write-bench's floor replays.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
     ],
     targets: [
@@ -77,6 +78,7 @@ let package = Package(
             dependencies: [
                 "BenchSupport", "BenchModels", "GRDBModels", "SyncCounter", "CLMDBRaw",
                 .product(name: "Hoard", package: "Hoard"), .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             path: "Sources/WriteBench"
         ),

@@ -78,6 +78,8 @@ final class CollectionMetrics: Sendable {
 /// The store's own instruments: commits, and the gauges ``Store/publishMetrics()`` sets.
 final class StoreMetrics: Sendable {
     let commitDuration: Timer
+    /// The writes each group commit carried, one value a commit.
+    let commitWrites: Recorder
     let usedBytes: Gauge
     let mapBytes: Gauge
     let readers: Gauge
@@ -92,6 +94,7 @@ final class StoreMetrics: Sendable {
         discardedFills = Counter(label: "hoard_discarded_fills_total", factory: factory)
         commitDuration = Timer(
             label: "hoard_commit_duration_seconds", preferredDisplayUnit: .microseconds, factory: factory)
+        commitWrites = Recorder(label: "hoard_commit_writes", factory: factory)
         usedBytes = Gauge(label: "hoard_store_used_bytes", factory: factory)
         mapBytes = Gauge(label: "hoard_store_map_bytes", factory: factory)
         readers = Gauge(label: "hoard_store_readers", factory: factory)

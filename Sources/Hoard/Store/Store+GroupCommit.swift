@@ -187,7 +187,10 @@ extension Store {
             outcomes = taken.map { _ in .failure(error) }
         }
         guard !taken.isEmpty else { return {} }
-        if committed { metrics.commitDuration.recordSince(start) }
+        if committed {
+            metrics.commitDuration.recordSince(start)
+            metrics.commitWrites.record(taken.count)
+        }
         let failed = outcomes.filter { if case .failure = $0 { true } else { false } }.count
         span?.updateAttributes { attributes in
             attributes[SpanKey.batchSize] = taken.count

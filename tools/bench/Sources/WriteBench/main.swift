@@ -13,16 +13,19 @@
 // sessions or counters are: each lands on a leaf page of its own. Without it they update the
 // first --writes records, neighbours. Per side it also reports the write calls and the bytes a
 // commit hands the kernel; and at every number of writers the floor: raw LMDB committing the
-// same records in batches as large as Hoard's commits were, from one thread.
+// same records (Hoard's keys and record bytes) in batches of the sizes Hoard's commits had, from
+// one thread.
 //
 //   write-bench [--records 20000] [--writes 2000] [--rounds 5] [--spread 0] [--profile N]
 import BenchModels
 import BenchSupport
 import CLMDBRaw
+import CoreMetrics
 import GRDB
 import GRDBModels
 import Hoard
 import SyncCounter
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -119,8 +122,49 @@ func openHoard(_ name: String, options: Store.Options) throws -> (Store, HoardCo
     try members.put((0..<stored).map { member($0, version: -1) })
     return (store, members)
 }
-let (hoardStore, hoard) = try openHoard("hoard", options: Store.Options())
+/// The writes each of Hoard's commits carried, as its store reports them (`hoard_commit_writes`,
+/// one value a commit, in order): the floor commits the same records in batches of those sizes.
+/// Every other instrument is the no-op one a program without a metrics backend gets.
+final class CommitSizes: MetricsFactory, RecorderHandler, Sendable {
+    private let sizes = Mutex<[Int]>([])
+    var count: Int { sizes.withLock { $0.count } }
+    /// The sizes recorded from `start` on.
+    func sizes(from start: Int) -> [Int] { sizes.withLock { Array($0[start...]) } }
+
+    func record(_ value: Int64) { sizes.withLock { $0.append(Int(value)) } }
+    func record(_ value: Double) { record(Int64(value)) }
+
+    func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
+        label == "hoard_commit_writes" ? self : NOOPMetricsHandler.instance
+    }
+    func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+        NOOPMetricsHandler.instance
+    }
+    func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler { NOOPMetricsHandler.instance }
+    func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler { NOOPMetricsHandler.instance }
+    func destroyCounter(_ handler: any CounterHandler) {}
+    func destroyRecorder(_ handler: any RecorderHandler) {}
+    func destroyTimer(_ handler: any TimerHandler) {}
+    func destroyMeter(_ handler: any MeterHandler) {}
+}
+let commitSizes = CommitSizes()
+let (hoardStore, hoard) = try openHoard("hoard", options: Store.Options(metricsFactory: commitSizes))
 let (_, hoardNoMetaSync) = try openHoard("hoard-nometasync", options: .cache)
+
+/// Hoard's records as the fill stored them, under their key bytes (a record is its header and CBOR
+/// payload, 75 to 91 bytes here): the floor writes the same bytes under the same keys, so that a
+/// B-tree of the same shape makes its commits rewrite as many pages as Hoard's.
+let hoardRecords: [(key: [UInt8], value: [UInt8])] = try hoardStore.read { txn in
+    guard let database = try hoardStore.recordDatabase(of: "Member") else { return [] }
+    return try (0..<stored).compactMap { id in
+        let key = Int64(id).keyBytes
+        return try txn.withValue(forKey: key, in: database) { (key, Array($0)) }
+    }
+}
+guard hoardRecords.count == stored else {
+    print("write-bench: Hoard's store holds \(hoardRecords.count) of the \(stored) records it was filled with")
+    exit(1)
+}
 
 /// LMDB through its C API with its default, durable flags: the floor of a lone durable writer.
 /// A commit flushes the data file, then writes its meta page through O_DSYNC, as Hoard's does.
@@ -130,8 +174,6 @@ let (_, hoardNoMetaSync) = try openHoard("hoard-nometasync", options: .cache)
 final class RawLMDB {
     private var env: OpaquePointer?
     private var dbi = MDB_dbi()
-    /// As large as a Member record in Hoard (its header and CBOR payload), near enough.
-    private let value = [UInt8](repeating: 0x5A, count: 64)
 
     init(path: String) {
         mkdir(path, 0o700)
@@ -145,17 +187,18 @@ final class RawLMDB {
         }
     }
 
-    /// A round's writes from one thread, `batch` to a transaction, each committed durably: with
-    /// `batch` 1, a lone writer; with Hoard's writes a commit, the floor under its group commit.
-    /// A write's latency is its batch's.
-    func writeRound(round: Int, batch: Int = 1) -> (elapsed: UInt64, latencies: [UInt64]) {
+    /// A round's writes from one thread, committed durably in batches of `batches` writes (which
+    /// add up to the round's): one a batch, a lone writer; the sizes of Hoard's commits in the
+    /// same round, the floor under its group commit. A write's latency is its batch's.
+    func writeRound(round: Int, batches: [Int]) -> (elapsed: UInt64, latencies: [UInt64]) {
         let start = now()
         var latencies: [UInt64] = []
-        for first in stride(from: 0, to: writesPerRound, by: batch) {
+        var first = 0
+        for batch in batches {
             let begun = now()
-            let last = min(writesPerRound, first + batch)
-            transaction { txn in for index in first..<last { put(recordID(index, round: round), in: txn) } }
-            latencies += repeatElement(now() - begun, count: last - first)
+            transaction { txn in for index in first..<(first + batch) { put(recordID(index, round: round), in: txn) } }
+            latencies += repeatElement(now() - begun, count: batch)
+            first += batch
         }
         return (now() - start, latencies)
     }
@@ -167,13 +210,15 @@ final class RawLMDB {
         check("mdb_txn_commit", mdb_txn_commit(txn))
     }
 
+    /// Writes Hoard's record of `id` under its key (an update's record is as long as the fill's).
     private func put(_ id: Int, in txn: OpaquePointer?) {
-        var key = UInt64(id).bigEndian
-        withUnsafeMutableBytes(of: &key) { keyBytes in
-            value.withUnsafeBytes { valueBytes in
-                var k = MDB_val(mv_size: keyBytes.count, mv_data: keyBytes.baseAddress)
-                let data = UnsafeMutableRawPointer(mutating: valueBytes.baseAddress)
-                var v = MDB_val(mv_size: valueBytes.count, mv_data: data)
+        let record = hoardRecords[id]
+        record.key.withUnsafeBytes { keyBytes in
+            record.value.withUnsafeBytes { valueBytes in
+                var k = MDB_val(
+                    mv_size: keyBytes.count, mv_data: UnsafeMutableRawPointer(mutating: keyBytes.baseAddress))
+                var v = MDB_val(
+                    mv_size: valueBytes.count, mv_data: UnsafeMutableRawPointer(mutating: valueBytes.baseAddress))
                 check("mdb_put", mdb_put(txn, dbi, &k, &v, 0))
             }
         }
@@ -222,10 +267,10 @@ var verdicts: [String] = []
 for writers in [1, 8, 64] {
     var grdb = Side()
     var mine = Side()
-    // The floor: raw LMDB, in the same rounds, the same records in batches as large as Hoard's
-    // commits were in that round (a lone writer: one a commit).
+    // The floor: raw LMDB, in the same rounds, the same records in batches of the sizes Hoard's
+    // commits had in that round, in their order (a lone writer: one a commit).
     var rawLone = Side()
-    var rawBatches: [Int] = []
+    var rawCommits = 0
     let before = hoardStore.writeStatistics
     for _ in 0..<rounds {
         round += 1
@@ -235,28 +280,28 @@ for writers in [1, 8, 64] {
                 try await pool.write { db in try MemberRow(model).update(db) }
             }
         }
-        let roundStart = hoardStore.writeStatistics
+        let recorded = commitSizes.count
         try await mine.measure {
             try await writeRound(writers: writers, round: r) { model in try await hoard.put(model) }
         }
-        let roundEnd = hoardStore.writeStatistics
-        let batch = max(
-            1,
-            Int(
-                (Double(roundEnd.writes - roundStart.writes) / Double(max(roundEnd.commits - roundStart.commits, 1)))
-                    .rounded()))
-        rawBatches.append(batch)
-        await rawLone.measure { rawLMDB.writeRound(round: r, batch: batch) }
+        let batches = commitSizes.sizes(from: recorded)
+        guard batches.reduce(0, +) == writesPerRound else {
+            print(
+                "write-bench: Hoard's commits of round \(r) carried \(batches.reduce(0, +)) writes, not \(writesPerRound)"
+            )
+            exit(1)
+        }
+        rawCommits += batches.count
+        await rawLone.measure { rawLMDB.writeRound(round: r, batches: batches) }
     }
     let after = hoardStore.writeStatistics
     let commits = max(after.commits - before.commits, 1)
     let perCommit = Double(after.writes - before.writes) / Double(commits)
-    let rawPerCommit = Double(rawBatches.reduce(0, +)) / Double(rawBatches.count)
-    let rawCommits = Double(rounds * writesPerRound) / rawPerCommit
+    let rawPerCommit = Double(rounds * writesPerRound) / Double(rawCommits)
     // GRDB makes one transaction a write: a commit holds one write by construction.
     for (name, side, batch, sideCommits) in [
         ("GRDB", grdb, 1.0, Double(grdb.writes)), ("Hoard", mine, perCommit, Double(commits)),
-        ("raw LMDB (C API, durable, one thread)", rawLone, rawPerCommit, rawCommits),
+        ("raw LMDB (C API, durable, one thread)", rawLone, rawPerCommit, Double(rawCommits)),
     ] {
         print(
             "| \(writers) | \(name) | \(Int(side.writesPerSecond.rounded())) | \(format(side.microsPerWrite, 1)) | \(format(side.percentile(0.5), 1)) | \(format(side.percentile(0.99), 1)) | \(format(side.flushesPerWrite, 2)) | \(format(batch, 1)) | \(Int(side.microsPerFlush.rounded())) | \(format(Double(side.fileWrites) / sideCommits, 1)) | \(format(Double(side.fileWriteBytes) / sideCommits / 1024, 1)) |"
