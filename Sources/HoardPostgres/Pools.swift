@@ -39,10 +39,7 @@ final class Pools: Sendable {
     func start() {
         state.withLock { state in
             if state.stopped {
-                let failed = Failed()
-                state.generation += 1
-                state.client = make { failed.set() }
-                state.failed = failed
+                renew(&state)
                 state.stopped = false
             }
             run(state.client, generation: state.generation, in: &state)
@@ -56,10 +53,7 @@ final class Pools: Sendable {
             guard !state.stopped, state.failed.value else { return (false, nil) }
             // Left in `running` until it has ended: ``stop()`` waits for it too.
             let old = state.running[state.generation]
-            let failed = Failed()
-            state.generation += 1
-            state.client = make { failed.set() }
-            state.failed = failed
+            renew(&state)
             run(state.client, generation: state.generation, in: &state)
             return (true, old)
         }
@@ -75,6 +69,14 @@ final class Pools: Sendable {
         }
         for task in running { task.cancel() }
         for task in running { await task.value }
+    }
+
+    /// Makes a fresh pool the current one, of the next generation (not running yet).
+    private func renew(_ state: inout State) {
+        let failed = Failed()
+        state.generation += 1
+        state.client = make { failed.set() }
+        state.failed = failed
     }
 
     private func run(_ client: PostgresClient, generation: Int, in state: inout State) {

@@ -486,9 +486,6 @@ final class Replica: Sendable {
         await b.stop()
     }
 
-    /// PostgreSQL stopped (immediate shutdown) and started again: writes made while it is down
-    /// commit locally and wait in the outbox, reads go on, and once it is back every replica
-    /// reconnects and applies them, no more and no fewer.
     /// After a reset, the store's own changes past the reset's position are the running bus's, even
     /// when a recreated log numbers them below the head its first publication had read.
     @Test func afterARecreatedLogABusSkipsItsOwnChangesAgain() async throws {
@@ -523,6 +520,9 @@ final class Replica: Sendable {
         _ = await again.result
     }
 
+    /// PostgreSQL stopped (immediate shutdown) and started again: writes made while it is down
+    /// commit locally and wait in the outbox, reads go on, and once it is back every replica
+    /// reconnects and applies them, no more and no fewer.
     @Test func postgresStoppedAndStartedLosesNoInvalidation() async throws {
         let database = try await TestServer.makeDatabase()
         let (a, b) = (try Replica(database: database), try Replica(database: database))
