@@ -124,8 +124,13 @@ wait "$others_pid" || failed+=("the documentation or an example")
 stage "docs and examples"
 [ -f "$lanes/stages" ] && while IFS= read -r line; do stages+=("$line"); done <"$lanes/stages"
 cat "$lanes/docs-and-examples.log" "$lanes/tests.log"
+# The tests' failures once more, last, where a log read from its end (a CI page) shows them.
+# (A failure's line starts with ✘; the lines of detail under it, with ↳.)
+failures=$(awk '/^✘/ { shown = 1; print; next } shown && /^↳/ { print; next } { shown = 0 }' \
+    "$lanes/tests.log" | head -60)
 rm -rf "$lanes"
 if ((${#failed[@]})); then
+    [ -n "$failures" ] && printf -- '--- the tests%ss failures\n%s\n' "'" "$failures"
     echo "error: failed: ${failed[*]} (logs above)" >&2
     exit 1
 fi
