@@ -127,7 +127,7 @@ cat "$lanes/docs-and-examples.log" "$lanes/tests.log"
 # The tests' failures once more, last, where a log read from its end (a CI page) shows them.
 # (A failure's line starts with ✘; the lines of detail under it, with ↳.)
 failures=$(awk '/^✘/ { shown = 1; print; next } shown && /^↳/ { print; next } { shown = 0 }' \
-    "$lanes/tests.log" | head -60)
+    "$lanes/tests.log" | head -60 || true)
 rm -rf "$lanes"
 if ((${#failed[@]})); then
     [ -n "$failures" ] && printf -- '--- the tests%ss failures\n%s\n' "'" "$failures"
