@@ -23,7 +23,9 @@ extension PostgresBus {
         var outage = Outage()
         while !Task.isCancelled {
             let attempt = pools.generation
-            let watchdog = outstanding.spawn { [outage] in try await self.watchConnecting(outage) }
+            let watchdog = outstanding.spawn("watching the connection") { [outage] in
+                try await self.watchConnecting(outage)
+            }
             var connected = false
             do {
                 try await client.withConnection { connection in

@@ -341,7 +341,9 @@ extension PostgresBus {
     /// publication itself up after ``Configuration/operationTimeout`` (one stuck on a connection
     /// PostgreSQL dropped must not hold the queue).
     func publishInTurn() async throws -> Int64 {
-        try await publishing.run { try await self.bounded("publishing") { try await self.publishOutbox() } }
+        try await publishing.run("publishing") {
+            try await self.bounded("publishing") { try await self.publishOutbox() }
+        }
     }
 
     /// The log's last sequence number.

@@ -64,9 +64,10 @@ actor SerialQueue {
 
     init(outstanding: Outstanding) { self.outstanding = outstanding }
 
-    func run<R: Sendable>(_ operation: @escaping @Sendable () async throws -> R) async throws -> R {
+    /// Runs `operation`, which does `what`, after every operation asked for before it.
+    func run<R: Sendable>(_ what: String, _ operation: @escaping @Sendable () async throws -> R) async throws -> R {
         let previous = tail
-        let task = outstanding.spawn { () async throws -> R in
+        let task = outstanding.spawn(what) { () async throws -> R in
             await previous?.value
             try Task.checkCancellation()
             return try await operation()
@@ -85,18 +86,24 @@ actor SerialQueue {
 /// returned would keep the store's file open, and the application's next open of that store in
 /// the same process would fail with `alreadyOpen`.
 final class Outstanding: Sendable {
-    private let count = Mutex(0)
+    /// The steps running, by a number of their own: what each does.
+    private let running = Mutex((next: 0, steps: [Int: String]()))
     private let emptied = Wakeup()
 
-    /// Starts `body` in a task of its own, counted until `body` has returned and been released.
-    func spawn<R: Sendable>(_ body: @escaping @Sendable () async throws -> R) -> Task<R, any Error> {
-        count.withLock { $0 += 1 }
+    /// Starts `body`, which does `what`, in a task of its own, counted until `body` has returned
+    /// and been released.
+    func spawn<R: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> R) -> Task<R, any Error> {
+        let number = running.withLock { running in
+            running.next += 1
+            running.steps[running.next] = what
+            return running.next
+        }
         let held = HeldBody(body)
         return Task {
             let result = await held.run()
-            if self.count.withLock({ count in
-                count -= 1
-                return count == 0
+            if self.running.withLock({ running in
+                running.steps[number] = nil
+                return running.steps.isEmpty
             }) {
                 self.emptied.signal()
             }
@@ -104,22 +111,25 @@ final class Outstanding: Sendable {
         }
     }
 
+    /// What the steps still running do, in the order they began.
+    var steps: [String] { running.withLock { $0.steps.sorted { $0.key < $1.key }.map(\.value) } }
+
     /// Returns `true` once no counted task runs, or `false` at `deadline`.
     func drained(until deadline: ContinuousClock.Instant) async -> Bool {
         while true {
             let seen = emptied.generation
-            if count.withLock({ $0 }) == 0 { return true }
+            if running.withLock({ $0.steps.isEmpty }) { return true }
             if ContinuousClock.now >= deadline { return false }
             await emptied.wait(after: seen, until: deadline)
         }
     }
 
-    /// Returns once no counted task runs, or after `limit` with a warning.
+    /// Returns once no counted task runs, or after `limit` with a warning that names the steps.
     func drained(within limit: Duration, logger: Logger) async {
         if await !drained(until: .now + limit) {
             logger.warning(
                 "PostgresBus: a step on PostgreSQL has not ended \(limit) after the bus stopped; it still holds the store",
-                metadata: ["steps": "\(count.withLock { $0 })"])
+                metadata: ["steps": "\(steps.joined(separator: ", "))"])
         }
     }
 }
@@ -166,7 +176,7 @@ func withTimeout<R: Sendable>(
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
             race.waiter.withLock { $0 = continuation }
-            let task = outstanding.spawn {
+            let task = outstanding.spawn(what) {
                 let result = await Result(catching: operation)
                 race.finish(with: result)
             }

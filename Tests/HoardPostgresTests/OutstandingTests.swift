@@ -27,8 +27,10 @@ import Testing
         }
         #expect(weak.value != nil, "the step given up on still runs and holds its token")
         #expect(await !outstanding.drained(until: .now), "and counts as running")
+        #expect(outstanding.steps == ["holding"], "named by what it does")
         release.signal()
         #expect(await outstanding.drained(until: .now + .seconds(20)))
+        #expect(outstanding.steps.isEmpty)
         #expect(weak.value == nil, "once drained, nothing the step captured is held")
     }
 
@@ -40,7 +42,7 @@ import Testing
         do {
             let token = Token()
             weak.value = token
-            let value = try await queue.run { () -> Int in
+            let value = try await queue.run("seven") { () -> Int in
                 _ = token
                 return 7
             }
