@@ -130,7 +130,7 @@ failures=$(awk '/^✘/ { shown = 1; print; next } shown && /^↳/ { print; next 
     "$lanes/tests.log" | head -60 || true)
 rm -rf "$lanes"
 if ((${#failed[@]})); then
-    [ -n "$failures" ] && printf -- '--- the tests%ss failures\n%s\n' "'" "$failures"
+    [ -n "$failures" ] && printf -- '--- the tests%s failures\n%s\n' "'" "$failures"
     echo "error: failed: ${failed[*]} (logs above)" >&2
     exit 1
 fi
