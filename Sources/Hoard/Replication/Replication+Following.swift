@@ -61,9 +61,15 @@ extension Replication {
     ) async throws
         -> ApplyResult
     {
-        let own = try identity()
-        let ownSkipped = includingOwn ? 0 : changes.count { $0.origin == own }
-        let applicable = includingOwn ? changes : changes.filter { $0.origin != own }
+        // The store's identity is read only when its own changes are set aside.
+        let applicable: [RemoteChange]
+        if includingOwn {
+            applicable = changes
+        } else {
+            let own = try identity()
+            applicable = changes.filter { $0.origin != own }
+        }
+        let ownSkipped = changes.count - applicable.count
         let meta = try store.requireMeta()
         // Databases are opened before the write: LMDB opens them in transactions of their own.
         var targets: [String: RemoteTarget] = [:]
