@@ -125,9 +125,12 @@ stage "docs and examples"
 [ -f "$lanes/stages" ] && while IFS= read -r line; do stages+=("$line"); done <"$lanes/stages"
 cat "$lanes/docs-and-examples.log" "$lanes/tests.log"
 # The tests' failures once more, last, where a log read from its end (a CI page) shows them.
-# (A failure's line starts with ✘; the lines of detail under it, with ↳.)
-failures=$(awk '/^✘/ { shown = 1; print; next } shown && /^↳/ { print; next } { shown = 0 }' \
-    "$lanes/tests.log" | head -60 || true)
+# (A failure's line starts with ✘; the lines of detail under it, with ↳; each after a colour code
+# when the terminal has colours.)
+failures=$(awk '
+    /^(\033\[[0-9;]*m)?✘/ { shown = 1; print; next }
+    shown && /^(\033\[[0-9;]*m)?↳/ { print; next }
+    { shown = 0 }' "$lanes/tests.log" | head -60 || true)
 rm -rf "$lanes"
 if ((${#failed[@]})); then
     [ -n "$failures" ] && printf -- '--- the tests%s failures\n%s\n' "'" "$failures"
