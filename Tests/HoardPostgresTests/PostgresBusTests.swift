@@ -597,11 +597,12 @@ final class Replica: Sendable {
     }
 
     /// PostgreSQL away for 20 s: postgres-nio's pool by then retries only every 3 to 4 s (its
-    /// backoff grows to a minute). Every replica must still be connected again within 1 s of
-    /// PostgreSQL accepting connections (0.04 to 0.16 s measured; the test's longest backoff is
-    /// 200 ms): a pool that failed is replaced by a fresh one. With the pool's own backoff the
-    /// replicas took 1.5 to 1.9 s in two runs, and can take up to its interval.
-    @Test func afterALongOutageEveryReplicaReconnectsWithinOneSecond() async throws {
+    /// backoff grows to a minute). Every replica replaces its failed pool by a fresh one, which
+    /// tries at once (the test's longest backoff is 200 ms), and must be connected again within
+    /// 2 s of PostgreSQL accepting connections: 0.04 to 0.16 s measured on a quiet machine, up to
+    /// 1.23 s with a build running beside the tests. With the pool's own backoff the replicas took
+    /// 1.5 to 1.9 s in two runs, and can take up to its interval.
+    @Test func afterALongOutageEveryReplicaReconnectsWithinTwoSeconds() async throws {
         let database = try await TestServer.makeDatabase()
         let replicas = try (0..<4).map { _ in try Replica(database: database) }
         defer { replicas.forEach { $0.remove() } }
@@ -621,7 +622,9 @@ final class Replica: Sendable {
             }
             await Task.yield()
         }
-        #expect(connected.allSatisfy { ($0 ?? .seconds(60)) <= .seconds(1) }, "connected again after \(connected)")
+        #expect(connected.allSatisfy { ($0 ?? .seconds(60)) <= .seconds(2) }, "connected again after \(connected)")
+        let replaced = replicas.map(\.bus.pools.generation)
+        #expect(replaced.allSatisfy { $0 >= 1 }, "pools replaced during the outage: \(replaced)")
         for replica in replicas { await replica.stop() }
     }
 
