@@ -260,9 +260,12 @@ import Testing
     }
 
     /// Stale-if-error collections keep an invalidated record, expired, for a failed fetch; a
-    /// successful fetch replaces it; a plain read never returns it.
+    /// successful fetch replaces it; a plain read never returns it. (The manual clock: on the real
+    /// one, a machine slow enough to take 5 s between the put and the catch-up would put
+    /// "`staleWhileRevalidate` ago" after the write itself.)
     @Test func staleIfErrorKeepsTheRecordExpired() async throws {
-        try await Self.withReplicas { a, b, log in
+        let clock = ManualClock()
+        try await Self.withReplicas(clock: clock) { a, b, log in
             let notesA = try a.collection(Note.self)
             let notesB = try b.collection(
                 Note.self, freshness: Freshness(staleWhileRevalidate: .seconds(5), staleIfError: .seconds(600)))
@@ -272,6 +275,7 @@ import Testing
             let original = try #require(try notesB.header(of: 1))
             try await notesA.invalidate(1)
             try await InMemoryBus(store: a, log: log).publish()
+            clock.advance(by: .milliseconds(5))
             let result = try await busB.catchUp()
             #expect(result.markedExpired == 1 && result.removed == 0)
             #expect(try notesB.get(1) == nil)
