@@ -131,6 +131,21 @@ struct ReadmeSnippetTests {
 
     @Test("the README's read-through example runs as its comments say")
     func readThroughExample() async throws {
+        // Its hard timeout is real time, 2 s: a machine loaded enough to leave the upstream's task
+        // unscheduled that long makes the read time out, rightly. Such a round is repeated (a
+        // timeout that fires for nothing fails all three; FetchTimeoutTests test the timeouts).
+        for round in 1...3 {
+            do {
+                try await readThroughRound()
+                return
+            } catch let error as HoardError where error.kind == .fetchTimedOut {
+                print("README read-through example, round \(round): \(error)")
+            }
+        }
+        Issue.record("the README's read-through example timed out three times")
+    }
+
+    private func readThroughRound() async throws {
         let upstream = Upstream()
         try await withTemporaryStore { store in
             // README begin: read-through
