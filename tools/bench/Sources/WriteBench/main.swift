@@ -285,10 +285,9 @@ for writers in [1, 8, 64] {
             try await writeRound(writers: writers, round: r) { model in try await hoard.put(model) }
         }
         let batches = commitSizes.sizes(from: recorded)
-        guard batches.reduce(0, +) == writesPerRound else {
-            print(
-                "write-bench: Hoard's commits of round \(r) carried \(batches.reduce(0, +)) writes, not \(writesPerRound)"
-            )
+        let carried = batches.reduce(0, +)
+        guard carried == writesPerRound else {
+            print("write-bench: Hoard's commits of round \(r) carried \(carried) writes, not \(writesPerRound)")
             exit(1)
         }
         rawCommits += batches.count
