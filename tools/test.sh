@@ -47,6 +47,9 @@ python3 tools/scripts/check-history.py .
 python3 tools/scripts/check-links.py .
 # BENCHMARKS.md stays short enough to read: current figures only.
 python3 tools/scripts/check-length.py .
+# One writer: no file but Sources/Hoard/Records/RecordWriter.swift writes a collection's records
+# (and the check finds the writes it plants in copies of the sources).
+python3 tools/scripts/check-writes.py --self-test .
 stage "format and docs checks"
 
 # Every build below (the package's, the documentation's, the examples') is made with the same

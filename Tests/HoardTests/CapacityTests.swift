@@ -93,8 +93,8 @@ struct CapacityTests {
                 }
             }
             let statistics = notes.statistics()
-            #expect(statistics.evictions > 0)
-            #expect(statistics.evictedBytes > statistics.evictions * (8 + RecordHeader.size))
+            #expect(statistics.removed.evicted > 0)
+            #expect(statistics.evictedBytes > statistics.removed.evicted * (8 + RecordHeader.size))
             #expect(statistics.puts > 0 && statistics.hits + statistics.misses > 0)
         }
     }
@@ -167,7 +167,7 @@ struct CapacityTests {
             let stored = try notes.scan()
             #expect(stored.count == 20)
             #expect(stored.filter { $0.id >= 100 } == fresh)
-            #expect(notes.statistics().evictions == 15)
+            #expect(notes.statistics().removed.evicted == 15)
         }
     }
 
@@ -253,8 +253,8 @@ struct CapacityTests {
             // Fifty new records, one write each: as many as have expired.
             for id in 1_000..<1_050 { try notes.put(Note(id: Int64(id), text: "", stars: 0, pinned: false)) }
             let statistics = notes.statistics()
-            #expect(statistics.evictions == 0, "live records were evicted while expired ones remained")
-            #expect(statistics.expiredRemoved == 50)
+            #expect(statistics.removed.evicted == 0, "live records were evicted while expired ones remained")
+            #expect(statistics.removed.expired == 50)
             #expect(try notes.count() == 100)
             for id in stride(from: 1, to: 100, by: 2) { #expect(try notes.get(Int64(id)) != nil, "live \(id) is gone") }
         }
@@ -275,7 +275,7 @@ struct CapacityTests {
             try sized.put((2_000..<4_000).map { Sized(id: Int64($0), text: text) })
             #expect(try store.environment.info().mapSize > mapBefore, "the map did not grow: nothing was retried")
             #expect(try sized.count() == 2_000)
-            #expect(sized.statistics().evictions == 2_000)
+            #expect(sized.statistics().removed.evicted == 2_000)
         }
     }
 
@@ -291,7 +291,7 @@ struct CapacityTests {
             for id in 0..<10 { #expect(try notes.get(Int64(id)) != nil, "hot record \(id) was evicted") }
             let statistics = notes.statistics()
             #expect(statistics.hits == 60 && statistics.misses == 1)
-            #expect(statistics.evictions == 1_000 && statistics.puts == 1_100)
+            #expect(statistics.removed.evicted == 1_000 && statistics.puts == 1_100)
         }
     }
 }

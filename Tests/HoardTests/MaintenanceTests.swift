@@ -31,7 +31,9 @@ struct MaintenanceTests {
             #expect(try notes.count() == 1 && notes.get(3) != nil)
             #expect(try tags.count() == 1 && tags.get("swift") != nil)
             #expect(
-                metrics.counterTotal(label: "hoard_expired_purged_total", dimensions: [("collection", "Note")]) == 2)
+                metrics.counterTotal(
+                    label: "hoard_removed_records_total", dimensions: [("collection", "Note"), ("reason", "expired")])
+                    == 2)
             #expect(try metrics.expectGauge("hoard_store_used_bytes").lastValue ?? 0 > 0)
             #expect(try await store.purgeExpired(batchSize: 10).isEmpty)  // nothing left to purge
         }

@@ -36,7 +36,7 @@ struct MetricsTests {
             #expect(total("hoard_gets_total", [("result", "hit")]) == 2)
             #expect(total("hoard_gets_total", [("result", "miss")]) == 1)
             #expect(total("hoard_puts_total") == 3)
-            #expect(total("hoard_deletes_total") == 1)
+            #expect(total("hoard_removed_records_total", [("reason", "deleted")]) == 1)
             #expect(metrics.counterTotal(label: "hoard_puts_total", dimensions: [("collection", "other")]) == 1)
             #expect(try metrics.expectTimer("hoard_get_duration_seconds", labels).values.count == 3)
             #expect(try metrics.expectTimer("hoard_put_duration_seconds", labels).values.count == 2)
@@ -54,7 +54,7 @@ struct MetricsTests {
             clock.advance(by: .seconds(11))
             func purge() throws -> Int { try notes.purgeExpired() }
             #expect(try purge() == 2)
-            #expect(total("hoard_expired_purged_total") == 2)
+            #expect(total("hoard_removed_records_total", [("reason", "expired")]) == 2)
             _ = try await notes.get(5, orFetch: { id in Note(id: id, text: "fetched", stars: 0, pinned: false) })
             await #expect(throws: CancellationError.self) {
                 try await notes.get(6, orFetch: { _ in throw CancellationError() })

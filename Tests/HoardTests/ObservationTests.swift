@@ -52,7 +52,7 @@ struct ObservationTests {
             #expect(deleted.transactions == second...second)
             #expect(deleted.records == [1: .deleted])
 
-            try notes.deleteAll()
+            try await notes.deleteAll()
             let third = try lastTransaction(store)
             let cleared = try await nextBatch(&changes)
             #expect(cleared.transactions == third...third)

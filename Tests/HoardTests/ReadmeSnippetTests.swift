@@ -176,11 +176,11 @@ struct ReadmeSnippetTests {
             let users = try store.collection(
                 User.self, timeToLive: .hours(24), capacity: Capacity(records: 1_000_000, bytes: 2 << 30))
             let user = try await users.get(7, orFetch: { id in try await upstream.user(id) })
-            let statistics = users.statistics()  // hits, misses, puts, evictions, evicted bytes…
+            let statistics = users.statistics()  // hits, misses, puts, removals by reason…
             let usage = try users.capacityUsage()  // the recorded capacity, records and bytes stored
             // README end
             #expect(user?.name == "user 7")
-            #expect(statistics.misses == 1 && statistics.puts == 1 && statistics.evictions == 0)
+            #expect(statistics.misses == 1 && statistics.puts == 1 && statistics.removed.evicted == 0)
             #expect(usage?.records == 1 && usage?.capacity.records == 1_000_000)
             #expect((usage?.bytes ?? 0) > 0)
         }

@@ -103,7 +103,7 @@ import Testing
             #expect(try notes.ids(taggedWith: "all") == (0..<50).map { Int64($0 * 2 + 1) })
             #expect(try Self.indexProblems(notes).isEmpty)
             #expect(notes.statistics().tagInvalidations == 1)
-            #expect(notes.statistics().tagInvalidatedRecords == 50)
+            #expect(notes.statistics().removed.invalidated == 50)
             #expect(try await notes.invalidate(tag: "nothing has it") == 0)
             // A tag no record can carry is refused, and nothing enters the outbox for it.
             let pending = try store.replication.pendingCount()
@@ -146,7 +146,7 @@ import Testing
             #expect(try bytes.ids(taggedWith: "u").count == bytes.count())
             #expect(try Self.indexProblems(bytes).isEmpty)
 
-            try notes.deleteAll()
+            try await notes.deleteAll()
             #expect(try notes.ids(taggedWith: "t").isEmpty)
             #expect(try Self.indexProblems(notes).isEmpty)
             #expect(try bounded.ids(taggedWith: "t").count == 5, "another collection's tags stay")

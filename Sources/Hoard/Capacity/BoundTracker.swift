@@ -95,11 +95,11 @@ final class WrittenKeys {
 /// One write's bookkeeping on a bounded collection: what the write stores and removes, and, at
 /// its end (``finish(in:)``), eviction back within the bound and the recorded usage.
 ///
-/// Every write of the store to a collection's records makes one (`nil` when the collection has no
-/// capacity, which costs one look-up in the meta database): puts, deletes, synchronize, purges,
-/// migrations, read-through. The number of records is LMDB's own count; the bytes are a sum kept
-/// in the capacity's record, so only a collection bounded in bytes pays a look-up of the old
-/// record on each write.
+/// The ``RecordWriter`` of every write makes one (`nil` when the collection has no capacity, which
+/// costs one look-up in the meta database), and the records it evicts go through the writer's
+/// ``RemovalEffects``. The number of records is LMDB's own count; the bytes are a sum kept in the
+/// capacity's record, so only a collection bounded in bytes pays a look-up of the old record on
+/// each write.
 final class BoundTracker: EvictionSource {
     let collection: String
     let keyKind: KeyKind
@@ -111,19 +111,14 @@ final class BoundTracker: EvictionSource {
     @exclusivity(unchecked) private(set) var bound: StoredBound
     private let recorded: StoredBound
     private let written: WrittenKeys
-    /// The records' tags, whose entries go with the records evicted; `nil` when no record of the store is tagged.
-    private let tagIndex: TagIndex?
+    /// What goes with each record evicted (its delete, tags, change and count): the writer's
+    /// part, which ``RecordWriter/finish(in:partial:)`` takes the tally of.
+    @exclusivity(unchecked) private var effects: RemovalEffects
     /// The keys this write stored that the policy has not taken yet: a partial settle (a bulk
     /// put part way through) leaves the newest here for the next.
     @exclusivity(unchecked) private var stored = WrittenBatch()
     @exclusivity(unchecked) private(set) var recordCount: Int
     private let now: Int64
-    /// What this write evicted, added to the statistics once its transaction commits: LMDB runs a
-    /// write's body again when the map grows, and the evictions of an attempt that was undone
-    /// did not happen (counting them made a bulk put's evictions count twice).
-    private var evictions = 0
-    private var evictedBytes = 0
-    private var removedExpired = 0
     /// The records a settle chose to evict, not deleted yet (a collection bounded in records
     /// only): their keys back to back, and where each is. ``flushEvictions(in:)`` deletes them in
     /// key order with one cursor, so that neighbours cost no search of their own; the record
@@ -135,22 +130,27 @@ final class BoundTracker: EvictionSource {
     /// after it in the order is most often told by this alone.
     @exclusivity(unchecked) private var lastEvictingPrefix: UInt64 = 0
 
-    /// The tracker of a write to `collection` in `txn`; `nil` when the collection has no capacity.
+    /// The tracker of a write to `collection` in `txn` (the ``RecordWriter``'s); `nil` when the
+    /// collection has no capacity. `recorder`: what tells observers of the records it evicts.
     static func open(
-        _ collection: String, keyKind: KeyKind, database: Database, store: Store, txn: borrowing WriteTransaction
+        _ collection: String, keyKind: KeyKind, database: Database, store: Store, recorder: ChangeRecorder?,
+        txn: borrowing WriteTransaction
     ) throws -> BoundTracker? {
         guard let bound = try StoredBound.read(collection, in: store, txn: txn) else { return nil }
+        let effects = RemovalEffects(
+            database: database, collection: collection, store: store, recorder: recorder,
+            tagIndex: .some(try store.tagIndex(of: collection, in: txn)))
         return BoundTracker(
             collection: collection, keyKind: keyKind, database: database, store: store, bound: bound,
-            recordCount: try txn.count(in: database), tagIndex: try store.tagIndex(of: collection, in: txn), txn: txn)
+            recordCount: try txn.count(in: database), effects: effects, txn: txn)
     }
 
     private init(
         collection: String, keyKind: KeyKind, database: Database, store: Store, bound: StoredBound, recordCount: Int,
-        tagIndex: TagIndex?, txn: borrowing WriteTransaction
+        effects: RemovalEffects, txn: borrowing WriteTransaction
     ) {
         self.collection = collection
-        self.tagIndex = tagIndex
+        self.effects = effects
         self.keyKind = keyKind
         self.store = store
         self.database = database
@@ -187,8 +187,12 @@ final class BoundTracker: EvictionSource {
     var policy: EvictionPolicy { state.policy(sizedFor: bound.capacity.trackedRecords(stored: recordCount)) }
 
     /// Call before storing a record of `recordSize` bytes under `key`. (The number of records is
-    /// LMDB's count, read again by ``finish(in:)``; only bytes are summed here.)
-    func willStore(_ key: UnsafeRawBufferPointer, recordSize: Int, in txn: borrowing WriteTransaction) throws {
+    /// LMDB's count, read again by ``finish(in:)``; only bytes are summed here.) `pin`: whether
+    /// eviction must leave the record for the rest of the transaction (`false` for a load, which
+    /// keeps the bound by evicting what it loaded too).
+    func willStore(
+        _ key: UnsafeRawBufferPointer, recordSize: Int, pin: Bool = true, in txn: borrowing WriteTransaction
+    ) throws {
         if let bytes = bound.capacity.bytes {
             if key.count + recordSize > bytes {
                 throw HoardError.overCapacity(
@@ -204,7 +208,7 @@ final class BoundTracker: EvictionSource {
         // Both: the pin lasts the whole transaction (across trackers, and should a caller go on
         // after a put that threw before its `finish`), the batch only until this tracker's next
         // settle.
-        written.insert(hash)
+        if pin { written.insert(hash) }
         stored.append(key, hash: hash)
     }
 
@@ -259,16 +263,10 @@ final class BoundTracker: EvictionSource {
         }
         if bound != recorded { try bound.write(collection, in: store, txn: txn) }
         state.writtenKeys.store(written.count, ordering: .relaxed)
-        if evictions + removedExpired > 0 {
-            let (counters, evicted, bytes, expired) = (state.counters, evictions, evictedBytes, removedExpired)
-            txn.onCommit {
-                counters.add(.evictions, evicted)
-                counters.add(.evictedBytes, bytes)
-                counters.add(.expiredRemoved, expired)
-            }
-            (evictions, evictedBytes, removedExpired) = (0, 0, 0)
-        }
     }
+
+    /// What this tracker's evictions removed since the last call, for the writer to count.
+    func takeTally() -> RemovalTally { effects.takeTally() }
 
     // MARK: - What eviction sees
 
@@ -330,23 +328,17 @@ final class BoundTracker: EvictionSource {
             return .evicted
         }
         // Bounded in bytes: the record's size decides whether the settle goes on, so it goes now.
-        let recorder = store.changeRecorder(for: state, in: txn)
         let outcome = try txn.withCursor(in: database) { cursor -> EvictionOutcome in
             guard let entry = try cursor.seek(exactly: key) else { return .absent }
             let size = entry.value.count
             let expired = RecordHeader.peekExpiry(entry.value).map { $0 <= now } ?? false
-            recorder?.record(key: key, expired ? .purged : .evicted, in: txn)
-            try cursor.deleteCurrent()
-            removed(keySize: key.count, recordSize: size)
-            if expired {
-                removedExpired += 1
-                return .expired
+            try key.withUnsafeBytes { key in
+                try effects.removeCurrent(cursor, key: key, recordSize: size, expired ? .expired : .evicted, in: txn)
             }
-            evictions += 1
-            evictedBytes += key.count + size
-            return .evicted
+            removed(keySize: key.count, recordSize: size)
+            return expired ? .expired : .evicted
         }
-        if case .absent = outcome {} else { try tagIndex?.remove(key, in: txn) }
+        try effects.flush(in: txn)
         return outcome
     }
 
@@ -367,8 +359,6 @@ final class BoundTracker: EvictionSource {
                 }
             }.map(\.range)
         }
-        let recorder = store.changeRecorder(for: state, in: txn)
-        var untag: [[UInt8]] = []
         try txn.withCursor(in: database) { cursor in
             // The record after the one just deleted, where the cursor stands: when it is the next
             // to go (records written together are evicted together), no search finds it.
@@ -384,21 +374,13 @@ final class BoundTracker: EvictionSource {
                     recordCount += 1
                     continue
                 }
-                let size = entry.value.count
                 let expired = RecordHeader.peekExpiry(entry.value).map { $0 <= now } ?? false
-                recorder?.record(key: entry.key, expired ? .purged : .evicted, in: txn)
-                if tagIndex != nil { untag.append(Array(entry.key)) }
-                try cursor.deleteCurrent()
+                try effects.removeCurrent(
+                    cursor, key: entry.key, recordSize: entry.value.count, expired ? .expired : .evicted, in: txn)
                 next = try cursor.current()
-                if expired {
-                    removedExpired += 1
-                } else {
-                    evictions += 1
-                    evictedBytes += range.count + size
-                }
             }
         }
-        for key in untag { try tagIndex?.remove(key, in: txn) }
+        try effects.flush(in: txn)
         evicting.removeAll(keepingCapacity: true)
         evictingBytes.removeAll()
         evictingSorted = true
@@ -426,13 +408,9 @@ final class BoundTracker: EvictionSource {
             }
             return nil
         }
-        let recorder = store.changeRecorder(for: state, in: txn)
         for (key, bytes) in expired {
-            guard try txn.delete(key, in: database) else { continue }
-            try tagIndex?.remove(key, in: txn)
-            recorder?.record(key: key, .purged, in: txn)
+            guard try key.withUnsafeBytes({ try effects.remove($0, .expired, in: txn) }) else { continue }
             removed(keySize: key.count, recordSize: bytes)
-            removedExpired += 1
         }
         return (stopped, expired.count)
     }

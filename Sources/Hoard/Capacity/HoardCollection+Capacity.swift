@@ -1,4 +1,4 @@
-public import LMDB
+internal import LMDB
 
 // Capacity: recording a collection's bound where it is opened, the bookkeeping of each write
 // (BoundTracker), and what reads tell the eviction policy.
@@ -10,11 +10,6 @@ extension HoardCollection {
     ///   damaged; `LMDBError` when LMDB fails.
     public func capacityUsage() throws -> CapacityUsage? {
         try store.capacityUsage(of: name)
-    }
-
-    /// The bookkeeping of one write in `txn`; `nil` when the collection has no capacity.
-    func boundTracker(in txn: borrowing WriteTransaction) throws -> BoundTracker? {
-        try BoundTracker.open(name, keyKind: Model.ID.keyKind, database: database, store: store, txn: txn)
     }
 
     /// Records `capacity` (when given and not the one recorded), evicting down to it in the same
@@ -50,7 +45,9 @@ extension HoardCollection {
             try bound.write(name, in: store, txn: txn)
             _ = state.policy(
                 sizedFor: capacity.trackedRecords(stored: try txn.count(in: database)), strategy: strategy)
-            try boundTracker(in: txn)?.finish(in: txn)
+            // The writer's finish evicts down to the new bound.
+            var writer = try writer(in: txn)
+            try writer.finish(in: txn)
         }
         store.logger.info(
             "changed the capacity of a collection",
@@ -82,24 +79,5 @@ extension Store {
                 capacity: bound.capacity, records: try txn.count(in: database),
                 bytes: bound.capacity.bytes == nil ? nil : bound.usedBytes)
         }
-    }
-
-    /// Brings collection `name`, whose records are in `database` (``recordDatabase(of:create:)``,
-    /// opened before `txn` began), back within its recorded capacity in `txn`, for tools that
-    /// write its records without the typed API (`hoard load`, `put`, `delete`, `purge`,
-    /// ``migrateByKeyNames(_:dryRun:batchSize:beforeBatch:)``): counts its bytes again when they
-    /// are bounded (a scan of the collection), then evicts, never the records under `keeping`.
-    /// Does nothing for a collection without a capacity.
-    ///
-    /// - Throws: ``HoardError/overCapacity(collection:reason:)`` when the records under `keeping`
-    ///   alone exceed the capacity; `LMDBError` when LMDB fails. Abort `txn` to undo what it holds.
-    public func keepCapacity(
-        of name: String, database: Database, keeping: [[UInt8]] = [], in txn: borrowing WriteTransaction
-    ) throws {
-        guard let tracker = try BoundTracker.open(name, keyKind: .custom, database: database, store: self, txn: txn)
-        else { return }
-        if tracker.tracksBytes { tracker.recount(try StoredBound.countBytes(in: database, txn: txn)) }
-        for key in keeping { tracker.keep(key) }
-        try tracker.finish(in: txn)
     }
 }

@@ -129,16 +129,20 @@ final class CollectionState: Sendable {
         let hardTimeouts = Atomic<Int>(0)
         let notModified = Atomic<Int>(0)
         let tagInvalidations = Atomic<Int>(0)
-        let tagInvalidatedRecords = Atomic<Int>(0)
         let puts = Atomic<Int>(0)
-        let evictions = Atomic<Int>(0)
+        /// Records removed, by ``RecordRemoval``.
+        let deleted = Atomic<Int>(0)
+        let invalidated = Atomic<Int>(0)
+        let removedByRemote = Atomic<Int>(0)
+        let synchronized = Atomic<Int>(0)
+        let expired = Atomic<Int>(0)
+        let evicted = Atomic<Int>(0)
         let evictedBytes = Atomic<Int>(0)
-        let expiredRemoved = Atomic<Int>(0)
 
         enum Counter {
             case hits, misses, fetches, fetchErrors, coalesced, staleServed, refreshes, absentServed
-            case refreshesAhead, softTimeouts, hardTimeouts, notModified, tagInvalidations, tagInvalidatedRecords
-            case puts, evictions, evictedBytes, expiredRemoved
+            case refreshesAhead, softTimeouts, hardTimeouts, notModified
+            case puts
         }
 
         func add(_ counter: Counter, _ count: Int = 1) {
@@ -168,23 +172,45 @@ final class CollectionState: Sendable {
             case .notModified:
                 notModified.add(count, ordering: .relaxed)
                 metrics.notModified.increment(by: count)
-            case .tagInvalidations:
-                tagInvalidations.add(count, ordering: .relaxed)
-                metrics.tagInvalidations.increment(by: count)
-            case .tagInvalidatedRecords:
-                tagInvalidatedRecords.add(count, ordering: .relaxed)
-                metrics.tagInvalidatedRecords.increment(by: count)
             case .puts: puts.add(count, ordering: .relaxed)
-            case .evictions:
-                evictions.add(count, ordering: .relaxed)
-                metrics.evictions.increment(by: count)
-            case .evictedBytes:
-                evictedBytes.add(count, ordering: .relaxed)
-                metrics.evictedBytes.increment(by: count)
-            case .expiredRemoved:
-                expiredRemoved.add(count, ordering: .relaxed)
-                metrics.expiredPurged.increment(by: count)
             }
+        }
+
+        /// What a write removed (``RecordWriter/finish(in:partial:)``, once its transaction committed).
+        func add(_ tally: RemovalTally) {
+            for reason in RecordRemoval.allCases {
+                let count = tally.removed[reason]
+                guard count > 0 else { continue }
+                switch reason {
+                case .deleted: deleted.add(count, ordering: .relaxed)
+                case .invalidated: invalidated.add(count, ordering: .relaxed)
+                case .remote: removedByRemote.add(count, ordering: .relaxed)
+                case .synchronized: synchronized.add(count, ordering: .relaxed)
+                case .expired: expired.add(count, ordering: .relaxed)
+                case .evicted: evicted.add(count, ordering: .relaxed)
+                }
+                metrics.removed[reason.rawValue].increment(by: count)
+            }
+            if tally.evictedBytes > 0 {
+                evictedBytes.add(tally.evictedBytes, ordering: .relaxed)
+                metrics.evictedBytes.increment(by: tally.evictedBytes)
+            }
+            if tally.tagInvalidations > 0 {
+                tagInvalidations.add(tally.tagInvalidations, ordering: .relaxed)
+                metrics.tagInvalidations.increment(by: tally.tagInvalidations)
+            }
+        }
+
+        /// The records removed, by reason.
+        var removals: RemovalCounts {
+            var counts = RemovalCounts()
+            counts.deleted = deleted.load(ordering: .relaxed)
+            counts.invalidated = invalidated.load(ordering: .relaxed)
+            counts.remote = removedByRemote.load(ordering: .relaxed)
+            counts.synchronized = synchronized.load(ordering: .relaxed)
+            counts.expired = expired.load(ordering: .relaxed)
+            counts.evicted = evicted.load(ordering: .relaxed)
+            return counts
         }
     }
 }

@@ -36,10 +36,13 @@ extension HoardCollection {
             defer { pending.removeAll() }
             return pending
         }
+        guard !keys.isEmpty else { return 0 }
+        var writer = try writer(in: txn)
         var migrated = 0
-        for key in keys.sorted(by: keyPrecedes) where try rewriteIfOld(key, in: txn) == .migrated {
+        for key in keys.sorted(by: keyPrecedes) where try rewriteIfOld(key, writer, in: txn) == .migrated {
             migrated += 1
         }
+        try writer.finish(in: txn)
         return migrated
     }
 
@@ -52,6 +55,15 @@ extension HoardCollection {
         try store.environment.write { txn in try migratePending(in: txn) }
     }
 
+    /// Rewrites the records remembered for a lazy migration, as one write of the store's next group commit.
+    ///
+    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed
+    ///   (then nothing of the batch is stored).
+    @discardableResult
+    public func flushMigrations() async throws -> Int where Model: Sendable {
+        try await store.submit(nested: false) { txn in try self.migratePending(in: txn) }
+    }
+
     enum RewriteOutcome { case current, migrated, failed }
 
     /// What a migration finds under a key.
@@ -59,7 +71,11 @@ extension HoardCollection {
 
     /// Rewrites the record under `key` in the current version if it is older, keeping its
     /// write time and expiry (a migration changes the spelling, not the content).
-    func rewriteIfOld(_ key: [UInt8], in txn: borrowing WriteTransaction) throws -> RewriteOutcome {
+    func rewriteIfOld(
+        _ key: [UInt8], _ writer: RecordWriter, in txn: borrowing WriteTransaction
+    ) throws
+        -> RewriteOutcome
+    {
         let found: StoredRecord<Model>? = try txn.withValue(forKey: key, in: database) {
             record -> StoredRecord<Model> in
             guard let (header, payload) = try? RecordHeader.parse(record) else { return .damaged }
@@ -78,16 +94,12 @@ extension HoardCollection {
         case .old(let h, let m): (header, model) = (h, m)
         }
         let rewritten = RecordHeader(version: currentVersion, writtenAt: header.writtenAt, expiresAt: header.expiresAt)
-        // A rewrite changes a record's size, which a collection bounded in bytes sums (a meta
-        // look-up per record: a migration is not the hot path).
-        let tracker = try boundTracker(in: txn)
+        // A migration changes the spelling, not the content: observers are not told.
         try key.withUnsafeBytes { rawKey in
             try withPayload(of: model, key: rawKey) {
-                try tracker?.willStore(rawKey, recordSize: RecordHeader.size + $0.count, in: txn)
-                try rewritten.store(payload: $0, forKey: rawKey, in: database, txn: txn)
+                try writer.store(payload: $0, header: rewritten, forKey: rawKey, told: false, in: txn)
             }
         }
-        try tracker?.finish(in: txn)
         return .migrated
     }
 
@@ -118,14 +130,16 @@ extension HoardCollection {
                 let start = try txn.value(forKey: checkpointKey, in: meta)
                 let range = start.map { KeyRange(from: .exclusive($0)) } ?? .all
                 let keys = try txn.entries(in: database, range: range, limit: batchSize).map(\.key)
+                var writer = try writer(in: txn)
                 for key in keys {
                     step.scanned += 1
-                    switch try rewriteIfOld(key, in: txn) {
+                    switch try rewriteIfOld(key, writer, in: txn) {
                     case .current: break
                     case .migrated: step.migrated += 1
                     case .failed: step.failed += 1
                     }
                 }
+                try writer.finish(in: txn)
                 let done = keys.count < batchSize
                 if done {
                     try txn.delete(checkpointKey, in: meta)

@@ -15,13 +15,8 @@ internal import CBOR
 private struct PutBatch {
     let header: RecordHeader
     let options: PutOptions
-    /// The bound's bookkeeping; `nil` for a collection without a capacity.
-    let tracker: BoundTracker?
-    /// What records the puts for observers; `nil` when none would read them.
-    let recorder: ChangeRecorder?
-    /// The tags to give each record and the index to record them in; `nil` for a put without
-    /// tags, which leaves a record's tags as they were.
-    var tagging: (index: TagIndex, tags: [[UInt8]])? = nil
+    /// The collection's writer in the put's transaction.
+    var writer: RecordWriter
 }
 
 extension HoardCollection {
@@ -52,6 +47,29 @@ extension HoardCollection {
         state.metrics.putDuration.recordSince(start)
     }
 
+    /// Stores `model` as one write of the store's next group commit (see ``Store/write(_:)-44i3``),
+    /// with the records a lazy migration remembered.
+    ///
+    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed
+    ///   (then nothing of the batch is stored).
+    public func put(_ model: Model, expiry: Expiry = .collectionDefault) async throws where Model: Sendable {
+        try await store.submit(nested: false) { txn in
+            try self.migratePending(in: txn)
+            try self.put(model, expiry: expiry, in: txn)
+        }
+    }
+
+    /// Stores `models` together, as one write of the store's next group commit: all or none.
+    ///
+    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed
+    ///   (then nothing of the batch is stored).
+    public func put(_ models: [Model], expiry: Expiry = .collectionDefault) async throws where Model: Sendable {
+        try await store.submit(nested: false) { txn in
+            try self.migratePending(in: txn)
+            try self.put(models, expiry: expiry, in: txn)
+        }
+    }
+
     /// Stores `model` in `txn`. With `insertOnly`, an existing record is an error (`LMDBError` keyExists).
     ///
     /// - Throws: ``HoardError/encoding(collection:key:underlying:)`` when the model cannot be encoded, `LMDBError`
@@ -69,19 +87,17 @@ extension HoardCollection {
         _ model: Model, expiry: Expiry, insertOnly: Bool, tags: [[UInt8]]?, in txn: borrowing WriteTransaction
     ) throws {
         var batch = PutBatch(
-            header: header(for: expiry), options: insertOnly ? .noOverwrite : [], tracker: try boundTracker(in: txn),
-            recorder: store.changeRecorder(for: state, in: txn))
+            header: header(for: expiry), options: insertOnly ? .noOverwrite : [], writer: try writer(in: txn))
         if let tags {
             guard let tagIndex else { throw HoardError.notAHoardStore(path: store.path, found: []) }
-            try store.prepareTagging(in: txn)
-            batch.tagging = (tagIndex, tags)
+            try batch.writer.tag(with: tags, index: tagIndex, in: txn)
         }
         if let table = currentEmitted {
             try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
         } else {
             try putOrdinarily(model, batch, in: txn)
         }
-        try batch.tracker?.finish(in: txn)
+        try batch.writer.finish(in: txn)
         state.counters.add(.puts)
         state.metrics.puts.increment()
     }
@@ -98,9 +114,9 @@ extension HoardCollection {
         _ models: some Sequence<Model>, expiry: Expiry = .collectionDefault, insertOnly: Bool = false,
         in txn: borrowing WriteTransaction
     ) throws {
-        let batch = PutBatch(
-            header: header(for: expiry), options: insertOnly ? .noOverwrite : [], tracker: try boundTracker(in: txn),
-            recorder: store.changeRecorder(for: state, in: txn)?.forWrite(of: models.underestimatedCount, in: txn))
+        var batch = PutBatch(
+            header: header(for: expiry), options: insertOnly ? .noOverwrite : [],
+            writer: try writer(writes: models.underestimatedCount, in: txn))
         // Counted once a call (a counter call per record would add a few percent to a bulk put).
         var stored = 0
         defer {
@@ -112,8 +128,8 @@ extension HoardCollection {
         // records over it.
         func count(_ records: Int) throws {
             stored += records
-            if let tracker = batch.tracker, stored % tracker.settleInterval == 0 {
-                try tracker.finish(in: txn, partial: true)
+            if let tracker = batch.writer.tracker, stored % tracker.settleInterval == 0 {
+                try batch.writer.finish(in: txn, partial: true)
             }
         }
         if let table = currentEmitted {
@@ -139,7 +155,7 @@ extension HoardCollection {
                 try count(1)
             }
         }
-        try batch.tracker?.finish(in: txn)
+        try batch.writer.finish(in: txn)
     }
 
     /// The header of a record written now with `expiry`.
@@ -182,14 +198,12 @@ extension HoardCollection {
     }
 
     /// Writes a record of `payload` under `key`.
+    @inline(__always)
     private func store(
         _ payload: UnsafeRawBufferPointer, _ batch: PutBatch, key: UnsafeRawBufferPointer,
         in txn: borrowing WriteTransaction
     ) throws {
-        try batch.tracker?.willStore(key, recordSize: RecordHeader.size + payload.count, in: txn)
-        try batch.header.store(payload: payload, forKey: key, in: database, options: batch.options, txn: txn)
-        if let tagging = batch.tagging { try tagging.index.set(tagging.tags, for: key, in: txn) }
-        batch.recorder?.record(key: key, .stored, in: txn)
+        try batch.writer.store(payload: payload, header: batch.header, forKey: key, options: batch.options, in: txn)
     }
 
     /// Gives the record of `id` a new write time and `expiry` in `txn`, keeping its version and
@@ -210,11 +224,35 @@ extension HoardCollection {
         }
     }
 
+    /// Gives the record of `id` a new write time and `expiry` in a transaction of its own (see
+    /// ``touch(_:expiry:in:)``); returns whether there was a readable record.
+    ///
+    /// - Throws: ``HoardError/invalidID(collection:reason:)``; `LMDBError` when LMDB fails.
+    @discardableResult
+    public func touch(_ id: Model.ID, expiry: Expiry = .collectionDefault) throws -> Bool {
+        try store.environment.write { txn in try touch(id, expiry: expiry, in: txn) }
+    }
+
+    /// Gives the record of `id` a new write time and `expiry` (see ``touch(_:expiry:in:)``), as one
+    /// write of the store's next group commit; returns whether there was a readable record.
+    ///
+    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed.
+    @discardableResult
+    public func touch(_ id: Model.ID, expiry: Expiry = .collectionDefault) async throws -> Bool where Model: Sendable {
+        let key = try keyBytes(id)
+        return try await store.submit(nested: false) { txn in
+            try key.withUnsafeBytes { try self.renew($0, expiry: expiry, in: txn) }
+        }
+    }
+
     /// Gives the record of `key` a new write time and `expiry`, its version and payload kept (no
     /// encoding, no change told to observers or replicas); `false` when there is no readable record.
     func renew(_ key: UnsafeRawBufferPointer, expiry: Expiry, in txn: borrowing WriteTransaction) throws -> Bool {
         let header = header(for: expiry)
-        return try RecordHeader.rewrite(forKey: key, in: database, txn: txn) { _, _ in header } ?? false
+        var writer = try writer(in: txn)
+        let renewed = try writer.restamp(key, in: txn) { _, _ in header } ?? false
+        try writer.finish(in: txn)
+        return renewed
     }
 
     /// Removes the record under `id` in a transaction of its own; returns whether there was one.
@@ -226,7 +264,7 @@ extension HoardCollection {
         let key = try keyBytes(id)
         return try store.environment.write { txn in
             try migratePending(in: txn)
-            return try delete(key: key, in: txn)
+            return try remove([key], .deleted, in: txn) == 1
         }
     }
 
@@ -236,42 +274,63 @@ extension HoardCollection {
     ///   `LMDBError` when LMDB fails.
     @discardableResult
     public func delete(_ id: Model.ID, in txn: borrowing WriteTransaction) throws -> Bool {
-        try delete(key: try keyBytes(id), in: txn)
+        try remove([try keyBytes(id)], .deleted, in: txn) == 1
     }
 
-    /// Removes the record under `key` in `txn`, keeping a bounded collection's usage; the one
-    /// delete of a record by its key (deletes by ID, read-through's answers that an ID is gone).
-    func delete(key: [UInt8], in txn: borrowing WriteTransaction) throws -> Bool {
-        let tracker = try boundTracker(in: txn)
-        if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
-        let deleted = try txn.delete(key, in: database)
-        try tracker?.finish(in: txn)
-        if deleted {
-            try store.tagIndex(of: name, in: txn)?.remove(key, in: txn)
-            state.metrics.deletes.increment()
-            store.changeRecorder(for: state, in: txn)?.record(key: key, .deleted, in: txn)
+    /// Removes the record under `id` as one write of the store's next group commit; returns whether there was one.
+    ///
+    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed
+    ///   (then nothing of the batch is stored).
+    @discardableResult
+    public func delete(_ id: Model.ID) async throws -> Bool where Model: Sendable {
+        try await store.submit(nested: false) { txn in
+            try self.migratePending(in: txn)
+            return try self.delete(id, in: txn)
         }
-        return deleted
     }
 
-    /// Removes every record, in one transaction.
+    /// Removes the records under `keys` in `txn` for `reason`, with one writer for all; how many
+    /// there were. `untagging`: the tag whose index entries for them an invalidation by tag took already.
+    func remove(
+        _ keys: [[UInt8]], _ reason: RecordRemoval, untagging: [UInt8]? = nil, in txn: borrowing WriteTransaction
+    ) throws -> Int {
+        guard !keys.isEmpty else { return 0 }
+        var writer = try writer(in: txn)
+        var removed = 0
+        for key in keys where try writer.remove(key, reason, untagging: untagging, in: txn) { removed += 1 }
+        try writer.finish(in: txn)
+        return removed
+    }
+
+    /// Removes every record, in one transaction; returns how many there were.
     ///
     /// - Throws: `LMDBError` when LMDB fails; nothing is removed then.
-    public func deleteAll() throws {
-        try store.environment.write { txn in _ = try clear(in: txn) }
+    @discardableResult
+    public func deleteAll() throws -> Int {
+        try store.environment.write { txn in try deleteAll(in: txn) }
     }
 
-    /// Removes every record in `txn`, with their tags, the bound's usage and the observers' note;
-    /// returns how many there were.
-    func clear(in txn: borrowing WriteTransaction) throws -> Int {
-        let removed = try txn.count(in: database)
-        try txn.clear(database)
-        try store.tagIndex(of: name, in: txn)?.removeAll(in: txn)
-        store.changeRecorder(for: state, in: txn)?.record(key: [], .cleared, in: txn)
-        if let tracker = try boundTracker(in: txn) {
-            tracker.emptied()
-            try tracker.finish(in: txn)
-        }
+    /// Removes every record in `txn`; returns how many there were. Observers see one clear.
+    ///
+    /// - Throws: `LMDBError` when LMDB fails (abort `txn` to undo what it holds).
+    @discardableResult
+    public func deleteAll(in txn: borrowing WriteTransaction) throws -> Int {
+        try removeAll(.deleted, in: txn)
+    }
+
+    /// Removes every record, as one write of the store's next group commit; returns how many there were.
+    ///
+    /// - Throws: the `LMDBError` of a commit that failed (then nothing of the batch is stored).
+    @discardableResult
+    public func deleteAll() async throws -> Int where Model: Sendable {
+        try await store.submit(nested: false) { txn in try self.deleteAll(in: txn) }
+    }
+
+    /// Removes every record in `txn` for `reason`; returns how many there were.
+    func removeAll(_ reason: RecordRemoval, in txn: borrowing WriteTransaction) throws -> Int {
+        var writer = try writer(in: txn)
+        let removed = try writer.removeAll(reason, in: txn)
+        try writer.finish(in: txn)
         return removed
     }
 
@@ -287,12 +346,24 @@ extension HoardCollection {
         try store.environment.write { txn in try purgeExpired(in: txn) }
     }
 
+    /// Deletes the expired records, as one write of the store's next group commit; returns how many.
+    ///
+    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed
+    ///   (then nothing of the batch is stored).
+    @discardableResult
+    public func purgeExpired() async throws -> Int where Model: Sendable {
+        try await store.submit(nested: false) { txn in try self.purgeExpired(in: txn) }
+    }
+
     /// Deletes every expired record in `txn`; returns how many.
     ///
     /// - Throws: `LMDBError` when LMDB fails.
     @discardableResult
     public func purgeExpired(in txn: borrowing WriteTransaction) throws -> Int {
-        try store.purgeExpired(in: database, collection: name, from: nil, scanning: .max, txn: txn).purged
+        try store.purgeExpired(
+            of: name, database: database, keyKind: Model.ID.keyKind, from: nil, scanning: .max, in: txn
+        )
+        .purged
     }
 
 }

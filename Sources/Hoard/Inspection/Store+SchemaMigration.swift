@@ -93,11 +93,13 @@ extension Store {
             } else if !pending.isEmpty {
                 outcome.migrated += try write { txn in
                     var written = 0
+                    // A migration changes the spelling, not the content: observers are not told.
+                    var writer = try writer(of: collection, database: database, keyKind: keyKind, in: txn)
                     for entry in pending where try txn.value(forKey: entry.key, in: database) == entry.old {
-                        try txn.put(entry.new, forKey: entry.key, in: database)
+                        try writer.store(record: entry.new, forKey: entry.key, told: false, in: txn)
                         written += 1
                     }
-                    try keepCapacity(of: collection, database: database, keeping: pending.map(\.key), in: txn)
+                    try writer.finish(in: txn)
                     return written
                 }
             }

@@ -17,9 +17,8 @@ final class CollectionMetrics: Sendable {
     let hits: Counter
     let misses: Counter
     let puts: Counter
-    let deletes: Counter
-    let expiredPurged: Counter
-    let evictions: Counter
+    /// `hoard_removed_records_total`, one counter a ``RecordRemoval`` (by its raw value).
+    let removed: [Counter]
     let evictedBytes: Counter
     let fetches: Counter
     let fetchErrors: Counter
@@ -28,12 +27,11 @@ final class CollectionMetrics: Sendable {
     let hardTimeouts: Counter
     let notModified: Counter
     let tagInvalidations: Counter
-    let tagInvalidatedRecords: Counter
     let synchronizeRuns: Counter
     let added: Counter
     let updated: Counter
     let migrated: Counter
-    let removed: Counter
+    let synchronizeRemoved: Counter
     let getDuration: Timer
     let putDuration: Timer
     let synchronizeDuration: Timer
@@ -51,9 +49,7 @@ final class CollectionMetrics: Sendable {
         hits = counter("hoard_gets_total", [("result", "hit")])
         misses = counter("hoard_gets_total", [("result", "miss")])
         puts = counter("hoard_puts_total")
-        deletes = counter("hoard_deletes_total")
-        expiredPurged = counter("hoard_expired_purged_total")
-        evictions = counter("hoard_evictions_total")
+        removed = RecordRemoval.allCases.map { counter("hoard_removed_records_total", [("reason", $0.label)]) }
         evictedBytes = counter("hoard_evicted_bytes_total")
         fetches = counter("hoard_fetches_total")
         fetchErrors = counter("hoard_fetch_errors_total")
@@ -62,12 +58,11 @@ final class CollectionMetrics: Sendable {
         hardTimeouts = counter("hoard_fetch_timeouts_total", [("timeout", "hard")])
         notModified = counter("hoard_fetch_not_modified_total")
         tagInvalidations = counter("hoard_tag_invalidations_total")
-        tagInvalidatedRecords = counter("hoard_tag_invalidated_records_total")
         synchronizeRuns = counter("hoard_synchronize_runs_total")
         added = counter("hoard_synchronize_records_total", [("change", "added")])
         updated = counter("hoard_synchronize_records_total", [("change", "updated")])
         migrated = counter("hoard_synchronize_records_total", [("change", "migrated")])
-        removed = counter("hoard_synchronize_records_total", [("change", "removed")])
+        synchronizeRemoved = counter("hoard_synchronize_records_total", [("change", "removed")])
         getDuration = timer("hoard_get_duration_seconds")
         putDuration = timer("hoard_put_duration_seconds")
         synchronizeDuration = timer("hoard_synchronize_duration_seconds")

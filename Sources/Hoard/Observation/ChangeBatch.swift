@@ -66,7 +66,7 @@ public struct ChangeBatch<ID: HoardKey>: Sendable {
     public enum Content: Sendable {
         /// These records changed, each with the last way it did.
         case records([ID: ChangeKind])
-        /// The collection was emptied (``HoardCollection/deleteAll()``), then these records changed.
+        /// The collection was emptied (`deleteAll()`, `invalidateAll()`), then these records changed.
         case cleared(then: [ID: ChangeKind])
         /// Which records changed is not known (another process's commit without a change log,
         /// or more changes than the subscriber's limit): read again what you need.

@@ -163,13 +163,11 @@ public struct CollectionStatistics: Sendable, Hashable {
     /// Records stored by puts (a bulk put counts each record; synchronize and read-through's own
     /// stores are puts too when they go through a put).
     public var puts = 0
-    /// Records removed to keep the collection within its capacity, by this process (counted when
-    /// the write commits: not for a write undone, nor twice for one LMDB ran again to grow the map).
-    public var evictions = 0
-    /// The bytes (keys and records) those evictions freed.
+    /// Records removed, by why they went (counted when the write commits: not for a write undone,
+    /// nor twice for one LMDB ran again to grow the map).
+    public var removed = RemovalCounts()
+    /// The bytes (keys and records) that evictions freed (``RemovalCounts/evicted``).
     public var evictedBytes = 0
-    /// Expired records removed, by a purge or by an evicting write (which removes the expired records it finds first).
-    public var expiredRemoved = 0
     /// Calls of a fetcher (a bulk fetch of many IDs is one).
     public var fetches = 0
     /// Fetches that threw.
@@ -190,10 +188,9 @@ public struct CollectionStatistics: Sendable, Hashable {
     public var hardTimeouts = 0
     /// Records renewed by a "not modified" answer (``Revalidation/notModified(expiry:)``).
     public var notModified = 0
-    /// Invalidations by tag made here (``HoardCollection/invalidate(tag:)``), and the records they removed.
+    /// Invalidations by tag made here (``HoardCollection/invalidate(tag:)``) that committed; the
+    /// records they removed count in ``RemovalCounts/invalidated``.
     public var tagInvalidations = 0
-    /// Records removed by this process's invalidations by tag.
-    public var tagInvalidatedRecords = 0
     /// Reads answered `nil` from a remembered "no such ID" (``Freshness/negativeTimeToLive``).
     public var absentServed = 0
     /// Fetches under way now, background refreshes included (a gauge, not a count).
@@ -201,4 +198,54 @@ public struct CollectionStatistics: Sendable, Hashable {
     /// The memory, in bytes, that a bounded collection's eviction policy keeps in this process
     /// (its frequency sketch, recent-use counts and queues of keys); 0 for an unbounded one.
     public var accessStateBytes = 0
+}
+
+/// Records a collection's writes removed in this process, by why they went
+/// (``CollectionStatistics/removed``); the metric `hoard_removed_records_total` counts the same,
+/// labelled `reason`.
+public struct RemovalCounts: Sendable, Hashable {
+    /// Removed by a delete by ID or `deleteAll`, or by read-through's answer that an ID no longer
+    /// exists (`reason="deleted"`).
+    public var deleted = 0
+    /// Removed by an invalidation made here: by ID, by tag or of the whole collection
+    /// (`reason="invalidated"`).
+    public var invalidated = 0
+    /// Removed by another replica's invalidation, applied from a bus (`reason="remote"`); a
+    /// record kept marked expired instead is not removed.
+    public var remote = 0
+    /// Removed by a synchronize: not in the fresh collection, or undecodable (`reason="synchronized"`).
+    public var synchronized = 0
+    /// Removed because they had expired: by a purge, or by an evicting write, which removes the
+    /// expired records it finds first (`reason="expired"`).
+    public var expired = 0
+    /// Live records removed to keep the collection within its capacity (`reason="evicted"`).
+    public var evicted = 0
+
+    /// All removals.
+    public var total: Int { deleted + invalidated + remote + synchronized + expired + evicted }
+}
+
+extension RemovalCounts {
+    subscript(reason: RecordRemoval) -> Int {
+        get {
+            switch reason {
+            case .deleted: deleted
+            case .invalidated: invalidated
+            case .remote: remote
+            case .synchronized: synchronized
+            case .expired: expired
+            case .evicted: evicted
+            }
+        }
+        set {
+            switch reason {
+            case .deleted: deleted = newValue
+            case .invalidated: invalidated = newValue
+            case .remote: remote = newValue
+            case .synchronized: synchronized = newValue
+            case .expired: expired = newValue
+            case .evicted: evicted = newValue
+            }
+        }
+    }
 }

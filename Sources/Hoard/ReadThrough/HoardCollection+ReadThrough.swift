@@ -206,9 +206,8 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         let counters = state.counters
         return CollectionStatistics(
             hits: counters.hits.load(ordering: .relaxed), misses: counters.misses.load(ordering: .relaxed),
-            puts: counters.puts.load(ordering: .relaxed), evictions: counters.evictions.load(ordering: .relaxed),
+            puts: counters.puts.load(ordering: .relaxed), removed: counters.removals,
             evictedBytes: counters.evictedBytes.load(ordering: .relaxed),
-            expiredRemoved: counters.expiredRemoved.load(ordering: .relaxed),
             fetches: counters.fetches.load(ordering: .relaxed),
             fetchErrors: counters.fetchErrors.load(ordering: .relaxed),
             coalesced: counters.coalesced.load(ordering: .relaxed),
@@ -219,7 +218,6 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             hardTimeouts: counters.hardTimeouts.load(ordering: .relaxed),
             notModified: counters.notModified.load(ordering: .relaxed),
             tagInvalidations: counters.tagInvalidations.load(ordering: .relaxed),
-            tagInvalidatedRecords: counters.tagInvalidatedRecords.load(ordering: .relaxed),
             absentServed: counters.absentServed.load(ordering: .relaxed),
             fetchesInFlight: state.singleFlight(of: Model.self).groupsInFlight,
             accessStateBytes: state.policy?.byteCount ?? 0)
@@ -374,7 +372,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                     }
                     let discarded = answers.count - current.count
                     try self.store(current, in: txn)
-                    for key in gone { _ = try self.delete(key: key, in: txn) }
+                    _ = try self.remove(gone, .deleted, in: txn)
                     if discarded > 0 {
                         txn.onCommit {
                             replication.discardedFills.add(discarded, ordering: .relaxed)

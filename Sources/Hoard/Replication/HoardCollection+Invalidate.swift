@@ -13,7 +13,7 @@ extension HoardCollection {
     ///   `LMDBError` when LMDB fails (abort `txn` to undo what it holds).
     public func invalidate(_ ids: [Model.ID], in txn: borrowing WriteTransaction) throws {
         let keys = try ids.map { try keyBytes($0) }
-        for key in keys { _ = try delete(key: key, in: txn) }
+        _ = try remove(keys, .invalidated, in: txn)
         try announce(keys, in: txn)
     }
 

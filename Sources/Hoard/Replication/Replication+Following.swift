@@ -205,23 +205,17 @@ struct RemoteTarget {
             let revalidate = state.revalidateWindow.load(ordering: .relaxed)
             return onError > revalidate ? now - revalidate : nil
         }
-        let tracker = try BoundTracker.open(collection, keyKind: .custom, database: database, store: store, txn: txn)
-        let recorder = store.changeRecorder(forCollection: collection, in: txn)
-        let tagIndex = try store.tagIndex(of: collection, in: txn)
+        var writer = try store.writer(of: collection, database: database, in: txn)
         for key in keys where !key.isEmpty && key.count <= store.environment.maxKeySize {
-            if let expireAs, let marked = try markExpired(key, at: expireAs, in: txn) {
+            // A record kept marked expired counts as marked also when it expired earlier already
+            // (observers hear only of one rewritten).
+            if let expireAs, try markExpired(key, at: expireAs, writer, in: txn) != nil {
                 result.markedExpired += 1
-                if marked { recorder?.record(key: key, .expired, in: txn) }
                 continue
             }
-            if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
-            if try txn.delete(key, in: database) {
-                try tagIndex?.remove(key, in: txn)
-                result.removed += 1
-                recorder?.record(key: key, .deleted, in: txn)
-            }
+            if try writer.remove(key, .remote, in: txn) { result.removed += 1 }
         }
-        try tracker?.finish(in: txn)
+        try writer.finish(in: txn)
         store.replicationState.invalidations.noteRemoved(collection: collection, keys: keys)
     }
 
@@ -246,9 +240,11 @@ struct RemoteTarget {
     /// Rewrites the record under `key` with the expiry `at` (or its own, if earlier): whether it
     /// was rewritten (`false`: it expires earlier already), or `nil` when there is no readable
     /// record to keep (a damaged one is then removed by the caller).
-    private func markExpired(_ key: [UInt8], at expiry: Int64, in txn: borrowing WriteTransaction) throws -> Bool? {
+    private func markExpired(
+        _ key: [UInt8], at expiry: Int64, _ writer: RecordWriter, in txn: borrowing WriteTransaction
+    ) throws -> Bool? {
         try key.withUnsafeBytes { key in
-            try RecordHeader.rewrite(forKey: key, in: database, txn: txn) { writtenAt, expiresAt in
+            try writer.restamp(key, told: .expired, in: txn) { writtenAt, expiresAt in
                 if let expiresAt, expiresAt <= expiry { return nil }
                 return RecordHeader(version: 0, writtenAt: writtenAt, expiresAt: expiry)
             }

@@ -1,4 +1,4 @@
-internal import LMDB
+package import LMDB
 
 // Store-wide maintenance: what a service runs on intervals while it is up (purging expired
 // records, clearing reader slots of processes that died, publishing the gauges, and the
@@ -23,7 +23,7 @@ extension Store {
         for name in try collectionNames() {
             guard let database = try recordDatabase(of: name) else { continue }
             let step = try write { txn in
-                try purgeExpired(in: database, collection: name, from: nil, scanning: .max, txn: txn)
+                try purgeExpired(of: name, database: database, from: nil, scanning: .max, in: txn)
             }
             if step.purged > 0 { purged[name] = step.purged }
         }
@@ -53,8 +53,7 @@ extension Store {
                 try Task.checkCancellation()
                 let step = try await write { txn in
                     try self.purgeExpired(
-                        in: database, collection: name, from: start.isEmpty ? nil : start, scanning: batchSize,
-                        txn: txn)
+                        of: name, database: database, from: start.isEmpty ? nil : start, scanning: batchSize, in: txn)
                 }
                 if step.purged > 0 { purged[name, default: 0] += step.purged }
                 resume = step.resumeAt
@@ -63,48 +62,26 @@ extension Store {
         return purged
     }
 
-    /// Deletes the expired records of collection `name` in `txn`, looking at no more than
-    /// `limit` records from the first key at or after `start` (the collection's first when `nil`):
-    /// the one purge loop, for a collection's `purgeExpired` and the store's. `resumeAt` is the
-    /// key the next step starts from, `nil` when the collection's end was reached.
-    func purgeExpired(
-        in database: Database, collection name: String, from start: [UInt8]?, scanning limit: Int,
-        txn: borrowing WriteTransaction
+    /// Deletes the expired records of collection `name` (its records in `database`) in `txn`,
+    /// looking at no more than `limit` records from the first key at or after `start` (the
+    /// collection's first when `nil`): the one purge, for a collection's `purgeExpired`, the
+    /// store's and `hoard purge-expired`. `resumeAt` is the key the next step starts from, `nil`
+    /// when the collection's end was reached.
+    package func purgeExpired(
+        of name: String, database: Database, keyKind: KeyKind = .custom, from start: [UInt8]?, scanning limit: Int,
+        in txn: borrowing WriteTransaction
     ) throws -> (purged: Int, resumeAt: [UInt8]?) {
         // A record that read-through may still serve stale (within the longest freshness window
         // the collection was opened with in this process) is kept until that window has passed too.
         let state = state(of: name)
         let now = options.now().addingSaturating(-state.purgeGrace.load(ordering: .relaxed))
-        var purged = 0
-        var scanned = 0
-        let tracker = try BoundTracker.open(name, keyKind: .custom, database: database, store: self, txn: txn)
-        let recorder = changeRecorder(for: state, in: txn)
-        let tagIndex = try tagIndex(of: name, in: txn)
-        var untag: [[UInt8]] = []
-        let resumeAt = try txn.withCursor(in: database) { cursor -> [UInt8]? in
-            var entry = try start.map { try cursor.seek(atLeast: $0) } ?? cursor.first()
-            while let current = entry {
-                if scanned == limit { return Array(current.key) }
-                scanned += 1
-                if let header = try? RecordHeader.parse(current.value).0, header.isExpired(at: now) {
-                    tracker?.removed(keySize: current.key.count, recordSize: current.value.count)
-                    recorder?.record(key: current.key, .purged, in: txn)
-                    if tagIndex != nil { untag.append(Array(current.key)) }
-                    try cursor.deleteCurrent()
-                    purged += 1
-                }
-                entry = try cursor.next()
-            }
-            return nil
+        var writer = try writer(of: name, database: database, keyKind: keyKind, in: txn)
+        let step = try writer.removeExpired(at: now, from: start, scanning: limit, in: txn)
+        try writer.finish(in: txn)
+        if step.purged > 0 {
+            logger.info("purged expired records", metadata: ["collection": "\(name)", "count": "\(step.purged)"])
         }
-        for key in untag { try tagIndex?.remove(key, in: txn) }
-        try tracker?.finish(in: txn)
-        if purged > 0 {
-            logger.info("purged expired records", metadata: ["collection": "\(name)", "count": "\(purged)"])
-            let counters = state.counters
-            txn.onCommit { counters.add(.expiredRemoved, purged) }
-        }
-        return (purged, resumeAt)
+        return step
     }
 }
 

@@ -110,36 +110,26 @@ extension HoardCollection {
         // changes under it. Memory: the fresh side and the keys reported, not the stored collection.
         // A bounded collection: the fresh side alone must fit (it is the server's truth, never
         // cut short), checked before anything is written.
-        let tracker = try boundTracker(in: txn)
-        if let tracker { try checkFits(incoming, tracker.bound.capacity) }
+        let bound = try StoredBound.read(name, in: store, txn: txn)
+        if let bound { try checkFits(incoming, bound.capacity) }
         let merged = try plan(incoming, scope, range, now, txn)
-        let recorder = store.changeRecorder(for: state, in: txn)?
-            .forWrite(of: merged.removed.count + merged.discarded.count + merged.puts.count, in: txn)
-        let tagIndex = try store.tagIndex(of: name, in: txn)
-        for key in merged.removed + merged.discarded {
-            if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
-            if try txn.delete(key, in: database) {
-                try tagIndex?.remove(key, in: txn)
-                recorder?.record(key: key, .deleted, in: txn)
-            }
-        }
+        var writer = try writer(writes: merged.removed.count + merged.discarded.count + merged.puts.count, in: txn)
+        for key in merged.removed + merged.discarded { try writer.remove(key, .synchronized, in: txn) }
         let header = RecordHeader(version: currentVersion, writtenAt: store.writeStamp(now), expiresAt: expiresAt)
         try incoming.payloadBytes.withUnsafeBytes { payloads in
             try incoming.keyBytes.withUnsafeBytes { keys in
                 for index in merged.puts {
                     let payload = UnsafeRawBufferPointer(rebasing: payloads[incoming.payloads[index]])
                     let key = UnsafeRawBufferPointer(rebasing: keys[incoming.keys[index]])
-                    try tracker?.willStore(key, recordSize: RecordHeader.size + payload.count, in: txn)
-                    try header.store(payload: payload, forKey: key, in: database, txn: txn)
-                    recorder?.record(key: key, .stored, in: txn)
+                    try writer.store(payload: payload, header: header, forKey: key, in: txn)
                 }
             }
         }
         // Unchanged fresh records stay too: none of the fresh side may be evicted for the rest.
-        if let tracker {
+        if let tracker = writer.tracker {
             for index in incoming.keys.indices { tracker.keep(Array(incoming.key(index))) }
-            try tracker.finish(in: txn)
         }
+        try writer.finish(in: txn)
         return result(of: merged, incoming)
     }
 
@@ -168,7 +158,7 @@ extension HoardCollection {
         metrics.added.increment(by: synchronized.added.count)
         metrics.updated.increment(by: synchronized.updated.count)
         metrics.migrated.increment(by: synchronized.migrated.count)
-        metrics.removed.increment(by: synchronized.removed.count)
+        metrics.synchronizeRemoved.increment(by: synchronized.removed.count)
         metrics.synchronizeDuration.recordSince(start)
     }
 

@@ -62,19 +62,17 @@ extension HoardCollection {
     @discardableResult
     public func invalidate(tag: String, in txn: borrowing WriteTransaction) throws -> Int {
         let tagBytes = try TagIndex.normalized([tag], collection: name)[0]
+        var writer = try writer(in: txn)
         var removed = 0
         if let index = try store.tagIndex(of: name, in: txn) {
             let keys = try index.take(tagged: tagBytes, in: txn)
-            removed = try delete(keys: keys, untagging: tagBytes, in: txn)
+            for key in keys where try writer.remove(key, .invalidated, untagging: tagBytes, in: txn) { removed += 1 }
             store.replicationState.invalidations.noteRemoved(collection: name, keys: keys)
         }
+        writer.countTagInvalidation()
+        try writer.finish(in: txn)
         store.replicationState.invalidations.noteRemoved(collection: name, tags: [tagBytes])
         try announce(.tag(tagBytes), in: txn)
-        let counters = state.counters
-        txn.onCommit {
-            counters.add(.tagInvalidations)
-            counters.add(.tagInvalidatedRecords, removed)
-        }
         return removed
     }
 
@@ -85,28 +83,9 @@ extension HoardCollection {
     /// - Throws: `LMDBError` when LMDB fails (abort `txn` to undo what it holds).
     @discardableResult
     public func invalidateAll(in txn: borrowing WriteTransaction) throws -> Int {
-        let removed = try clear(in: txn)
+        let removed = try removeAll(.invalidated, in: txn)
         store.replicationState.invalidations.noteCleared(collection: name)
         try announce(.all, in: txn)
-        return removed
-    }
-
-    /// Removes the records of `keys`, taken from the entries of tag `untagging`, in `txn`, with
-    /// one tracker for all: how many there were.
-    func delete(keys: [[UInt8]], untagging tag: [UInt8], in txn: borrowing WriteTransaction) throws -> Int {
-        let tracker = try boundTracker(in: txn)
-        let recorder = store.changeRecorder(for: state, in: txn)
-        let index = try store.tagIndex(of: name, in: txn)
-        var removed = 0
-        for key in keys {
-            try index?.remove(key, in: txn, removed: tag)
-            if let tracker { try key.withUnsafeBytes { try tracker.willRemove($0, in: txn) } }
-            guard try txn.delete(key, in: database) else { continue }
-            recorder?.record(key: key, .deleted, in: txn)
-            removed += 1
-        }
-        try tracker?.finish(in: txn)
-        state.metrics.deletes.increment(by: removed)
         return removed
     }
 }

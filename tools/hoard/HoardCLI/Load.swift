@@ -53,17 +53,16 @@ struct Load: StoreCommand {
             for name in plan.order {
                 if let schema = plan.schemas[name] { try store.record(schema, in: txn) }
             }
-            var writer = RecordWriter(
-                plan: plan, databases: databases, replace: replace, skipDamaged: skipDamaged, progress: progress)
+            var lines = LoadLines(
+                store: store, plan: plan, databases: databases, replace: replace, skipDamaged: skipDamaged,
+                progress: progress)
             try input.forEachLine { number, line, offset in
-                try writer.load(line, number: number, offset: offset, txn: txn)
+                try lines.load(line, number: number, offset: offset, txn: txn)
             }
             // A bounded collection is brought within its capacity in the same transaction.
-            for name in plan.order {
-                if let database = databases[name] { try store.keepCapacity(of: name, database: database, in: txn) }
-            }
-            progress = writer.progress
-            return (writer.written, writer.same, writer.skipped)
+            try lines.finish(in: txn)
+            progress = lines.progress
+            return (lines.written, lines.same, lines.skipped)
         }
         progress.finish()
         let count = plan.order.count
@@ -127,7 +126,8 @@ struct Load: StoreCommand {
 }
 
 /// The second pass: checks one line at a time and writes its record in the load's transaction.
-private struct RecordWriter {
+private struct LoadLines {
+    let store: Store
     let plan: Load.Plan
     let databases: [String: Database]
     let replace: Bool
@@ -147,6 +147,8 @@ private struct RecordWriter {
     /// Per collection, the greatest key stored: a greater key is new, so it is appended
     /// (`MDB_APPEND`: no search, and pages filled instead of split in half) without a lookup.
     var greatestKey: [String: [UInt8]] = [:]
+    /// The store's writer of each collection written to.
+    var writers: [String: Hoard.RecordWriter] = [:]
 
     // Reused from line to line.
     var current: (name: [UInt8], shape: CollectionShape, database: Database, check: RecordCheck)?
@@ -154,9 +156,27 @@ private struct RecordWriter {
     var record: [UInt8] = []
     let rendered = JSONWriter()
 
-    init(plan: Load.Plan, databases: [String: Database], replace: Bool, skipDamaged: Bool, progress: Progress) {
-        (self.plan, self.databases, self.replace, self.skipDamaged) = (plan, databases, replace, skipDamaged)
-        self.progress = progress
+    init(
+        store: Store, plan: Load.Plan, databases: [String: Database], replace: Bool, skipDamaged: Bool,
+        progress: Progress
+    ) {
+        (self.store, self.plan, self.databases) = (store, plan, databases)
+        (self.replace, self.skipDamaged, self.progress) = (replace, skipDamaged, progress)
+    }
+
+    /// Stores `record` under `key` in collection `name` through the store's writer of it.
+    private mutating func put(
+        _ record: [UInt8], forKey key: [UInt8], in name: String, database: Database, options: PutOptions = [],
+        txn: borrowing WriteTransaction
+    ) throws {
+        if writers[name] == nil { writers[name] = try store.writer(of: name, database: database, in: txn) }
+        // Not pinned: a dump larger than the bound is loaded as the bound allows.
+        try writers[name]?.store(record: record, forKey: key, options: options, pinned: false, in: txn)
+    }
+
+    /// Ends every collection's writer: each bounded one is brought within its capacity.
+    mutating func finish(in txn: borrowing WriteTransaction) throws {
+        for name in writers.keys.sorted() { try writers[name]?.finish(in: txn) }
     }
 
     mutating func load(
@@ -195,9 +215,9 @@ private struct RecordWriter {
                     )
                 }
             }
-            try txn.put(record, forKey: key, in: database)
+            try put(record, forKey: key, in: shape.name, database: database, txn: txn)
         } else {
-            try txn.put(record, forKey: key, in: database, options: .append)
+            try put(record, forKey: key, in: shape.name, database: database, options: .append, txn: txn)
             greatestKey[shape.name] = key
         }
         written += 1

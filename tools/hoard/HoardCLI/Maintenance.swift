@@ -24,27 +24,11 @@ struct PurgeExpired: StoreCommand {
     func run() throws {
         let opened = try openStore(store.path, writable: true)
         let handles = try openCollections(collection, in: opened)
-        let now = Store.systemClock()
         var purged: [(String, Int)] = []
         for handle in handles {
             let count = try opened.write { txn in
-                var count = 0
-                try txn.withCursor(in: handle.database) { cursor in
-                    var entry = try cursor.first()
-                    while let current = entry {
-                        if let expiry = RecordHeader.peekExpiry(current.value), expiry <= now,
-                            (try? RecordHeader.parse(current.value)) != nil
-                        {
-                            try cursor.deleteCurrent()
-                            count += 1
-                            entry = try cursor.current()
-                        } else {
-                            entry = try cursor.next()
-                        }
-                    }
-                }
-                try opened.keepCapacity(of: handle.name, database: handle.database, in: txn)
-                return count
+                try opened.purgeExpired(of: handle.name, database: handle.database, from: nil, scanning: .max, in: txn)
+                    .purged
             }
             purged.append((handle.name, count))
         }
@@ -123,8 +107,9 @@ struct Remove: StoreCommand {
         let keys = try ids.map { try handle.key($0) }
         let missing = try opened.write { txn in
             var missing: [String] = []
-            for (id, key) in zip(ids, keys) where try !txn.delete(key, in: handle.database) { missing.append(id) }
-            try opened.keepCapacity(of: collection, database: handle.database, in: txn)
+            var writer = try opened.writer(of: collection, database: handle.database, in: txn)
+            for (id, key) in zip(ids, keys) where try !writer.remove(key, .deleted, in: txn) { missing.append(id) }
+            try writer.finish(in: txn)
             return missing
         }
         let removed = ids.count - missing.count

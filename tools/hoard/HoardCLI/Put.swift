@@ -56,8 +56,9 @@ struct Put: StoreCommand {
         let record = header.record(with: payload.deterministicallyOrdered().encoded())
         let replaced = try opened.write { txn in
             let existed = try txn.contains(key, in: handle.database)
-            try txn.put(record, forKey: key, in: handle.database)
-            try opened.keepCapacity(of: collection, database: handle.database, keeping: [key], in: txn)
+            var writer = try opened.writer(of: collection, database: handle.database, in: txn)
+            try writer.store(record: record, forKey: key, in: txn)
+            try writer.finish(in: txn)
             return existed
         }
         if store.json {

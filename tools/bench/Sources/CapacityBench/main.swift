@@ -98,7 +98,7 @@ for _ in 0..<(skipGets ? 0 : rounds) {
     plainGets.append(p)
     boundedGets.append(b)
 }
-precondition(bounded.statistics().evictions == 0, "the get comparison evicted")
+precondition(bounded.statistics().removed.evicted == 0, "the get comparison evicted")
 let gets =
     plainGets.isEmpty
     ? nil
@@ -175,7 +175,7 @@ var evictionsExpected = 0
     evictionsExpected += (rounds + 1) * batches * size
     let stored = try bounded.count()
     precondition(stored == count, "the bounded collection holds \(stored) records, not \(count)")
-    let evicted = bounded.statistics().evictions
+    let evicted = bounded.statistics().removed.evicted
     precondition(evicted == evictionsExpected, "\(evicted) evictions, not \(evictionsExpected)")
     let records = size >= 1_000 ? "\(size / 1_000),\(String(size % 1_000 + 1_000).dropFirst())" : "\(size)"
     return [
