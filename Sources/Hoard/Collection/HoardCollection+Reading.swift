@@ -54,18 +54,19 @@ extension HoardCollection {
         }
         let metrics = state.metrics
         let counters = state.counters
-        // A store without its lease (Lease.swift) answers as for an expired record.
-        guard let record = found, store.vouches(for: txn, startedAt: startedAt) else {
+        guard let record = found else {
             metrics.misses.increment()
             counters.misses.add(1, ordering: .relaxed)
             return nil
         }
-        // Hit or miss (expired) from the header, before the decode: unwrapping the decoded
-        // `Model?` here, in unspecialized generic code, would look up its type metadata on every
-        // call (a quarter of a get). The clock is read only for a record with an expiry.
-        let expiry = store.effectiveExpiry(of: record)
+        // Hit or miss (expired, or a store without its lease) by the read rule, from the header,
+        // before the decode: unwrapping the decoded `Model?` here, in unspecialized generic code,
+        // would look up its type metadata on every call (a quarter of a get). The clock is read
+        // only for a record with an expiry.
+        let expiry = readRule(in: txn, startedAt: startedAt).expiry(of: record)
         let now = expiry == nil ? 0 : store.options.now()
-        if let expiry, expiry <= now {
+        let expired = expiry.map { $0 <= now } ?? false
+        if expired {
             metrics.misses.increment()
             counters.misses.add(1, ordering: .relaxed)
         } else {
@@ -77,21 +78,18 @@ extension HoardCollection {
                 refreshDue = now >= point
             }
         }
-        return try decode(record, key: { id.keyBytes }, now: now)
+        return try decode(record, key: { id.keyBytes }, expired: expired)
     }
 
     /// Whether a live (unexpired) record is stored under `id`; reads its header only.
     ///
     /// - Throws: ``HoardError`` when the record's header is damaged; `LMDBError` when LMDB fails.
     public func contains(_ id: Model.ID) throws -> Bool {
-        let found = try store.environment.read { txn -> RecordHeader? in
-            guard store.vouches(for: txn) else { return nil }
-            return try header(of: id, in: txn)
+        let expiry = try store.environment.read { txn -> Int64?? in
+            try header(of: id, in: txn).map { readRule(in: txn).expiry(of: $0) }
         }
-        guard let header = found else { return false }
-        guard let expiry = store.effectiveExpiry(writtenAt: header.writtenAt, expiresAt: header.expiresAt) else {
-            return true
-        }
+        guard let expiry else { return false }
+        guard let expiry else { return true }
         return expiry > store.options.now()
     }
 
@@ -133,9 +131,10 @@ extension HoardCollection {
     public func forEach(keys: KeyRange = .all, reverse: Bool = false, _ body: (Model) throws -> IterationStep) throws {
         let now = store.options.now()
         try store.environment.read { txn in
-            guard store.vouches(for: txn) else { return }
+            let rule = readRule(in: txn)
             try txn.forEach(in: database, range: keys, reverse: reverse) { key, record in
-                guard let model = try decode(record, key: { Array(key) }, now: now) else { return .next }
+                let expired = rule.expiry(of: record).map { $0 <= now } ?? false
+                guard let model = try decode(record, key: { Array(key) }, expired: expired) else { return .next }
                 return try body(model)
             }
         }
@@ -155,10 +154,14 @@ extension HoardCollection {
         let now = store.options.now()
         return try store.environment.read { txn in
             var result = ScanResult<Model>(models: [], damaged: [])
-            guard limit > 0, store.vouches(for: txn) else { return result }
+            guard limit > 0 else { return result }
+            let rule = readRule(in: txn)
             try txn.forEach(in: database, range: keys, reverse: reverse) { key, record in
+                let expired = rule.expiry(of: record).map { $0 <= now } ?? false
                 do {
-                    if let model = try decode(record, key: { Array(key) }, now: now) { result.models.append(model) }
+                    if let model = try decode(record, key: { Array(key) }, expired: expired) {
+                        result.models.append(model)
+                    }
                 } catch let error as HoardError where skippingDamaged {
                     store.logger.warning(
                         "skipped a damaged record", metadata: ["collection": "\(name)", "error": "\(error)"])
@@ -195,10 +198,10 @@ extension HoardCollection {
         }
     }
 
-    /// Decodes one record: header, checksum, version, payload; `nil` when it has expired at `now`.
-    /// `key` gives the record's key, for errors and lazy migrations only.
-    /// `now` is read only for a record with an expiry (a clock read costs some 25 ns).
-    func decode(_ record: UnsafeRawBufferPointer, key: () -> [UInt8], now: @autoclosure () -> Int64) throws -> Model? {
+    /// Decodes one record: header, checksum, version, payload; `nil` when the read rule found it
+    /// `expired` (its header and checksum are checked all the same: a damaged record is an error,
+    /// never a miss). `key` gives the record's key, for errors and lazy migrations only.
+    func decode(_ record: UnsafeRawBufferPointer, key: () -> [UInt8], expired: Bool = false) throws -> Model? {
         let header: RecordHeader
         let payload: UnsafeRawBufferPointer
         do throws(RecordDamage) {
@@ -206,11 +209,7 @@ extension HoardCollection {
         } catch {
             throw HoardError.corruptRecord(collection: name, key: storedKey(key()), reason: error.reason)
         }
-        if let expiry = store.effectiveExpiry(writtenAt: header.writtenAt, expiresAt: header.expiresAt),
-            expiry <= now()
-        {
-            return nil
-        }
+        if expired { return nil }
         guard header.version <= currentVersion else {
             throw HoardError.newerRecord(
                 collection: name, key: storedKey(key()), version: header.version, current: currentVersion)

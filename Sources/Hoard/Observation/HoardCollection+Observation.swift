@@ -55,10 +55,13 @@ extension HoardCollection {
         return try store.environment.read { txn in
             var state = ObservedState<Model>(transaction: txn.id)
             guard let record = try txn.withValue(forKey: key, in: database, { $0 }) else { return state }
-            guard let model = try decode(record, key: { key }, now: now) else { return state }
+            let expiry = readRule(in: txn, lease: false).expiry(of: record)
+            guard let model = try decode(record, key: { key }, expired: expiry.map { $0 <= now } ?? false) else {
+                return state
+            }
             let (header, payload) = try RecordHeader.parse(record)
             state.model = model
-            state.expiresAt = store.effectiveExpiry(writtenAt: header.writtenAt, expiresAt: header.expiresAt)
+            state.expiresAt = expiry
             if header.version == currentVersion {
                 state.value = Array(payload)
             } else {

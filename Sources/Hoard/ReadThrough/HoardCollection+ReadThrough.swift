@@ -238,16 +238,11 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     }
 
     func storedForReadThrough(_ key: [UInt8], in txn: borrowing ReadTransaction) throws -> Stored? {
-        let vouched = store.vouches(for: txn)
+        let rule = readRule(in: txn)
         do {
             return try txn.withValue(forKey: key, in: database) { record -> Stored? in
-                // The header is read again after the decode: a read-through miss is not the hot path.
-                guard let model = try decode(record, key: { key }, now: .min),
-                    let header = try? RecordHeader.parse(record).0
-                else { return nil }
-                let expiresAt = store.effectiveExpiry(writtenAt: header.writtenAt, expiresAt: header.expiresAt)
-                guard vouched else { return Stored(model: model, expiresAt: min(expiresAt ?? .max, unvouchedExpiry())) }
-                return Stored(model: model, expiresAt: expiresAt)
+                guard let model = try decode(record, key: { key }) else { return nil }
+                return Stored(model: model, expiresAt: rule.expiry(of: record))
             } ?? nil
         } catch let error as HoardError where error.kind == .corruptRecord || error.kind == .decoding {
             store.logger.warning(
@@ -257,34 +252,10 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         }
     }
 
-    /// The expiry read-through gives every record while the store holds no lease (Lease.swift):
-    /// the one an invalidation gives a record it keeps, `staleWhileRevalidate` ago, so that the
-    /// record is fetched again and served only within `staleIfError` when that fetch fails.
-    func unvouchedExpiry() -> Int64 {
-        store.options.now() - (freshness.staleWhileRevalidate?.storedMilliseconds ?? 0)
-    }
-
     enum Serving {
         case fresh(Model)
         case staleWhileRefreshing(Model)
         case fetch
-    }
-
-    func serve(_ found: Stored?, now: Int64) -> Serving {
-        guard let found else { return .fetch }
-        guard let expiresAt = found.expiresAt, expiresAt <= now else { return .fresh(found.model) }
-        if let window = freshness.staleWhileRevalidate, now < expiresAt.addingSaturating(window.storedMilliseconds) {
-            return .staleWhileRefreshing(found.model)
-        }
-        return .fetch
-    }
-
-    /// The stale model to return for a failed fetch, within ``Freshness/staleIfError``.
-    func staleIfError(_ found: Stored?, now: Int64) -> Model? {
-        guard let found, let expiresAt = found.expiresAt, let window = freshness.staleIfError,
-            now < expiresAt.addingSaturating(window.storedMilliseconds)
-        else { return nil }
-        return found.model
     }
 
     // MARK: - Fetching

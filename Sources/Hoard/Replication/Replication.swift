@@ -174,25 +174,4 @@ extension Store {
     func writeStamp(_ now: Int64) -> Int64 {
         max(now, replicationState.staleBefore.load(ordering: .relaxed))
     }
-
-    /// When a record stops being served as fresh: its expiry, or the moment of the last reset for
-    /// a record written before it (`nil`: never).
-    @inline(__always)
-    func effectiveExpiry(writtenAt: Int64, expiresAt: Int64?) -> Int64? {
-        let resetAt = replicationState.staleBefore.load(ordering: .relaxed)
-        guard resetAt != 0, writtenAt < resetAt else { return expiresAt }
-        // Expired as of the reset's millisecond (``Replication/reset(bus:to:)`` keeps the one after it).
-        return min(expiresAt ?? (resetAt - 1), resetAt - 1)
-    }
-
-    /// ``effectiveExpiry(writtenAt:expiresAt:)`` of a record's bytes, read from its header without the checksum.
-    @inline(__always)
-    func effectiveExpiry(of record: UnsafeRawBufferPointer) -> Int64? {
-        let expiry = RecordHeader.peekExpiry(record)
-        let resetAt = replicationState.staleBefore.load(ordering: .relaxed)
-        guard resetAt != 0, let writtenAt = RecordHeader.peekWrittenAt(record), writtenAt < resetAt else {
-            return expiry
-        }
-        return min(expiry ?? (resetAt - 1), resetAt - 1)
-    }
 }

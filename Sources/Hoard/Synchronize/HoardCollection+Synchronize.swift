@@ -176,7 +176,7 @@ extension HoardCollection {
             forEachStored: { visit in try txn.forEach(in: database, range: range, visit) },
             inScope: { record, key in
                 // Outside the fresh side, a record is in scope only if its model matches; nil: it does not decode.
-                guard let predicate, let model = try? decode(record, key: { Array(key) }, now: .min) else { return nil }
+                guard let predicate, let model = try? decode(record, key: { Array(key) }) else { return nil }
                 return predicate(model)
             },
             sameContent: { version, payload, index in
