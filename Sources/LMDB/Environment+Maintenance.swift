@@ -58,7 +58,9 @@ extension Environment {
     /// - Throws: ``LMDBError`` when LMDB fails.
     public func statistics() throws(LMDBError) -> Statistics {
         var s = MDB_stat()
-        try check(mdb_env_stat(handle, &s), "mdb_env_stat", path)
+        try withHandle("mdb_env_stat") { (handle) throws(LMDBError) in
+            try check(mdb_env_stat(handle, &s), "mdb_env_stat", path)
+        }
         return Statistics(s)
     }
 
@@ -69,7 +71,9 @@ extension Environment {
     /// - Throws: ``LMDBError`` when LMDB fails.
     public func info() throws(LMDBError) -> Info {
         var i = MDB_envinfo()
-        try check(mdb_env_info(handle, &i), "mdb_env_info", path)
+        try withHandle("mdb_env_info") { (handle) throws(LMDBError) in
+            try check(mdb_env_info(handle, &i), "mdb_env_info", path)
+        }
         return Info(
             mapSize: i.me_mapsize,
             lastPageNumber: i.me_last_pgno,
@@ -87,7 +91,9 @@ extension Environment {
     ///
     /// - Throws: ``LMDBError`` when LMDB fails.
     public func sync(force: Bool = true) throws(LMDBError) {
-        try check(mdb_env_sync(handle, force ? 1 : 0), "mdb_env_sync", path)
+        try withHandle("mdb_env_sync") { (handle) throws(LMDBError) in
+            try check(mdb_env_sync(handle, force ? 1 : 0), "mdb_env_sync", path)
+        }
     }
 
     /// Clears reader slots left by processes that died inside a read transaction.
@@ -100,7 +106,9 @@ extension Environment {
     @discardableResult
     public func clearStaleReaders() throws(LMDBError) -> Int {
         var dead: Int32 = 0
-        try check(mdb_reader_check(handle, &dead), "mdb_reader_check", path)
+        try withHandle("mdb_reader_check") { (handle) throws(LMDBError) in
+            try check(mdb_reader_check(handle, &dead), "mdb_reader_check", path)
+        }
         return Int(dead)
     }
 
@@ -140,18 +148,18 @@ extension Environment {
         let fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         try checkSystem(fd, "open", partial)
         var closed = false
-        defer { if !closed { close(fd); unlink(partial) } }
+        defer { if !closed { closeFile(fd); unlink(partial) } }
         do {
             // The copy runs its own read transaction inside LMDB; it must not overlap a map resize.
-            gate.enter(writing: false)
-            defer { gate.leave(writing: false) }
-            try check(
-                mdb_env_copyfd2(handle, fd, compacting ? flags(MDB_CP_COMPACT) : 0), "mdb_env_copyfd2",
-                "from \(path) to \(partial)")
+            try withHandle("mdb_env_copyfd2") { (handle) throws(LMDBError) in
+                try check(
+                    mdb_env_copyfd2(handle, fd, compacting ? flags(MDB_CP_COMPACT) : 0), "mdb_env_copyfd2",
+                    "from \(path) to \(partial)")
+            }
         }
         try checkSystem(fsync(fd), "fsync", partial)
         closed = true
-        close(fd)
+        closeFile(fd)
         // link, not rename: it fails rather than replace a store that appeared meanwhile.
         if link(partial, target) == 0 {
             unlink(partial)
@@ -194,14 +202,17 @@ extension Environment {
     public func readers() throws(LMDBError) -> [Reader] {
         final class Lines { var lines: [String] = [] }
         let collected = Lines()
-        let rc = withExtendedLifetime(collected) {
-            mdb_reader_list(
-                handle,
-                { message, context in
-                    guard let message, let context else { return 0 }
-                    Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue().lines.append(String(cString: message))
-                    return 0
-                }, Unmanaged.passUnretained(collected).toOpaque())
+        let rc = try withHandle("mdb_reader_list") { (handle) throws(LMDBError) in
+            withExtendedLifetime(collected) {
+                mdb_reader_list(
+                    handle,
+                    { message, context in
+                        guard let message, let context else { return 0 }
+                        Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue().lines.append(
+                            String(cString: message))
+                        return 0
+                    }, Unmanaged.passUnretained(collected).toOpaque())
+            }
         }
         if rc < 0 { try check(rc, "mdb_reader_list", path) }
         return collected.lines.flatMap { $0.split(separator: "\n") }.compactMap { line in

@@ -166,7 +166,7 @@ extension Environment {
     func begin(writing: Bool) throws(LMDBError) -> OpaquePointer {
         var clearedReaders = false
         while true {
-            gate.enter(writing: writing)
+            guard gate.enter(writing: writing) else { throw closedError("mdb_txn_begin") }
             var txn: OpaquePointer?
             let rc = mdb_txn_begin(handle, nil, writing ? 0 : flags(MDB_RDONLY), &txn)
             if rc == 0, let txn { return txn }

@@ -267,7 +267,35 @@ public final class Environment: @unchecked Sendable {
         return (env, mdb_env_open(env, path, openFlags, mode_t(options.fileMode)))
     }
 
-    deinit {
+    /// Closes the environment once every transaction open in this process has ended: what was
+    /// committed is flushed (in every durability mode), the files are closed, and the path may be
+    /// opened again in this process at once. Every later use of this environment throws
+    /// ``LMDBError/Kind/closed``; a second close does nothing. Without it, the environment closes
+    /// when its last reference goes.
+    ///
+    /// Closing from a thread that holds one of the environment's transactions is a programmer
+    /// error (the close would wait for itself) and traps.
+    ///
+    /// The corresponding C function is `mdb_env_close`.
+    public func close() {
+        let closed = gate.close { closeHandle() }
+        precondition(closed, "LMDB: close() called inside a transaction of the environment at \(path)")
+    }
+
+    /// The error of a use after ``close()``.
+    func closedError(_ operation: String) -> LMDBError {
+        LMDBError(.closed, operation: operation, context: "the environment at \(path) was closed")
+    }
+
+    /// Runs `body` with the C handle, which stays open for the call (outside a transaction: a
+    /// statistic, a copy, a sync).
+    func withHandle<R>(_ operation: String, _ body: (OpaquePointer) throws(LMDBError) -> R) throws(LMDBError) -> R {
+        guard gate.enter(writing: false) else { throw closedError(operation) }
+        defer { gate.leave(writing: false) }
+        return try body(handle)
+    }
+
+    private func closeHandle() {
         if !options.readOnly && options.durability != .durable {
             // A clean close loses nothing in any mode: the commits whose flush the mode skipped
             // (the last meta page with `.riskLastCommitOnOSCrash`) are flushed now.
@@ -276,5 +304,9 @@ public final class Environment: @unchecked Sendable {
         mdb_env_close(handle)
         let id = identity
         Self.registry.withLock { _ = $0.remove(id) }
+    }
+
+    deinit {
+        if !gate.isClosed { closeHandle() }
     }
 }

@@ -53,6 +53,8 @@ public struct LMDBError: Error, Sendable, Equatable, CustomStringConvertible {
         case badState
         /// The environment is already open in this process (LMDB forbids a second open).
         case alreadyOpen
+        /// The environment was closed (``Environment/close()``): nothing more can be read or written through it.
+        case closed
         /// `ENOENT`: the file or directory does not exist.
         case noSuchFile
         /// `ENOTDIR` or a store path that is a file where a directory is needed.

@@ -164,6 +164,20 @@ final class Observation: CommitListener, @unchecked Sendable {
         stopping?.stop()
     }
 
+    /// Ends observation for a store being closed (``Store/close()``): stops the watch for other
+    /// processes' commits, and finishes every subscriber's sequence, so that no loop over
+    /// `changes()` or `observe(_:)` waits for a commit that will never come.
+    func close(store: Store) {
+        let watcher = watch.withLock { watch -> ProcessWatcher? in
+            defer { watch.watcher = nil }
+            return watch.watcher
+        }
+        watcher?.stop()
+        for state in observed.withLock({ Array($0.values) }) {
+            for subscriber in state.observers.withLock({ $0.subscribers }) { subscriber.finish() }
+        }
+    }
+
     private func startWatch(store: Store) {
         guard otherProcesses.mode != .off else { return }
         // Before the watch takes its first mark: every commit after it is noted.

@@ -370,4 +370,24 @@ public final class Store: Sendable {
     public func write<R>(_ body: (borrowing WriteTransaction) throws -> R) throws -> R {
         try environment.write(body)
     }
+
+    /// Closes the store: the async writes already made commit, the reads and writes under way
+    /// end, then the files are closed (what was committed flushed, in every durability mode), and
+    /// the path can be opened again in this process at once. Every subscriber's sequence of
+    /// changes ends. A later use of this store, or of a collection opened from it, throws
+    /// `LMDBError` `.closed`; a second close does nothing.
+    ///
+    /// Without it, a store closes when the last reference to it goes, which a task still holding
+    /// one can put off. Call it where a path must be free again: a service's shutdown, a test
+    /// that opens the same path next.
+    ///
+    /// Closing from inside one of the store's transactions (or an async write's body) is a
+    /// programmer error and traps: the close would wait for itself.
+    public func close() {
+        dispatchPrecondition(condition: .notOnQueue(writerQueue))
+        // The writes queued before the close: the writer's drain, scheduled with them, runs first.
+        writerQueue.sync {}
+        observation.close(store: self)
+        environment.close()
+    }
 }

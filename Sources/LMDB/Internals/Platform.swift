@@ -30,6 +30,9 @@ func flags(_ values: Int32...) -> UInt32 {
 
 /// A number for the calling thread, used to tell which thread holds which transaction.
 @inline(__always)
+/// Closes a file descriptor (the system's `close`, which ``Environment/close()`` hides inside the environment's methods).
+func closeFile(_ fd: Int32) { _ = close(fd) }
+
 func currentThreadID() -> UInt {
     #if canImport(Darwin)
     return UInt(bitPattern: pthread_self())

@@ -19,6 +19,8 @@ final class TransactionGate: @unchecked Sendable {
     private let condition: UnsafeMutablePointer<pthread_cond_t>
     private var open = 0
     private var resizing = false
+    /// Whether the environment was closed: no transaction begins any more.
+    private var closed = false
     /// Per thread: how many transactions it holds, and whether one is a write.
     private var holders: [UInt: (count: Int, writing: Bool)] = [:]
 
@@ -36,8 +38,9 @@ final class TransactionGate: @unchecked Sendable {
         condition.deallocate()
     }
 
-    /// Registers a transaction of the calling thread, waiting while a resize runs.
-    func enter(writing: Bool) {
+    /// Registers a transaction of the calling thread, waiting while a resize runs; `false` (and
+    /// nothing registered) once the environment is closed.
+    func enter(writing: Bool) -> Bool {
         let thread = currentThreadID()
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
@@ -51,10 +54,12 @@ final class TransactionGate: @unchecked Sendable {
         if holder.count == 0 {
             while resizing { pthread_cond_wait(condition, mutex) }
         }
+        guard !closed else { return false }
         holder.count += 1
         holder.writing = holder.writing || writing
         holders[thread] = holder
         open += 1
+        return true
     }
 
     /// Unregisters a transaction of the calling thread.
@@ -97,6 +102,36 @@ final class TransactionGate: @unchecked Sendable {
             pthread_cond_broadcast(condition)
             pthread_mutex_unlock(mutex)
         }
+        guard !closed else {
+            throw LMDBError(.closed, operation: "mdb_env_set_mapsize", context: "the environment was closed")
+        }
         return try body()
+    }
+
+    /// Closes the gate for good once every transaction open in this process has ended, and runs
+    /// `body` (the environment's close) while none can begin. Transactions that would begin after
+    /// it are refused (``enter(writing:)`` returns `false`). Returns `false` when the calling
+    /// thread holds a transaction itself (waiting would never end); a second close does nothing.
+    func close(_ body: () -> Void) -> Bool {
+        let thread = currentThreadID()
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        guard holders[thread] == nil else { return false }
+        while resizing { pthread_cond_wait(condition, mutex) }
+        guard !closed else { return true }
+        resizing = true
+        while open > 0 { pthread_cond_wait(condition, mutex) }
+        closed = true
+        body()
+        resizing = false
+        pthread_cond_broadcast(condition)
+        return true
+    }
+
+    /// Whether ``close(_:)`` ran.
+    var isClosed: Bool {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return closed
     }
 }
