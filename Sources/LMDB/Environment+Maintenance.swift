@@ -57,10 +57,13 @@ extension Environment {
     ///
     /// - Throws: ``LMDBError`` when LMDB fails.
     public func statistics() throws(LMDBError) -> Statistics {
+        try withHandle("mdb_env_stat") { (_) throws(LMDBError) in try statisticsHeld() }
+    }
+
+    /// ``statistics()`` while the gate is held (a resize, which no close can overlap).
+    func statisticsHeld() throws(LMDBError) -> Statistics {
         var s = MDB_stat()
-        try withHandle("mdb_env_stat") { (handle) throws(LMDBError) in
-            try check(mdb_env_stat(handle, &s), "mdb_env_stat", path)
-        }
+        try check(mdb_env_stat(handle, &s), "mdb_env_stat", path)
         return Statistics(s)
     }
 
@@ -70,10 +73,13 @@ extension Environment {
     ///
     /// - Throws: ``LMDBError`` when LMDB fails.
     public func info() throws(LMDBError) -> Info {
+        try withHandle("mdb_env_info") { (_) throws(LMDBError) in try infoHeld() }
+    }
+
+    /// ``info()`` while the gate is held (a resize, which no close can overlap).
+    func infoHeld() throws(LMDBError) -> Info {
         var i = MDB_envinfo()
-        try withHandle("mdb_env_info") { (handle) throws(LMDBError) in
-            try check(mdb_env_info(handle, &i), "mdb_env_info", path)
-        }
+        try check(mdb_env_info(handle, &i), "mdb_env_info", path)
         return Info(
             mapSize: i.me_mapsize,
             lastPageNumber: i.me_last_pgno,

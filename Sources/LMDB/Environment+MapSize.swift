@@ -7,10 +7,11 @@ extension Environment {
     /// Doubles the map (up to the cap) unless another thread already grew it past `failedSize`.
     func growMap(from failedSize: Int) throws(LMDBError) {
         let grown: Void? = try gate.exclusively { () throws(LMDBError) -> Void in
-            let current = try info().mapSize
+            // The gate is held: `info()` and `statistics()` would wait for it.
+            let current = try infoHeld().mapSize
             if current > failedSize { return }  // someone grew it while we waited
             var target = current > Int.max / 2 ? Int.max : current * 2
-            let page = try statistics().pageSize
+            let page = try statisticsHeld().pageSize
             target = (target + page - 1) / page * page
             if let cap = options.maxMapSize {
                 target = min(target, cap / page * page)
