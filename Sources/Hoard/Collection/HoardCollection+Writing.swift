@@ -15,8 +15,9 @@ internal import CBOR
 private struct PutBatch {
     let header: RecordHeader
     let options: PutOptions
-    /// The collection's writer in the put's transaction.
-    var writer: RecordWriter
+    /// What storing each record needs: the writer's, lent (the writer itself, which its finish
+    /// changes, stays apart).
+    let storing: RecordStoring
 }
 
 extension HoardCollection {
@@ -86,18 +87,19 @@ extension HoardCollection {
     func put(
         _ model: Model, expiry: Expiry, insertOnly: Bool, tags: [[UInt8]]?, in txn: borrowing WriteTransaction
     ) throws {
-        var batch = PutBatch(
-            header: header(for: expiry), options: insertOnly ? .noOverwrite : [], writer: try writer(in: txn))
+        var writer = try writer(in: txn)
         if let tags {
             guard let tagIndex else { throw HoardError.notAHoardStore(path: store.path, found: []) }
-            try batch.writer.tag(with: tags, index: tagIndex, in: txn)
+            try writer.tag(with: tags, index: tagIndex, in: txn)
         }
+        let batch = PutBatch(
+            header: header(for: expiry), options: insertOnly ? .noOverwrite : [], storing: writer.storing)
         if let table = currentEmitted {
             try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
         } else {
             try putOrdinarily(model, batch, in: txn)
         }
-        try batch.writer.finish(in: txn)
+        try writer.finish(in: txn)
         state.counters.add(.puts)
         state.metrics.puts.increment()
     }
@@ -114,9 +116,9 @@ extension HoardCollection {
         _ models: some Sequence<Model>, expiry: Expiry = .collectionDefault, insertOnly: Bool = false,
         in txn: borrowing WriteTransaction
     ) throws {
-        var batch = PutBatch(
-            header: header(for: expiry), options: insertOnly ? .noOverwrite : [],
-            writer: try writer(writes: models.underestimatedCount, in: txn))
+        var writer = try writer(writes: models.underestimatedCount, in: txn)
+        let batch = PutBatch(
+            header: header(for: expiry), options: insertOnly ? .noOverwrite : [], storing: writer.storing)
         // Counted once a call (a counter call per record would add a few percent to a bulk put).
         var stored = 0
         defer {
@@ -128,8 +130,8 @@ extension HoardCollection {
         // records over it.
         func count(_ records: Int) throws {
             stored += records
-            if let tracker = batch.writer.tracker, stored % tracker.settleInterval == 0 {
-                try batch.writer.finish(in: txn, partial: true)
+            if let tracker = batch.storing.tracker, stored % tracker.settleInterval == 0 {
+                try writer.finish(in: txn, partial: true)
             }
         }
         if let table = currentEmitted {
@@ -155,7 +157,7 @@ extension HoardCollection {
                 try count(1)
             }
         }
-        try batch.writer.finish(in: txn)
+        try writer.finish(in: txn)
     }
 
     /// The header of a record written now with `expiry`.
@@ -203,7 +205,7 @@ extension HoardCollection {
         _ payload: UnsafeRawBufferPointer, _ batch: PutBatch, key: UnsafeRawBufferPointer,
         in txn: borrowing WriteTransaction
     ) throws {
-        try batch.writer.store(payload: payload, header: batch.header, forKey: key, options: batch.options, in: txn)
+        try batch.storing.store(payload: payload, header: batch.header, forKey: key, options: batch.options, in: txn)
     }
 
     /// Gives the record of `id` a new write time and `expiry` in `txn`, keeping its version and

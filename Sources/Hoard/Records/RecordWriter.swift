@@ -150,45 +150,18 @@ struct RemovalEffects {
     }
 }
 
-/// The one writer of a collection's records in one write transaction (see the top of this file).
-/// A write path makes one for its call, stores, renews and removes through it, and ends with
-/// ``finish(in:partial:)``.
-package struct RecordWriter {
-    let collection: String
+/// What storing a record needs, none of it changed by a store: the part of a ``RecordWriter`` a
+/// bulk put hands to each record. Apart from the writer, whose removals and finish change it, so
+/// that a loop holding the writer in a variable lends this to every record without copying it
+/// (a copy per record took a retain and a release of each of the writer's references).
+struct RecordStoring {
     let database: Database
-    let state: CollectionState
     /// The bound's bookkeeping; `nil` for a collection without a capacity.
     let tracker: BoundTracker?
-    private var effects: RemovalEffects
-    /// The tags that ``store(payload:header:forKey:options:told:in:)`` gives each record, and the
-    /// index they go in; `nil` leaves a record's tags as they were.
-    private var tagging: (index: TagIndex, tags: [[UInt8]])?
-
-    /// The writer of collection `collection` (records in `database`) in `txn`. `writes`: about
-    /// how many records the call writes, when that is many (observers then may be told that
-    /// which records changed is not known: ``ChangeRecorder/forWrite(of:in:)``).
-    init(
-        _ collection: String, database: Database, keyKind: KeyKind, state: CollectionState, store: Store,
-        writes: Int? = nil, in txn: borrowing WriteTransaction
-    ) throws {
-        self.collection = collection
-        self.database = database
-        self.state = state
-        var recorder = store.changeRecorder(for: state, in: txn)
-        if let writes { recorder = recorder?.forWrite(of: writes, in: txn) }
-        tracker = try BoundTracker.open(
-            collection, keyKind: keyKind, database: database, store: store, recorder: recorder, txn: txn)
-        effects = RemovalEffects(database: database, collection: collection, store: store, recorder: recorder)
-    }
-
-    /// Gives every record this writer stores `tags` (sorted, without repeats), replacing the tags
-    /// it had.
-    mutating func tag(with tags: [[UInt8]], index: TagIndex, in txn: borrowing WriteTransaction) throws {
-        try effects.store.prepareTagging(in: txn)
-        tagging = (index, tags)
-    }
-
-    // MARK: - Storing
+    let recorder: ChangeRecorder?
+    /// The tags given to each record stored, and the index they go in; `nil` leaves a record's
+    /// tags as they were.
+    var tagging: (index: TagIndex, tags: [[UInt8]])?
 
     /// Stores the record of `header` and `payload` under `key`, written straight into the space
     /// LMDB reserves for it. `told`: whether observers hear of it (a migration's rewrite changes
@@ -203,12 +176,60 @@ package struct RecordWriter {
             header.write(payload: payload, into: record)
         }
         if let tagging { try tagging.index.set(tagging.tags, for: key, in: txn) }
-        if told { effects.recorder?.record(key: key, .stored, in: txn) }
+        if told { recorder?.record(key: key, .stored, in: txn) }
+    }
+}
+
+/// The one writer of a collection's records in one write transaction (see the top of this file).
+/// A write path makes one for its call, stores, renews and removes through it, and ends with
+/// ``finish(in:partial:)``.
+package struct RecordWriter {
+    let state: CollectionState
+    /// What storing a record needs (a bulk put lends it to each record).
+    private(set) var storing: RecordStoring
+    private var effects: RemovalEffects
+
+    var database: Database { storing.database }
+    /// The bound's bookkeeping; `nil` for a collection without a capacity.
+    var tracker: BoundTracker? { storing.tracker }
+
+    /// The writer of collection `collection` (records in `database`) in `txn`. `writes`: about
+    /// how many records the call writes, when that is many (observers then may be told that
+    /// which records changed is not known: ``ChangeRecorder/forWrite(of:in:)``).
+    init(
+        _ collection: String, database: Database, keyKind: KeyKind, state: CollectionState, store: Store,
+        writes: Int? = nil, in txn: borrowing WriteTransaction
+    ) throws {
+        self.state = state
+        var recorder = store.changeRecorder(for: state, in: txn)
+        if let writes { recorder = recorder?.forWrite(of: writes, in: txn) }
+        let tracker = try BoundTracker.open(
+            collection, keyKind: keyKind, database: database, store: store, recorder: recorder, txn: txn)
+        storing = RecordStoring(database: database, tracker: tracker, recorder: recorder)
+        effects = RemovalEffects(database: database, collection: collection, store: store, recorder: recorder)
+    }
+
+    /// Gives every record this writer stores `tags` (sorted, without repeats), replacing the tags
+    /// it had.
+    mutating func tag(with tags: [[UInt8]], index: TagIndex, in txn: borrowing WriteTransaction) throws {
+        try effects.store.prepareTagging(in: txn)
+        storing.tagging = (index, tags)
+    }
+
+    // MARK: - Storing
+
+    /// Stores the record of `header` and `payload` under `key` (``RecordStoring/store(payload:header:forKey:options:told:in:)``).
+    @inline(__always)
+    func store(
+        payload: UnsafeRawBufferPointer, header: RecordHeader, forKey key: UnsafeRawBufferPointer,
+        options: PutOptions = [], told: Bool = true, in txn: borrowing WriteTransaction
+    ) throws {
+        try storing.store(payload: payload, header: header, forKey: key, options: options, told: told, in: txn)
     }
 
     /// Stores `record` (a header and its payload, whole) under `key`: for writers that hold
     /// records rather than models (`hoard put` and `load`, a migration by key names). `told` as for
-    /// ``store(payload:header:forKey:options:told:in:)``; `pinned`: whether eviction must leave
+    /// ``RecordStoring/store(payload:header:forKey:options:told:in:)``; `pinned`: whether eviction must leave
     /// the record for the rest of the transaction (a load of more records than the bound keeps
     /// the bound by evicting loaded ones too).
     package func store(

@@ -116,12 +116,13 @@ extension HoardCollection {
         var writer = try writer(writes: merged.removed.count + merged.discarded.count + merged.puts.count, in: txn)
         for key in merged.removed + merged.discarded { try writer.remove(key, .synchronized, in: txn) }
         let header = RecordHeader(version: currentVersion, writtenAt: store.writeStamp(now), expiresAt: expiresAt)
+        let storing = writer.storing
         try incoming.payloadBytes.withUnsafeBytes { payloads in
             try incoming.keyBytes.withUnsafeBytes { keys in
                 for index in merged.puts {
                     let payload = UnsafeRawBufferPointer(rebasing: payloads[incoming.payloads[index]])
                     let key = UnsafeRawBufferPointer(rebasing: keys[incoming.keys[index]])
-                    try writer.store(payload: payload, header: header, forKey: key, in: txn)
+                    try storing.store(payload: payload, header: header, forKey: key, in: txn)
                 }
             }
         }
