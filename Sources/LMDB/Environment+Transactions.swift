@@ -105,8 +105,12 @@ extension Environment {
                 .permissionDenied, operation: "write", context: "\(path) was opened read-only", code: EACCES)
         }
         while true {
-            let sizeAtStart = try info().mapSize
             let txn = try begin(writing: true)
+            // The map's size as this attempt runs with it, read while the transaction holds the
+            // gate (no resize or close can overlap it, and no lock of the gate's is taken again).
+            var mapInfo = MDB_envinfo()
+            mdb_env_info(handle, &mapInfo)
+            let sizeAtStart = mapInfo.me_mapsize
             let state = WriteState()
             let id = mdb_txn_id(txn)
             // The listener as it is when the body has run (not when the transaction began): one set

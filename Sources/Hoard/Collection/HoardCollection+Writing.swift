@@ -87,19 +87,18 @@ extension HoardCollection {
     func put(
         _ model: Model, expiry: Expiry, insertOnly: Bool, tags: [[UInt8]]?, in txn: borrowing WriteTransaction
     ) throws {
-        var writer = try writer(in: txn)
+        var storing = try storing(in: txn)
         if let tags {
             guard let tagIndex else { throw HoardError.notAHoardStore(path: store.path, found: []) }
-            try writer.tag(with: tags, index: tagIndex, in: txn)
+            try storing.tag(with: tags, index: tagIndex, store: store, in: txn)
         }
-        let batch = PutBatch(
-            header: header(for: expiry), options: insertOnly ? .noOverwrite : [], storing: writer.storing)
+        let batch = PutBatch(header: header(for: expiry), options: insertOnly ? .noOverwrite : [], storing: storing)
         if let table = currentEmitted {
             try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
         } else {
             try putOrdinarily(model, batch, in: txn)
         }
-        try writer.finish(in: txn)
+        try batch.storing.finish(in: txn)
         state.counters.add(.puts)
         state.metrics.puts.increment()
     }
@@ -116,9 +115,9 @@ extension HoardCollection {
         _ models: some Sequence<Model>, expiry: Expiry = .collectionDefault, insertOnly: Bool = false,
         in txn: borrowing WriteTransaction
     ) throws {
-        var writer = try writer(writes: models.underestimatedCount, in: txn)
         let batch = PutBatch(
-            header: header(for: expiry), options: insertOnly ? .noOverwrite : [], storing: writer.storing)
+            header: header(for: expiry), options: insertOnly ? .noOverwrite : [],
+            storing: try storing(writes: models.underestimatedCount, in: txn))
         // Counted once a call (a counter call per record would add a few percent to a bulk put).
         var stored = 0
         defer {
@@ -131,7 +130,7 @@ extension HoardCollection {
         func count(_ records: Int) throws {
             stored += records
             if let tracker = batch.storing.tracker, stored % tracker.settleInterval == 0 {
-                try writer.finish(in: txn, partial: true)
+                try batch.storing.finish(in: txn, partial: true)
             }
         }
         if let table = currentEmitted {
@@ -157,7 +156,7 @@ extension HoardCollection {
                 try count(1)
             }
         }
-        try writer.finish(in: txn)
+        try batch.storing.finish(in: txn)
     }
 
     /// The header of a record written now with `expiry`.

@@ -150,18 +150,49 @@ struct RemovalEffects {
     }
 }
 
-/// What storing a record needs, none of it changed by a store: the part of a ``RecordWriter`` a
-/// bulk put hands to each record. Apart from the writer, whose removals and finish change it, so
-/// that a loop holding the writer in a variable lends this to every record without copying it
-/// (a copy per record took a retain and a release of each of the writer's references).
+/// The part of a ``RecordWriter`` that stores: all a put needs, and none of it changed by a
+/// store, so that a bulk put lends it to every record without copying it. A put opens this alone
+/// (without the writer's removal part, which it never uses) and ends with ``finish(in:partial:)``.
 struct RecordStoring {
     let database: Database
+    let state: CollectionState
     /// The bound's bookkeeping; `nil` for a collection without a capacity.
     let tracker: BoundTracker?
     let recorder: ChangeRecorder?
     /// The tags given to each record stored, and the index they go in; `nil` leaves a record's
     /// tags as they were.
-    var tagging: (index: TagIndex, tags: [[UInt8]])?
+    private(set) var tagging: (index: TagIndex, tags: [[UInt8]])?
+
+    /// The storing part of collection `collection`'s writer in `txn` (see ``RecordWriter/init(_:database:keyKind:state:store:writes:in:)``).
+    init(
+        _ collection: String, database: Database, keyKind: KeyKind, state: CollectionState, store: Store,
+        writes: Int? = nil, in txn: borrowing WriteTransaction
+    ) throws {
+        self.database = database
+        self.state = state
+        var recorder = store.changeRecorder(for: state, in: txn)
+        if let writes { recorder = recorder?.forWrite(of: writes, in: txn) }
+        self.recorder = recorder
+        tracker = try BoundTracker.open(
+            collection, keyKind: keyKind, database: database, store: store, recorder: recorder, txn: txn)
+    }
+
+    /// Gives every record stored after this `tags` (sorted, without repeats), replacing the tags it had.
+    mutating func tag(with tags: [[UInt8]], index: TagIndex, store: Store, in txn: borrowing WriteTransaction) throws {
+        try store.prepareTagging(in: txn)
+        tagging = (index, tags)
+    }
+
+    /// Ends the stores: evicts back within the bound and records the usage, and counts the
+    /// evictions once the transaction commits (see ``RecordWriter/finish(in:partial:)``).
+    func finish(in txn: borrowing WriteTransaction, partial: Bool = false) throws {
+        guard let tracker else { return }
+        try tracker.finish(in: txn, partial: partial)
+        let tally = tracker.takeTally()
+        guard !tally.isEmpty else { return }
+        let counters = state.counters
+        txn.onCommit { counters.add(tally) }
+    }
 
     /// Stores the record of `header` and `payload` under `key`, written straight into the space
     /// LMDB reserves for it. `told`: whether observers hear of it (a migration's rewrite changes
@@ -184,10 +215,11 @@ struct RecordStoring {
 /// A write path makes one for its call, stores, renews and removes through it, and ends with
 /// ``finish(in:partial:)``.
 package struct RecordWriter {
-    let state: CollectionState
-    /// What storing a record needs (a bulk put lends it to each record).
+    /// The part that stores (a put opens it alone).
     private(set) var storing: RecordStoring
     private var effects: RemovalEffects
+
+    var state: CollectionState { storing.state }
 
     var database: Database { storing.database }
     /// The bound's bookkeeping; `nil` for a collection without a capacity.
@@ -200,20 +232,16 @@ package struct RecordWriter {
         _ collection: String, database: Database, keyKind: KeyKind, state: CollectionState, store: Store,
         writes: Int? = nil, in txn: borrowing WriteTransaction
     ) throws {
-        self.state = state
-        var recorder = store.changeRecorder(for: state, in: txn)
-        if let writes { recorder = recorder?.forWrite(of: writes, in: txn) }
-        let tracker = try BoundTracker.open(
-            collection, keyKind: keyKind, database: database, store: store, recorder: recorder, txn: txn)
-        storing = RecordStoring(database: database, tracker: tracker, recorder: recorder)
-        effects = RemovalEffects(database: database, collection: collection, store: store, recorder: recorder)
+        storing = try RecordStoring(
+            collection, database: database, keyKind: keyKind, state: state, store: store, writes: writes, in: txn)
+        effects = RemovalEffects(
+            database: database, collection: collection, store: store, recorder: storing.recorder)
     }
 
     /// Gives every record this writer stores `tags` (sorted, without repeats), replacing the tags
     /// it had.
     mutating func tag(with tags: [[UInt8]], index: TagIndex, in txn: borrowing WriteTransaction) throws {
-        try effects.store.prepareTagging(in: txn)
-        storing.tagging = (index, tags)
+        try storing.tag(with: tags, index: index, store: effects.store, in: txn)
     }
 
     // MARK: - Storing
@@ -342,11 +370,8 @@ package struct RecordWriter {
     ///   alone exceeds the bound; `LMDBError` when LMDB fails.
     package mutating func finish(in txn: borrowing WriteTransaction, partial: Bool = false) throws {
         try effects.flush(in: txn)
-        var tally = effects.takeTally()
-        if let tracker {
-            try tracker.finish(in: txn, partial: partial)
-            tally.add(tracker.takeTally())
-        }
+        try storing.finish(in: txn, partial: partial)
+        let tally = effects.takeTally()
         guard !tally.isEmpty else { return }
         let counters = state.counters
         txn.onCommit { counters.add(tally) }
@@ -354,6 +379,13 @@ package struct RecordWriter {
 }
 
 extension HoardCollection {
+    /// The storing part of this collection's writer in `txn`, all a put needs (see ``RecordStoring``).
+    @inline(__always)
+    func storing(writes: Int? = nil, in txn: borrowing WriteTransaction) throws -> RecordStoring {
+        try RecordStoring(
+            name, database: database, keyKind: Model.ID.keyKind, state: state, store: store, writes: writes, in: txn)
+    }
+
     /// The writer of this collection's records in `txn` (see ``RecordWriter``).
     @inline(__always)
     func writer(writes: Int? = nil, in txn: borrowing WriteTransaction) throws -> RecordWriter {
