@@ -87,12 +87,15 @@ extension HoardCollection {
     func put(
         _ model: Model, expiry: Expiry, insertOnly: Bool, tags: [[UInt8]]?, in txn: borrowing WriteTransaction
     ) throws {
-        var storing = try storing(in: txn)
+        var tagging: RecordStoring.Tagging?
         if let tags {
             guard let tagIndex else { throw HoardError.notAHoardStore(path: store.path, found: []) }
-            try storing.tag(with: tags, index: tagIndex, store: store, in: txn)
+            try store.prepareTagging(in: txn)
+            tagging = RecordStoring.Tagging(index: tagIndex, tags: tags)
         }
-        let batch = PutBatch(header: header(for: expiry), options: insertOnly ? .noOverwrite : [], storing: storing)
+        let batch = PutBatch(
+            header: header(for: expiry), options: insertOnly ? .noOverwrite : [],
+            storing: try storing(tagging: tagging, in: txn))
         if let table = currentEmitted {
             try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
         } else {
@@ -204,7 +207,8 @@ extension HoardCollection {
         _ payload: UnsafeRawBufferPointer, _ batch: PutBatch, key: UnsafeRawBufferPointer,
         in txn: borrowing WriteTransaction
     ) throws {
-        try batch.storing.store(payload: payload, header: batch.header, forKey: key, options: batch.options, in: txn)
+        try batch.storing.store(
+            payload: payload, header: batch.header, forKey: key, options: batch.options, in: database, txn)
     }
 
     /// Gives the record of `id` a new write time and `expiry` in `txn`, keeping its version and

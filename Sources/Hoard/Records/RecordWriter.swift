@@ -154,33 +154,34 @@ struct RemovalEffects {
 /// store, so that a bulk put lends it to every record without copying it. A put opens this alone
 /// (without the writer's removal part, which it never uses) and ends with ``finish(in:partial:)``.
 struct RecordStoring {
-    let database: Database
-    let state: CollectionState
+    // Only what a store reads (no database, no collection state: the caller has them), so that
+    // lending it to a record, which a generic put does by copying, costs the fewest references.
     /// The bound's bookkeeping; `nil` for a collection without a capacity.
     let tracker: BoundTracker?
     let recorder: ChangeRecorder?
     /// The tags given to each record stored, and the index they go in; `nil` leaves a record's
     /// tags as they were.
-    private(set) var tagging: (index: TagIndex, tags: [[UInt8]])?
+    let tagging: Tagging?
+
+    /// Tags to give every record stored, and the index they go in. (A struct, not a tuple: an
+    /// optional tuple is copied through run-time metadata, which a put paid for on every call.)
+    struct Tagging {
+        let index: TagIndex
+        let tags: [[UInt8]]
+    }
 
     /// The storing part of collection `collection`'s writer in `txn` (see ``RecordWriter/init(_:database:keyKind:state:store:writes:in:)``).
+    /// `tagging`: the tags to give every record stored, for a transaction ``Store/prepareTagging(in:)`` prepared.
     init(
         _ collection: String, database: Database, keyKind: KeyKind, state: CollectionState, store: Store,
-        writes: Int? = nil, in txn: borrowing WriteTransaction
+        writes: Int? = nil, tagging: Tagging? = nil, in txn: borrowing WriteTransaction
     ) throws {
-        self.database = database
-        self.state = state
+        self.tagging = tagging
         var recorder = store.changeRecorder(for: state, in: txn)
         if let writes { recorder = recorder?.forWrite(of: writes, in: txn) }
         self.recorder = recorder
         tracker = try BoundTracker.open(
             collection, keyKind: keyKind, database: database, store: store, recorder: recorder, txn: txn)
-    }
-
-    /// Gives every record stored after this `tags` (sorted, without repeats), replacing the tags it had.
-    mutating func tag(with tags: [[UInt8]], index: TagIndex, store: Store, in txn: borrowing WriteTransaction) throws {
-        try store.prepareTagging(in: txn)
-        tagging = (index, tags)
     }
 
     /// Ends the stores: evicts back within the bound and records the usage, and counts the
@@ -190,7 +191,7 @@ struct RecordStoring {
         try tracker.finish(in: txn, partial: partial)
         let tally = tracker.takeTally()
         guard !tally.isEmpty else { return }
-        let counters = state.counters
+        let counters = tracker.state.counters
         txn.onCommit { counters.add(tally) }
     }
 
@@ -200,7 +201,7 @@ struct RecordStoring {
     @inline(__always)
     func store(
         payload: UnsafeRawBufferPointer, header: RecordHeader, forKey key: UnsafeRawBufferPointer,
-        options: PutOptions = [], told: Bool = true, in txn: borrowing WriteTransaction
+        options: PutOptions = [], told: Bool = true, in database: Database, _ txn: borrowing WriteTransaction
     ) throws {
         try tracker?.willStore(key, recordSize: RecordHeader.size + payload.count, in: txn)
         try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database, options: options) { record in
@@ -215,13 +216,12 @@ struct RecordStoring {
 /// A write path makes one for its call, stores, renews and removes through it, and ends with
 /// ``finish(in:partial:)``.
 package struct RecordWriter {
+    let state: CollectionState
     /// The part that stores (a put opens it alone).
     private(set) var storing: RecordStoring
     private var effects: RemovalEffects
 
-    var state: CollectionState { storing.state }
-
-    var database: Database { storing.database }
+    var database: Database { effects.database }
     /// The bound's bookkeeping; `nil` for a collection without a capacity.
     var tracker: BoundTracker? { storing.tracker }
 
@@ -232,16 +232,11 @@ package struct RecordWriter {
         _ collection: String, database: Database, keyKind: KeyKind, state: CollectionState, store: Store,
         writes: Int? = nil, in txn: borrowing WriteTransaction
     ) throws {
+        self.state = state
         storing = try RecordStoring(
             collection, database: database, keyKind: keyKind, state: state, store: store, writes: writes, in: txn)
         effects = RemovalEffects(
             database: database, collection: collection, store: store, recorder: storing.recorder)
-    }
-
-    /// Gives every record this writer stores `tags` (sorted, without repeats), replacing the tags
-    /// it had.
-    mutating func tag(with tags: [[UInt8]], index: TagIndex, in txn: borrowing WriteTransaction) throws {
-        try storing.tag(with: tags, index: index, store: effects.store, in: txn)
     }
 
     // MARK: - Storing
@@ -252,7 +247,8 @@ package struct RecordWriter {
         payload: UnsafeRawBufferPointer, header: RecordHeader, forKey key: UnsafeRawBufferPointer,
         options: PutOptions = [], told: Bool = true, in txn: borrowing WriteTransaction
     ) throws {
-        try storing.store(payload: payload, header: header, forKey: key, options: options, told: told, in: txn)
+        try storing.store(
+            payload: payload, header: header, forKey: key, options: options, told: told, in: database, txn)
     }
 
     /// Stores `record` (a header and its payload, whole) under `key`: for writers that hold
@@ -381,9 +377,12 @@ package struct RecordWriter {
 extension HoardCollection {
     /// The storing part of this collection's writer in `txn`, all a put needs (see ``RecordStoring``).
     @inline(__always)
-    func storing(writes: Int? = nil, in txn: borrowing WriteTransaction) throws -> RecordStoring {
+    func storing(
+        writes: Int? = nil, tagging: RecordStoring.Tagging? = nil, in txn: borrowing WriteTransaction
+    ) throws -> RecordStoring {
         try RecordStoring(
-            name, database: database, keyKind: Model.ID.keyKind, state: state, store: store, writes: writes, in: txn)
+            name, database: database, keyKind: Model.ID.keyKind, state: state, store: store, writes: writes,
+            tagging: tagging, in: txn)
     }
 
     /// The writer of this collection's records in `txn` (see ``RecordWriter``).

@@ -122,7 +122,7 @@ extension HoardCollection {
                 for index in merged.puts {
                     let payload = UnsafeRawBufferPointer(rebasing: payloads[incoming.payloads[index]])
                     let key = UnsafeRawBufferPointer(rebasing: keys[incoming.keys[index]])
-                    try storing.store(payload: payload, header: header, forKey: key, in: txn)
+                    try storing.store(payload: payload, header: header, forKey: key, in: database, txn)
                 }
             }
         }
