@@ -150,9 +150,9 @@ struct RemovalEffects {
     }
 }
 
-/// The part of a ``RecordWriter`` that stores: all a put needs, and none of it changed by a
-/// store, so that a bulk put lends it to every record without copying it. A put opens this alone
-/// (without the writer's removal part, which it never uses) and ends with ``finish(in:partial:)``.
+/// The part of a ``RecordWriter`` that stores: all a put needs, none of it changed by a store, so
+/// that a put lends it to every record it writes. A put opens this alone (without the writer's
+/// removal part, which it never uses) and ends with ``finish(in:partial:)``.
 struct RecordStoring {
     // Only what a store reads (no database, no collection state: the caller has them), so that
     // lending it to a record, which a generic put does by copying, costs the fewest references.
@@ -241,7 +241,7 @@ package struct RecordWriter {
 
     // MARK: - Storing
 
-    /// Stores the record of `header` and `payload` under `key` (``RecordStoring/store(payload:header:forKey:options:told:in:)``).
+    /// Stores the record of `header` and `payload` under `key` (``RecordStoring/store(payload:header:forKey:options:told:in:_:)``).
     @inline(__always)
     func store(
         payload: UnsafeRawBufferPointer, header: RecordHeader, forKey key: UnsafeRawBufferPointer,
@@ -253,7 +253,7 @@ package struct RecordWriter {
 
     /// Stores `record` (a header and its payload, whole) under `key`: for writers that hold
     /// records rather than models (`hoard put` and `load`, a migration by key names). `told` as for
-    /// ``RecordStoring/store(payload:header:forKey:options:told:in:)``; `pinned`: whether eviction must leave
+    /// ``RecordStoring/store(payload:header:forKey:options:told:in:_:)``; `pinned`: whether eviction must leave
     /// the record for the rest of the transaction (a load of more records than the bound keeps
     /// the bound by evicting loaded ones too).
     package func store(
