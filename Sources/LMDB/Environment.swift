@@ -301,9 +301,14 @@ public final class Environment: @unchecked Sendable {
             // (the last meta page with `.riskLastCommitOnOSCrash`) are flushed now.
             mdb_env_sync(handle, 1)
         }
-        mdb_env_close(handle)
-        let id = identity
-        Self.registry.withLock { _ = $0.remove(id) }
+        // Closed under the registry's lock: once the data file's descriptor is closed, its inode
+        // may name another environment's new file (its path deleted while this one was open), and
+        // that open must not find the inode still registered here.
+        let (handle, id) = (self.handle, identity)
+        Self.registry.withLock { open in
+            mdb_env_close(handle)
+            _ = open.remove(id)
+        }
     }
 
     deinit {
