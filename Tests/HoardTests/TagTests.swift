@@ -314,4 +314,30 @@ import Testing
             #expect(verify.stdout.contains("Note[-]: tag index: key 3 has tags but no record"), "\(verify.stdout)")
         }
     }
+
+    @Test("hoard rm and hoard purge-expired remove the records' tags with them: verify finds the index whole")
+    func theCLIKeepsTheIndex() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/store"
+            let clock = ManualClock()
+            do {
+                let store = try Store(path: path, options: .testing(clock: clock))
+                let notes = try store.collection(Note.self)
+                try notes.put(Self.note(1), tags: ["a"])
+                // Expired long ago by the system clock the tool reads.
+                try notes.put(Self.note(2), tags: ["b"], expiry: .at(Date(timeIntervalSince1970: 1)))
+                try notes.put(Self.note(3), tags: ["b"])
+            }
+            let removed = try hoard("rm", path, "Note", "1")
+            #expect(removed.status == 0, "\(removed.stderr)")
+            let purged = try hoard("purge-expired", path)
+            #expect(purged.status == 0 && purged.stdout.contains("purged 1"), "\(purged.stdout)\(purged.stderr)")
+            let verify = try hoard("verify", path)
+            #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+            let store = try Store(path: path, options: .testing(clock: clock))
+            let notes = try store.collection(Note.self)
+            #expect(try notes.tags(of: 1).isEmpty && notes.tags(of: 2).isEmpty)
+            #expect(try notes.ids(taggedWith: "b") == [3])
+        }
+    }
 }
