@@ -230,7 +230,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "CrashImages",
-            dependencies: ["CrashHarness", "LMDB", "TestSupport"],
+            dependencies: ["CrashHarness", "Hoard", "LMDB", "TestSupport"],
             path: "tools/crash/PowerLoss",
             swiftSettings: strict
         ),

@@ -1,9 +1,9 @@
 /// What went wrong in a Hoard store, naming the collection, key and versions involved.
 ///
-/// What LMDB itself reports (a full map or disk, no reader slot, a file that cannot be opened) is
-/// not wrapped: every call throws it as the `LMDBError` it is, with its `kind` to match and the
-/// path, database and key involved. So a caller catches the two types, and each failure has
-/// exactly one of them.
+/// A failure of the storage underneath (a full map or disk, no reader slot, a file that cannot be
+/// opened, a closed store) is ``storage(_:)``, with a ``StorageFailure/Kind`` to match and the C
+/// code LMDB or the system gave. A caller catches this one type, and the errors its own closures
+/// throw.
 public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     // @unchecked: `underlying` keeps the coder's error, which Swift's Error does not require to be Sendable.
 
@@ -47,6 +47,12 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     /// no stale record could be served. The fetch runs on in the background or was cancelled, as
     /// ``FetchTimeouts/completesInBackground`` says; nothing stored was changed by the read.
     case fetchTimedOut(collection: String, key: StoredKey, after: Duration)
+    /// The storage underneath failed: LMDB, or the file system below it. What the failing call
+    /// would have written is not stored; earlier commits are intact.
+    case storage(StorageFailure)
+    /// A put with `insertOnly` found a record stored under the ID. Nothing of the put was stored
+    /// (what a bulk put stored before it stays in its transaction).
+    case alreadyStored(collection: String, key: StoredKey)
 
     /// The cases without their values, to match on (`catch let error as HoardError where error.kind == .newerRecord`).
     public enum Kind: Sendable, Hashable {
@@ -82,6 +88,10 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
         case observation
         /// ``HoardError/fetchTimedOut(collection:key:after:)``
         case fetchTimedOut
+        /// ``HoardError/storage(_:)``
+        case storage
+        /// ``HoardError/alreadyStored(collection:key:)``
+        case alreadyStored
     }
 
     /// Which case this is.
@@ -103,6 +113,8 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
         case .busPosition: .busPosition
         case .observation: .observation
         case .fetchTimedOut: .fetchTimedOut
+        case .storage: .storage
+        case .alreadyStored: .alreadyStored
         }
     }
 
@@ -111,7 +123,7 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
     public var key: StoredKey? {
         switch self {
         case .newerRecord(_, let key, _, _), .corruptRecord(_, let key, _), .decoding(_, let key, _, _),
-            .encoding(_, let key, _), .fetchTimedOut(_, let key, _):
+            .encoding(_, let key, _), .fetchTimedOut(_, let key, _), .alreadyStored(_, let key):
             key
         default: nil
         }
@@ -158,6 +170,10 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
         case .fetchTimedOut(let collection, let key, let after):
             return
                 "\(collection)[\(key)]: the fetch did not answer within \(after) (the hard timeout); nothing stored was changed"
+        case .storage(let failure):
+            return failure.description
+        case .alreadyStored(let collection, let key):
+            return "\(collection)[\(key)] is stored already, and the put was insert-only; the put stored nothing"
         }
     }
 }

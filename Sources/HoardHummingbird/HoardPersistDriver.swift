@@ -39,7 +39,7 @@ public struct HoardPersistDriver: PersistDriver {
     /// A driver over the collection `name` of `store`.
     ///
     /// - Throws: what opening the collection throws (a `HoardError` when the collection holds
-    ///   another model, an `LMDBError` when LMDB fails).
+    ///   another model, or `HoardError.storage` when the storage fails).
     public init(store: Store, collection name: String = "persist") throws {
         self.store = store
         values = try store.collection(PersistedValue.self, named: name)

@@ -23,7 +23,7 @@ internal import Synchronization
 /// commit locally and their announcements wait in the store's outbox (one entry per key) until it
 /// is back; every (re)connection catches up from the store's position. docs/REPLICAS.md tells how a
 /// change travels and what is guaranteed.
-public final class PostgresBus: Service, Sendable {
+public final class PostgresBus: Service, ChangeBus, Sendable {
     /// How the bus connects and behaves.
     public struct Configuration: Sendable {
         /// How to reach PostgreSQL (postgres-nio's configuration).
@@ -253,7 +253,7 @@ public final class PostgresBus: Service, Sendable {
     ///
     /// - Throws: postgres-nio's `PSQLError` when PostgreSQL cannot be reached, or
     ///   ``PostgresBusTimeout`` after ``Configuration/operationTimeout`` (the keys stay in the
-    ///   outbox either way); `CancellationError` at once when the task is cancelled; `LMDBError`
+    ///   outbox either way); `CancellationError` at once when the task is cancelled; `HoardError.storage`
     ///   when the store fails.
     @discardableResult
     public func flush() async throws -> Int64 {

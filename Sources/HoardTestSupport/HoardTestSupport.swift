@@ -3,7 +3,7 @@
 // version wrote them, and expectations on HoardError by case.
 internal import CBOR
 internal import Foundation
-public import Hoard
+@_spi(LMDB) public import Hoard
 @_exported public import HoardTesting
 internal import LMDB
 internal import TestSupport

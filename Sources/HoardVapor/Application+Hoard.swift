@@ -40,8 +40,8 @@ extension Application {
         ///     with the application's logger.
         ///   - maintenance: the maintenance to run, made from the store (by default Hoard's: expired
         ///     records purged every minute, metrics, the reader table checked); `nil` runs none.
-        /// - Throws: what `Store(path:options:)` throws: an `LMDBError` or a
-        ///   `HoardError` naming the path (not a Hoard store, written by a newer version…);
+        /// - Throws: what `Store(path:options:)` throws: a `HoardError` naming the path (not a
+        ///   Hoard store, written by a newer version, a storage failure…);
         ///   ``HoardVaporError/anotherStoreOpen(open:asked:)`` when the application has a store at
         ///   another path.
         @discardableResult

@@ -6,7 +6,7 @@ import Synchronization
 ///
 /// Its calls run on the committing thread, ``willCommit(_:)`` inside LMDB's writer lock and the
 /// others after the commit released it: keep them short.
-public protocol CommitListener: AnyObject, Sendable {
+package protocol CommitListener: AnyObject, Sendable {
     /// Called after the transaction's closure returned and just before it commits: what is
     /// written here commits with the rest. It may run more than once for one write, when LMDB
     /// runs the write again after the map grew.
@@ -24,7 +24,7 @@ public protocol CommitListener: AnyObject, Sendable {
 
 /// An object kept with a write transaction (``Transaction/local(_:make:)``) that must forget
 /// what a nested transaction recorded when that nested transaction is undone.
-public protocol TransactionJournal: AnyObject {
+package protocol TransactionJournal: AnyObject {
     /// A position in what has been recorded so far.
     var mark: Int { get }
     /// Forgets everything recorded after `mark`.
@@ -36,14 +36,14 @@ extension Environment {
     /// environment in this process: every one, or with `everyCommit` false only those that kept
     /// an object (``Transaction/local(_:make:)``), which spares the others the listener's calls.
     /// Costs a writer one atomic load a commit when none is set.
-    public func setCommitListener(_ listener: (any CommitListener)?, everyCommit: Bool = true) {
+    package func setCommitListener(_ listener: (any CommitListener)?, everyCommit: Bool = true) {
         commitListener.withLock { $0 = listener }
         listenerHearsEveryCommit.store(everyCommit, ordering: .releasing)
         hasCommitListener.store(listener != nil, ordering: .releasing)
     }
 
     /// The listener, if one is set.
-    public var currentCommitListener: (any CommitListener)? {
+    package var currentCommitListener: (any CommitListener)? {
         guard hasCommitListener.load(ordering: .acquiring) else { return nil }
         return commitListener.withLock { $0 }
     }

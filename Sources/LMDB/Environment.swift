@@ -130,7 +130,7 @@ public final class Environment: @unchecked Sendable {
     /// local object (``setCommitListener(_:everyCommit:)``).
     let listenerHearsEveryCommit = Atomic<Bool>(true)
     /// This process's write transactions, noted while it is on (for a watch of the data file).
-    public let ownCommits = OwnCommitLedger()
+    package let ownCommits = OwnCommitLedger()
 
     /// Environments open in this process, by data-file identity.
     private static let registry = Mutex<Set<FileIdentity>>([])

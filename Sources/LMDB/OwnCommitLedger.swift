@@ -10,12 +10,12 @@ import Synchronization
 /// 0.1% of a single put.) A slot holds the id of the last transaction noted there, with whether
 /// it committed; an id that another noted since took over counts as not this process's, which a
 /// watch treats as a change it cannot name, never as a change missed.
-public final class OwnCommitLedger: @unchecked Sendable {
+package final class OwnCommitLedger: @unchecked Sendable {
     // @unchecked: `slots` is written and read only through atomic operations; the pointer
     // itself never changes.
 
     /// What the ledger knows of a transaction id.
-    public enum Entry: Sendable, Equatable {
+    package enum Entry: Sendable, Equatable {
         /// Not noted: another process's transaction, or one this process made while the ledger
         /// was off, or one noted so long ago that its slot was taken over.
         case notOwn
@@ -27,7 +27,7 @@ public final class OwnCommitLedger: @unchecked Sendable {
     }
 
     /// The ring's size: the most transactions a watch may be behind and still tell them apart.
-    public static let capacity = 4_096
+    package static let capacity = 4_096
 
     private let slots: UnsafeMutablePointer<Atomic<Int>>
     private let on = Atomic<Bool>(false)
@@ -46,14 +46,14 @@ public final class OwnCommitLedger: @unchecked Sendable {
     }
 
     /// Whether this process's write transactions are noted.
-    public var isOn: Bool { on.load(ordering: .acquiring) }
+    package var isOn: Bool { on.load(ordering: .acquiring) }
 
     /// Starts or stops noting this process's write transactions. A transaction about to commit
     /// may still see the former setting; ids noted before stay until their slots are taken over.
-    public func setOn(_ value: Bool) { on.store(value, ordering: .releasing) }
+    package func setOn(_ value: Bool) { on.store(value, ordering: .releasing) }
 
     /// What the ledger knows of transaction `id`.
-    public func entry(_ id: Int) -> Entry {
+    package func entry(_ id: Int) -> Entry {
         // An empty slot holds 0, which would read as id 0 being made (LMDB's ids start at 1).
         guard id > 0 else { return .notOwn }
         return switch slot(id).pointee.load(ordering: .acquiring) {
@@ -66,7 +66,7 @@ public final class OwnCommitLedger: @unchecked Sendable {
     /// Calls `wake` once transaction `id` settles (it committed or failed), if it is still being
     /// made; `id` 0 stops waiting. The caller looks at ``entry(_:)`` again after this, since the
     /// transaction may have settled just before.
-    public func wake(whenSettled id: Int, _ wake: @escaping @Sendable () -> Void) {
+    package func wake(whenSettled id: Int, _ wake: @escaping @Sendable () -> Void) {
         waker.withLock { $0 = wake }
         waitingFor.store(id, ordering: .releasing)
     }

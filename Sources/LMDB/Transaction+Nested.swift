@@ -60,7 +60,7 @@ extension Transaction where Access == ReadWriteAccess {
     // Inlinable, so that the callers' cast to their own class is specialized: the generic one
     // cost about as much as the rest of recording a change.
     @inlinable
-    public func local<T: AnyObject>(_ key: ObjectIdentifier, make: () -> T) -> T {
+    package func local<T: AnyObject>(_ key: ObjectIdentifier, make: () -> T) -> T {
         guard let state else { return make() }
         if let kept = state.local(key) as? T { return kept }
         let made = make()
@@ -71,7 +71,7 @@ extension Transaction where Access == ReadWriteAccess {
     /// The object kept with this write transaction under `key` (``local(_:make:)``), if there is
     /// one of type `T`.
     @inlinable
-    public func local<T: AnyObject>(_ key: ObjectIdentifier, as type: T.Type) -> T? {
+    package func local<T: AnyObject>(_ key: ObjectIdentifier, as type: T.Type) -> T? {
         state?.local(key) as? T
     }
 
@@ -79,7 +79,7 @@ extension Transaction where Access == ReadWriteAccess {
     /// commit: for what must count only writes that took effect (statistics). It never runs when
     /// the transaction is aborted, when a nested transaction it was asked in is undone, or for an
     /// attempt that LMDB runs again after the map grew.
-    public func onCommit(_ action: @escaping () -> Void) {
+    package func onCommit(_ action: @escaping () -> Void) {
         state?.afterCommit.append(action)
     }
 }

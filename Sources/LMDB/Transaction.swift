@@ -30,10 +30,18 @@ public struct Transaction<Access: TransactionAccess>: ~Copyable {
     @usableFromInline unowned(unsafe) let environment: Environment
     @usableFromInline let state: WriteState?
 
+    @usableFromInline
     init(handle: OpaquePointer, environment: Environment, state: WriteState?) {
         self.handle = handle
         self.environment = environment
         self.state = state
+    }
+
+    /// This transaction under another access, for a layer that wraps transactions in types of its
+    /// own and knows which kind it holds: the same LMDB transaction, valid while this one is.
+    @inlinable
+    package func viewed<Other>(as _: Other.Type = Other.self) -> Transaction<Other> {
+        Transaction<Other>(handle: handle, environment: environment, state: state)
     }
 }
 

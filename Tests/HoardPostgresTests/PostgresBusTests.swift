@@ -1,6 +1,6 @@
 #if Postgres
 import Foundation
-import Hoard
+@_spi(LMDB) import Hoard
 @testable import HoardPostgres
 import HoardTesting
 import Logging

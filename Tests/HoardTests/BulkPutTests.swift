@@ -1,6 +1,6 @@
 import CBOR
 import Foundation
-import Hoard
+@_spi(LMDB) import Hoard
 import HoardTestSupport
 import LMDB
 import Synchronization
@@ -176,9 +176,9 @@ struct BulkPutTests {
             #expect {
                 try store.write { txn in try notes.put(batch, insertOnly: true, in: txn) }
             } throws: { error in
-                // LMDB's error names the key as the collection's IDs read (KeyKind), not as hex.
-                guard let error = error as? LMDBError else { return false }
-                return error.kind == .keyExists && error.context.contains("key 7 in database 'c:Note'")
+                // The error names the key as the collection's IDs read (KeyKind), not as hex.
+                guard let error = error as? HoardError, error.kind == .alreadyStored else { return false }
+                return "\(error)".hasPrefix("Note[7] is stored already")
             }
             #expect(try notes.scan().map(\.text) == ["first"])
             let tags = try store.collection(Tag.self)
@@ -186,7 +186,7 @@ struct BulkPutTests {
             #expect {
                 try store.write { txn in try tags.put(Tag(id: "0x10", uses: 2), insertOnly: true, in: txn) }
             } throws: { error in
-                (error as? LMDBError)?.context.contains(#"key "0x10" in database 'c:Tag'"#) == true
+                (error as? HoardError)?.kind == .alreadyStored && "\(error)".hasPrefix(#"Tag["0x10"]"#)
             }
             try store.write { txn in try notes.put(batch.filter { $0.id != 7 }, insertOnly: true, in: txn) }
             #expect(try notes.count() == 10)

@@ -1,5 +1,5 @@
 import Foundation
-import Hoard
+@_spi(LMDB) import Hoard
 import HoardTestSupport
 import LMDB
 import TestSupport

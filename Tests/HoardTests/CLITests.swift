@@ -1,6 +1,6 @@
 import CBOR
 import Foundation
-import Hoard
+@_spi(LMDB) import Hoard
 import HoardTestSupport
 import LMDB
 import TestSupport
@@ -455,7 +455,7 @@ struct CLITests {
                 let database = try environment.openDatabase("c:Note")
                 return try environment.read { txn in try txn.entries(in: database).flatMap { [$0.key, $0.value] } }
             }
-            let expected = try source.read { txn in
+            let expected = try source.readLMDB { txn in
                 try txn.entries(in: try #require(try source.recordDatabase(of: "Note"))).flatMap { [$0.key, $0.value] }
             }
 
@@ -501,7 +501,7 @@ struct CLITests {
             #expect(refused.stderr.contains("line \(lines.count) (Note): the line does not match"), "\(refused.stderr)")
             let empty = try Store(path: dir + "/refused", options: .init(readOnly: true))
             let stored = try empty.recordDatabase(of: "Note").map { database in
-                try empty.read { txn in try txn.count(in: database) }
+                try empty.readLMDB { txn in try txn.count(in: database) }
             }
             #expect(stored ?? 0 == 0)
         }

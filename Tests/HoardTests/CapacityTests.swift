@@ -4,7 +4,7 @@ import LMDB
 import TestSupport
 import Testing
 
-@testable import Hoard
+@_spi(LMDB) @testable import Hoard
 
 /// Bounded collections through the store: the bound after every commit against a reference
 /// model, the errors, the recorded capacity, statistics, two writing processes and a writer
@@ -368,7 +368,7 @@ struct Sized: VariablyCodable, Identifiable, Equatable {
 /// Every stored model by ID, expired ones included.
 private func contents(_ notes: HoardCollection<Note>) throws -> [Int64: Note] {
     var result: [Int64: Note] = [:]
-    try notes.store.read { txn in
+    try notes.store.readLMDB { txn in
         try txn.forEach(in: notes.database) { key, record in
             if let model = try notes.decode(record, key: { Array(key) }) { result[model.id] = model }
             return .next
@@ -379,7 +379,7 @@ private func contents(_ notes: HoardCollection<Note>) throws -> [Int64: Note] {
 
 /// The bytes of keys and records, counted by a scan.
 private func scannedBytes<Model>(_ collection: HoardCollection<Model>) throws -> Int {
-    try collection.store.read { txn in try StoredBound.countBytes(in: collection.database, txn: txn) }
+    try collection.store.readLMDB { txn in try StoredBound.countBytes(in: collection.database, txn: txn) }
 }
 
 /// Checks that the collection is within `capacity` and that the recorded byte count is the real one.

@@ -1,5 +1,5 @@
 import CrashHarness
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 import TestSupport
 import Testing
@@ -41,7 +41,7 @@ struct CrashTests {
         "group commit: 16 writer tasks killed 40 times (durable) and 20 times (no-sync); every acknowledged write is there, no write half applied, no failed write stored"
     )
     func groupCommit() async throws {
-        for durability in [Environment.Durability.durable, .riskStoreOnOSCrash] {
+        for durability in [Hoard.Durability.durable, .riskStoreOnOSCrash] {
             try await offPoolInTemporaryDirectory { dir in
                 let driver = try ConcurrentCrashDriver(
                     storePath: dir + "/store", workload: builtExecutable("CrashWorkload"),

@@ -4,7 +4,7 @@ import LMDB
 import Synchronization
 import Testing
 
-@testable import Hoard
+@_spi(LMDB) @testable import Hoard
 
 /// The eviction policy on its own, over records kept in memory in key order: what it keeps on
 /// known traces against LRU computed here, the bound, and its pieces (the sketch, the counts,
@@ -75,7 +75,7 @@ struct EvictionPolicyTests {
         try inTransaction { txn in try oldPopularityFades(txn) }
     }
 
-    private func oldPopularityFades(_ txn: borrowing WriteTransaction) throws {
+    private func oldPopularityFades(_ txn: borrowing LMDB.WriteTransaction) throws {
         // Sized for 1,000 records, so that the sketch does not halve everything during the test;
         // the records are bounded to 10.
         let policy = EvictionPolicy(records: 1_000)
@@ -121,7 +121,7 @@ struct EvictionPolicyTests {
         try inTransaction { txn in try boundAndPinned(txn) }
     }
 
-    private func boundAndPinned(_ txn: borrowing WriteTransaction) throws {
+    private func boundAndPinned(_ txn: borrowing LMDB.WriteTransaction) throws {
         let policy = EvictionPolicy(records: 100)
         var records = InMemoryRecords(capacity: 100)
         var generator = SplitMix(seed: 3)
@@ -161,7 +161,7 @@ struct EvictionPolicyTests {
         try inTransaction { txn in try writeLargerThanBound(txn) }
     }
 
-    private func writeLargerThanBound(_ txn: borrowing WriteTransaction) throws {
+    private func writeLargerThanBound(_ txn: borrowing LMDB.WriteTransaction) throws {
         let policy = EvictionPolicy(records: 10)
         var records = InMemoryRecords(capacity: 10)
         var first = WrittenBatch()
@@ -187,7 +187,7 @@ struct EvictionPolicyTests {
         try inTransaction { txn in try writeAsLargeAsBound(txn) }
     }
 
-    private func writeAsLargeAsBound(_ txn: borrowing WriteTransaction) throws {
+    private func writeAsLargeAsBound(_ txn: borrowing LMDB.WriteTransaction) throws {
         for seed in 0..<20 {
             let policy = EvictionPolicy(records: 100)
             var records = InMemoryRecords(capacity: 100)
@@ -464,12 +464,12 @@ func replay(_ trace: [UInt32], capacity: Int, strategy: EvictionStrategy = .freq
 
 /// Runs `body` in a write transaction of a temporary store, which the policy's source is handed
 /// and the in-memory records ignore.
-func inTransaction<R>(_ body: (borrowing WriteTransaction) throws -> R) throws -> R {
-    try withStore { store, _ in try store.write(body) }
+func inTransaction<R>(_ body: (borrowing LMDB.WriteTransaction) throws -> R) throws -> R {
+    try withStore { store, _ in try store.writeLMDB(body) }
 }
 
 func replay(
-    _ trace: [UInt32], capacity: Int, strategy: EvictionStrategy, _ txn: borrowing WriteTransaction
+    _ trace: [UInt32], capacity: Int, strategy: EvictionStrategy, _ txn: borrowing LMDB.WriteTransaction
 ) throws -> Double {
     let policy = EvictionPolicy(records: capacity, strategy: strategy)
     var records = InMemoryRecords(capacity: capacity)
@@ -602,7 +602,7 @@ struct InMemoryRecords: EvictionSource {
     }
 
     func walk(
-        after position: [UInt8]?, in txn: borrowing WriteTransaction,
+        after position: [UInt8]?, in txn: borrowing LMDB.WriteTransaction,
         _ visit: (UnsafeRawBufferPointer, UInt64) throws -> Bool
     ) rethrows -> [UInt8]? {
         var index = position.map(index(after:)) ?? 0
@@ -614,7 +614,7 @@ struct InMemoryRecords: EvictionSource {
         return nil
     }
 
-    mutating func evict(_ key: [UInt8], hash: UInt64, in txn: borrowing WriteTransaction) -> EvictionOutcome {
+    mutating func evict(_ key: [UInt8], hash: UInt64, in txn: borrowing LMDB.WriteTransaction) -> EvictionOutcome {
         guard contains(key) else { return .absent }
         guard !pinned.contains(key) else { return .pinned }
         keys.remove(at: index(after: key) - 1)
@@ -623,7 +623,7 @@ struct InMemoryRecords: EvictionSource {
 
     /// Records in memory never expire: the walk finds nothing (the store's is tested in CapacityTests).
     func removeExpired(
-        after position: [UInt8]?, limit: Int, in txn: borrowing WriteTransaction
+        after position: [UInt8]?, limit: Int, in txn: borrowing LMDB.WriteTransaction
     ) -> (position: [UInt8]?, removed: Int) { (position, 0) }
 
 }

@@ -1,6 +1,6 @@
 import CrashHarness
 import Foundation
-import Hoard
+@_spi(LMDB) import Hoard
 import HoardTestSupport
 import LMDB
 import TestSupport
@@ -152,7 +152,7 @@ struct FaultTests {
                 }
             }
             let error = try #require(failure, "no error within 100,000 items under a 1 MiB cap")
-            #expect((error as? LMDBError)?.kind == .mapFull, "\(error)")
+            #expect((error as? HoardError)?.storageKind == .mapFull, "\(error)")
             #expect("\(error)".contains("cap of 1048576 bytes"), "\(error)")
             #expect(try items.count() == stored)
             #expect(try items.get(Int64(stored - 1))?.value == stored - 1)
@@ -173,15 +173,15 @@ struct FaultTests {
             let holder = try ChildProcess(try builtExecutable("LMDBProbe"), ["open", dir + "/store"])
             #expect(try holder.readLine() == "open ok")
             #expect(try holder.ask("hold-read") == "holding")
-            var caught: LMDBError?
+            var caught: HoardError?
             try store.read { _ in
                 do {
                     try store.read { _ in }
-                } catch let error as LMDBError {
+                } catch let error as HoardError {
                     caught = error
                 }
             }
-            #expect(caught?.kind == .readersFull, "\(String(describing: caught))")
+            #expect(caught?.storageKind == .readersFull, "\(String(describing: caught))")
             #expect(try holder.ask("release") == "released")
             try holder.send("exit")
             #expect(holder.wait() == 0)

@@ -1,6 +1,6 @@
 import CBOR
 import Foundation
-import Hoard
+@_spi(LMDB) import Hoard
 import HoardTestSupport
 import LMDB
 import TestSupport

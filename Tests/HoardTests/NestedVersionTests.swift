@@ -1,6 +1,6 @@
 import CBOR
 import Foundation
-import Hoard
+@_spi(LMDB) import Hoard
 import HoardTestSupport
 import LMDB
 import TestSupport
@@ -270,7 +270,7 @@ struct NestedVersionTests {
             let meta = try store.environment.openDatabase("hoard.meta")
             _ = try store.environment.write { txn in try txn.delete(Array("collection:Framed".utf8), in: meta) }
             schema.nested = []
-            try store.write { txn in try store.record(schema, in: txn) }
+            try store.writeLMDB { txn in try store.record(schema, in: txn) }
             #expect(try store.schema(of: "Framed")?.nested == [])
             _ = try store.collection(Framed.self)
             #expect(try store.schema(of: "Framed")?.nested == nested)

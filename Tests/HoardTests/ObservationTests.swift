@@ -1,4 +1,4 @@
-@testable import Hoard
+@_spi(LMDB) @testable import Hoard
 import Foundation
 import HoardTestSupport
 import LMDB
@@ -419,10 +419,10 @@ struct ObservationTests {
             let state = try #require(store.existingState(of: "Note"))
             // The entries the transaction's journal holds after `body` (a journal made only for
             // this look holds none).
-            func recorded(_ body: (borrowing WriteTransaction) throws -> Void) throws -> Int {
+            func recorded(_ body: (borrowing Hoard.WriteTransaction) throws -> Void) throws -> Int {
                 try synchronously {
-                    try store.write { txn in
-                        try body(txn)
+                    try store.writeLMDB { txn in
+                        try body(Hoard.WriteTransaction(txn))
                         let journal = txn.local(ObjectIdentifier(ChangeJournal.self), make: ChangeJournal.init)
                         var entries = 0
                         journal.forEachBatch { entries += $1.entries.count }
@@ -455,10 +455,10 @@ struct ObservationTests {
             let notes = try store.collection(Note.self)
             // What the collection's batch says once the transaction's journal is stamped after
             // `body`, as its commit would: "none", "unknown" or "N keys".
-            func published(_ body: (borrowing WriteTransaction) throws -> Void) throws -> String {
+            func published(_ body: (borrowing Hoard.WriteTransaction) throws -> Void) throws -> String {
                 try synchronously {
-                    try store.write { txn in
-                        try body(txn)
+                    try store.writeLMDB { txn in
+                        try body(Hoard.WriteTransaction(txn))
                         guard let journal = txn.local(ObjectIdentifier(ChangeJournal.self), as: ChangeJournal.self)
                         else { return "none" }
                         journal.stamp(transaction: txn.id)
@@ -555,7 +555,7 @@ struct ObservationTests {
             try synchronously {
                 try store.write { txn in
                     try notes.put(Note(id: 2, text: "two", stars: 0, pinned: false), in: txn)
-                    #expect(store.changeRecorder(for: state, in: txn) == nil)
+                    #expect(store.changeRecorder(for: state, in: txn.writing) == nil)
                 }
             }
         }
@@ -674,7 +674,7 @@ struct ObservationTests {
             let first = try lastTransaction(store)
             let log = try store.environment.openDatabase("hoard.changes")
             func entry(_ transaction: Int) throws -> [UInt8]? {
-                try store.read { try $0.value(forKey: ChangeLogFormat.key(transaction), in: log) }
+                try store.readLMDB { try $0.value(forKey: ChangeLogFormat.key(transaction), in: log) }
             }
             // Format 1; stored (1); the collection "Tag"; the key: 0x01 then "a" (docs/FORMAT.md).
             #expect(try entry(first) == [1, 1, 0, 3] + Array("Tag".utf8) + [0, 2, 1] + Array("a".utf8))
@@ -690,7 +690,7 @@ struct ObservationTests {
 
             for index in 0..<5 { try tags.put(Tag(id: "t\(index)", uses: index)) }
             let last = try lastTransaction(store)
-            let kept = try store.read { txn in try txn.entries(in: log, limit: 100).map(\.key) }
+            let kept = try store.readLMDB { txn in try txn.entries(in: log, limit: 100).map(\.key) }
             #expect(kept == ((last - 2)...last).map { ChangeLogFormat.key($0) })
 
             let whole = try #require(try entry(last))

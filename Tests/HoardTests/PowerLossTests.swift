@@ -1,5 +1,6 @@
 import CrashHarness
 import Foundation
+import Hoard
 import LMDB
 import TestSupport
 import Testing
@@ -14,7 +15,7 @@ struct PowerLossTests {
         .deletingLastPathComponent().path
 
     func simulator(
-        _ directory: String, seed: UInt64, durability: Environment.Durability, writers: Int? = nil,
+        _ directory: String, seed: UInt64, durability: Hoard.Durability, writers: Int? = nil,
         mode: WorkloadMode = .correct, images: Int
     ) throws -> PowerLossSimulator {
         let simulator = PowerLossSimulator(
@@ -100,10 +101,10 @@ struct PowerLossTests {
     @Test(
         "broken promises are caught within 100 images: no syncs, acknowledging before the commit, one update in two commits",
         arguments: [
-            (Environment.Durability.riskStoreOnOSCrash, WorkloadMode.correct, nil as Int?),
+            (Hoard.Durability.riskStoreOnOSCrash, WorkloadMode.correct, nil as Int?),
             (.durable, .earlyAck, nil), (.durable, .earlyAck, 16), (.durable, .split, nil),
         ])
-    func positiveControls(durability: Environment.Durability, mode: WorkloadMode, writers: Int?) async throws {
+    func positiveControls(durability: Hoard.Durability, mode: WorkloadMode, writers: Int?) async throws {
         try await offPoolInTemporaryDirectory { dir in
             let seed = SeededGenerator.seedFromEnvironment()
             let simulator = try simulator(

@@ -1,4 +1,4 @@
-@testable import Hoard
+@_spi(LMDB) @testable import Hoard
 import HoardTestSupport
 import LMDB
 import HoardTesting

@@ -1,5 +1,5 @@
 import Foundation
-import Hoard
+@_spi(LMDB) import Hoard
 import HoardTestSupport
 import LMDB
 import Synchronization
@@ -269,7 +269,7 @@ struct ReadThroughTests {
                 Note.self, timeToLive: .seconds(60), freshness: Freshness(staleWhileRevalidate: .seconds(60))
             ) { id in try await upstream.fetchOne(id) }
             let database = try #require(try store.recordDatabase(of: "Note"))
-            try await store.write { txn in try txn.put([0xDE, 0xAD], forKey: 3.keyBytes, in: database) }
+            try store.writeLMDB { txn in try txn.put([0xDE, 0xAD], forKey: 3.keyBytes, in: database) }
             #expect(try await notes.get(3)?.text == "v1")
             #expect(try notes.collection.get(3)?.text == "v1")
 

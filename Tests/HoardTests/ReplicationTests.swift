@@ -1,5 +1,5 @@
 import Foundation
-@testable import Hoard
+@_spi(LMDB) @testable import Hoard
 import HoardTestSupport
 import LMDB
 import Synchronization
@@ -50,6 +50,34 @@ import Testing
             #expect(own.ownSkipped == 1 && own.removed == 0)
             #expect(try notesA.get(2)?.text == "a")
             #expect(try a.replication.position(of: busA.name)?.sequence == log.head)
+        }
+    }
+
+    /// A write's flush and the wait for every replica, as code written for any bus makes them.
+    static func flushAndWait(_ bus: some ChangeBus, timeout: Duration) async throws -> Bool {
+        let position = try await bus.flush()
+        return try await bus.waitUntilApplied(through: position, timeout: timeout)
+    }
+
+    @Test("the calls production makes on PostgresBus (ChangeBus): the wait ends when every replica applied the flush")
+    func changeBusCalls() async throws {
+        try await Self.withReplicas { a, b, log in
+            let (notesA, notesB) = (try a.collection(Note.self), try b.collection(Note.self))
+            let (busA, busB) = (InMemoryBus(store: a, log: log), InMemoryBus(store: b, log: log))
+            try await busA.catchUp()
+            try await busB.catchUp()
+            try await notesB.put(Self.note(1, "b"))
+            try await notesA.invalidate(1)
+            // B has not caught up: the wait runs out, and says so.
+            #expect(try await Self.flushAndWait(busA, timeout: .milliseconds(20)) == false)
+            #expect(try notesB.get(1)?.text == "b")
+            let position = log.head
+            async let everywhere = busA.waitUntilApplied(through: position, timeout: .seconds(60))
+            try await busB.catchUp()
+            #expect(try await everywhere)
+            #expect(try notesB.get(1) == nil)
+            // Nothing left to publish: the wait is over at once.
+            #expect(try await Self.flushAndWait(busB, timeout: .seconds(60)))
         }
     }
 
@@ -313,7 +341,7 @@ import Testing
             log.append([RemoteChange(origin: nil, collection: "Note", keys: [1, 2, 3].map { Int64($0).keyBytes })])
             try await bus.catchUp()
             let after = try #require(try store.capacityUsage(of: "Note")?.bytes)
-            let recounted = try store.read { txn in
+            let recounted = try store.readLMDB { txn in
                 var bytes = 0
                 try txn.forEach(in: try #require(try store.recordDatabase(of: "Note")), range: .all) { key, value in
                     bytes += key.count + value.count

@@ -1,4 +1,4 @@
-import Hoard
+@_spi(LMDB) import Hoard
 import HoardTestSupport
 import LMDB
 import TestSupport
@@ -25,7 +25,7 @@ struct StoreCloseTests {
         }
     }
 
-    @Test("a use after close throws LMDBError closed, naming the path; a second close does nothing")
+    @Test("a use after close throws the storage failure closed, naming the path; a second close does nothing")
     func useAfterClose() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/store"
@@ -38,10 +38,10 @@ struct StoreCloseTests {
                 do {
                     try body()
                     Issue.record("\(what) after close did not throw")
-                } catch let error as LMDBError {
-                    #expect(error.kind == .closed && error.description.contains(path), "\(what): \(error)")
+                } catch let error as HoardError {
+                    #expect(error.storageKind == .closed && error.description.contains(path), "\(what): \(error)")
                 } catch {
-                    Issue.record("\(what) after close threw \(error), not LMDBError closed")
+                    Issue.record("\(what) after close threw \(error), not HoardError.storage closed")
                 }
             }
             expectClosed("a get") { _ = try notes.get(1) }
@@ -49,12 +49,12 @@ struct StoreCloseTests {
                 try synchronously { try notes.put(Note(id: 2, text: "two", stars: 2, pinned: false)) }
             }
             expectClosed("a scan") { _ = try notes.scan() }
-            expectClosed("the statistics") { _ = try store.environment.statistics() }
+            expectClosed("a read transaction") { try store.read { _ in } }
             do {
                 try await notes.put(Note(id: 3, text: "three", stars: 3, pinned: false))
                 Issue.record("an async put after close did not throw")
-            } catch let error as LMDBError {
-                #expect(error.kind == .closed)
+            } catch let error as HoardError {
+                #expect(error.storageKind == .closed)
             }
             let reopened = try Store(path: path, options: testOptions)
             #expect(try reopened.collection(Note.self).get(1)?.text == "one")
@@ -74,7 +74,7 @@ struct StoreCloseTests {
                         do {
                             try await notes.put(Note(id: id, text: "\(id)", stars: 0, pinned: false))
                             return (id, true)
-                        } catch let error as LMDBError where error.kind == .closed {
+                        } catch let error as HoardError where error.storageKind == .closed {
                             return (id, false)
                         } catch {
                             Issue.record("put \(id) threw \(error)")

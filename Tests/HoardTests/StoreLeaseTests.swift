@@ -1,5 +1,5 @@
 import Foundation
-@testable import Hoard
+@_spi(LMDB) @testable import Hoard
 import HoardTestSupport
 import LMDB
 import Testing
@@ -26,7 +26,7 @@ import Testing
             #expect(!store.replication.holdsLease)
             #expect(store.replication.leaseDeadline == nil)
             #expect(try notes.get(1) == nil)
-            #expect(try store.environment.read { txn in try notes.get(1, in: txn) } == nil)
+            #expect(try store.read { txn in try notes.get(1, in: txn) } == nil)
             #expect(try !notes.contains(1))
             #expect(try notes.scan().isEmpty)
             var visited = 0
@@ -41,7 +41,7 @@ import Testing
             try store.replication.beginLease(until: LeaseInstant.now().advanced(by: .seconds(3_600)))
             #expect(store.replication.holdsLease)
             #expect(try notes.get(1)?.text == "note 1")
-            #expect(try store.environment.read { txn in try notes.get(2, in: txn) }?.text == "note 2")
+            #expect(try store.read { txn in try notes.get(2, in: txn) }?.text == "note 2")
             #expect(try notes.contains(2))
             #expect(try notes.scan().map(\.id) == [1, 2])
         }
@@ -55,7 +55,7 @@ import Testing
                 try store.replication.beginLease(until: deadline)
                 let without = store.replication.readsWithoutLease
                 #expect(try notes.get(1) == nil, "deadline \(deadline)")
-                #expect(try store.environment.read { txn in try notes.get(1, in: txn) } == nil)
+                #expect(try store.read { txn in try notes.get(1, in: txn) } == nil)
                 #expect(try !notes.contains(1))
                 #expect(store.replication.readsWithoutLease == without + 3)
             }
@@ -84,14 +84,14 @@ import Testing
     /// applied: it is not vouched for, while the lease runs, as a transaction opened after is.
     @Test func aSnapshotOlderThanTheLeaseIsNotVouchedFor() async throws {
         try await Self.withStoreHeldToALease { store, notes in
-            try store.environment.read { old in
+            try store.read { old in
                 // The catch-up a lease waits for: a commit after the old snapshot.
                 try notes.put(Self.note(3))
                 try store.replication.beginLease(until: LeaseInstant.now().advanced(by: .seconds(3_600)))
                 #expect(try notes.get(1, in: old) == nil)
                 #expect(try notes.get(1) != nil)
             }
-            #expect(try store.environment.read { txn in try notes.get(3, in: txn) } != nil)
+            #expect(try store.read { txn in try notes.get(3, in: txn) } != nil)
         }
     }
 }

@@ -1,5 +1,5 @@
 import Foundation
-@testable import Hoard
+@_spi(LMDB) @testable import Hoard
 import HoardTestSupport
 import LMDB
 import TestSupport
@@ -325,7 +325,7 @@ import Testing
                 let notes = try store.collection(Note.self)
                 try notes.put(Self.note(1), tags: ["a"])
                 // Expired long ago by the system clock the tool reads.
-                try notes.put(Self.note(2), tags: ["b"], expiry: .at(Date(timeIntervalSince1970: 1)))
+                try notes.put(Self.note(2), expiry: .at(Date(timeIntervalSince1970: 1)), tags: ["b"])
                 try notes.put(Self.note(3), tags: ["b"])
             }
             let removed = try hoard("rm", path, "Note", "1")

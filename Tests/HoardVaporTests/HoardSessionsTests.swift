@@ -98,7 +98,7 @@ struct HoardSessionsTests {
                 app.sessions.use(.hoard(idleTimeout: .seconds(600)))
                 Self.sessionRoutes(app)
                 let store = try app.hoard.store
-                func lastCommit() throws -> Int { try store.environment.info().lastTransactionID }
+                func lastCommit() throws -> Int { try store.read { $0.id } }
 
                 var cookie: HTTPCookies.Value?
                 try await app.testing().test(.GET, "set") { cookie = $0.headers.setCookie?["vapor-session"] }

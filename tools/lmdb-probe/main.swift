@@ -41,7 +41,7 @@
 //
 // Every answer is one line, so the parent waits on the pipe, never on a timer.
 import CBOR
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 import TestSupport
 import VariableCoding

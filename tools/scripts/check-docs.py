@@ -6,6 +6,10 @@ it does not fail on a public symbol that has no doc comment at all, nor on a thr
 that does not say what it throws. This script does both, for the modules named on the command
 line, and prints every offender with its file and line.
 
+It also keeps the boundary of `import Hoard`: no public symbol of Hoard may name a declaration
+of the LMDB module (a parameter, a result, a property's type, a conformance, an extension of an
+LMDB type), and Hoard's sources may not re-export LMDB. SPI (`@_spi(LMDB)`) is not in the graph.
+
 usage: check-docs.py SYMBOLS_DIR MODULE...
 """
 
@@ -70,9 +74,53 @@ def check(symbols_dir, module):
     return problems
 
 
+# Swift's mangled names of the LMDB module's declarations start so (`s:` then the module's name).
+LMDB_PREFIX = "s:4LMDB"
+
+
+def boundary(symbols_dir, module="Hoard", hidden="LMDB"):
+    """Where the public API of `module` shows a declaration of `hidden`."""
+    problems = []
+    for path in glob.glob(os.path.join(symbols_dir, module, "*.symbols.json")):
+        if os.path.basename(path) == f"{module}@{hidden}.symbols.json":
+            problems.append(f"{path}: {module} extends types of {hidden} in its public API")
+            continue
+        with open(path) as file:
+            graph = json.load(file)
+        named = {symbol["identifier"]["precise"]: symbol for symbol in graph["symbols"]}
+        for symbol in graph["symbols"]:
+            if symbol["accessLevel"] not in ("public", "open"):
+                continue
+            for fragment in symbol.get("declarationFragments", []):
+                if fragment.get("preciseIdentifier", "").startswith(LMDB_PREFIX):
+                    problems.append(
+                        f"{where(symbol)}: {module}.{'.'.join(symbol['pathComponents'])} names {hidden}'s "
+                        f"{fragment['spelling']}  [{declaration(symbol)}]")
+                    break
+        for relationship in graph.get("relationships", []):
+            if relationship["target"].startswith(LMDB_PREFIX) and relationship["source"] in named:
+                source = named[relationship["source"]]
+                problems.append(
+                    f"{where(source)}: {module}.{'.'.join(source['pathComponents'])} {relationship['kind']} "
+                    f"{relationship.get('targetFallback', relationship['target'])} of {hidden}")
+    sources = os.path.join(os.path.dirname(__file__), "..", "..", "Sources", module)
+    for path in glob.glob(os.path.join(sources, "**", "*.swift"), recursive=True):
+        with open(path) as file:
+            for number, line in enumerate(file, 1):
+                if line.lstrip().startswith("@_exported") and f"import {hidden}" in line:
+                    problems.append(f"{os.path.relpath(path)}:{number}: re-exports {hidden}")
+    return problems
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
+    if "Hoard" in sys.argv[2:]:
+        leaks = boundary(sys.argv[1])
+        for leak in sorted(leaks):
+            print(leak)
+        if leaks:
+            sys.exit(f"error: the public API of Hoard shows LMDB in {len(leaks)} places (use Hoard's own types, or @_spi(LMDB))")
     problems = [problem for module in sys.argv[2:] for problem in check(sys.argv[1], module)]
     for problem in sorted(problems):
         print(problem)

@@ -11,9 +11,9 @@ internal import Darwin
 ///
 /// Why not count each access at once: the sketch's block and the recent-use bucket of a key are
 /// two random lines in tables of megabytes, so counting one access waits for two cache misses in
-/// a row (a compare-and-swap waits for its line, and nothing else goes on meanwhile): about 15%
-/// of a get at 200,000 records (BENCHMARKS.md). Counting 32 at once first asks for all their lines
-/// (prefetches, whose misses overlap), then updates them from cache: 5% of a get.
+/// a row (a compare-and-swap waits for its line, and nothing else goes on meanwhile). Counting
+/// 32 at once first asks for all their lines (prefetches, whose misses overlap), then updates
+/// them from cache.
 ///
 /// Each thread writes to one of a few stripes (chosen by its thread ID), so that threads rarely
 /// share a slot counter. Every slot is written and emptied by exchanges, so each access is
@@ -27,8 +27,7 @@ final class AccessBuffer: Sendable {
     private let tails = CounterTable(count: stripes * tailStride, alignment: 64)
 
     static let stripes = 8
-    /// Accesses counted at once. Batches of 16, 32 and 64 measured the same (1.045–1.056× an
-    /// unbounded get, three runs each).
+    /// Accesses counted at once (16 and 64 measured the same).
     static let batch = 32
     private static let tailStride = 8
 

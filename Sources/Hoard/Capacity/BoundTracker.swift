@@ -13,9 +13,8 @@ final class WrittenKeys {
     /// A filter in front of the set: two bits of one word a key (16 to 32 bits a key in all).
     /// Eviction asks about every key it weighs, and almost none was written by the transaction:
     /// the filter answers those from a table an eighth the set's size, which stays in the
-    /// first-level caches where the set does not (a 10,000-record evicting put into 200,000
-    /// records without fsync: 1.603× → 1.578× unbounded). It has no false negatives, so it only
-    /// saves look-ups.
+    /// first-level caches where the set does not. It has no false negatives, so it only saves
+    /// look-ups.
     @exclusivity(unchecked) private var filter: [UInt64]
 
     /// A set sized for `expected` keys: as many as the collection's last write wrote, so that a
@@ -134,7 +133,7 @@ final class BoundTracker: EvictionSource {
     /// collection has no capacity. `recorder`: what tells observers of the records it evicts.
     static func open(
         _ collection: String, keyKind: KeyKind, database: Database, store: Store, recorder: ChangeRecorder?,
-        txn: borrowing WriteTransaction
+        txn: borrowing LMDB.WriteTransaction
     ) throws -> BoundTracker? {
         guard let bound = try StoredBound.read(collection, in: store, txn: txn) else { return nil }
         let effects = RemovalEffects(
@@ -147,7 +146,7 @@ final class BoundTracker: EvictionSource {
 
     private init(
         collection: String, keyKind: KeyKind, database: Database, store: Store, bound: StoredBound, recordCount: Int,
-        effects: RemovalEffects, txn: borrowing WriteTransaction
+        effects: RemovalEffects, txn: borrowing LMDB.WriteTransaction
     ) {
         self.collection = collection
         self.effects = effects
@@ -170,10 +169,7 @@ final class BoundTracker: EvictionSource {
     /// How many records a bulk put stores between evictions: a sixteenth of the records the
     /// bound allows, and at least 1,024, so that a put runs at most that far over the bound before
     /// it evicts. The deletes of an eviction in the middle of a write cost LMDB more than the
-    /// same deletes at its end: with fsync on, a bulk put of 10,000 records into a collection of
-    /// 200,000 took 1.57× an unbounded put settling every 1,024 records, 1.48× settling once
-    /// (1.85× and 1.69× after every record was read; capacity-bench. Every 256 records had been
-    /// 6 to 8% slower than every 1,024).
+    /// same deletes at its end, so it is not more often (capacity-bench measures both).
     let settleInterval: Int
 
     var isOverCapacity: Bool {
@@ -191,7 +187,7 @@ final class BoundTracker: EvictionSource {
     /// eviction must leave the record for the rest of the transaction (`false` for a load, which
     /// keeps the bound by evicting what it loaded too).
     func willStore(
-        _ key: UnsafeRawBufferPointer, recordSize: Int, pin: Bool = true, in txn: borrowing WriteTransaction
+        _ key: UnsafeRawBufferPointer, recordSize: Int, pin: Bool = true, in txn: borrowing LMDB.WriteTransaction
     ) throws {
         if let bytes = bound.capacity.bytes {
             if key.count + recordSize > bytes {
@@ -219,7 +215,7 @@ final class BoundTracker: EvictionSource {
     }
 
     /// Call before removing the record under `key`.
-    func willRemove(_ key: UnsafeRawBufferPointer, in txn: borrowing WriteTransaction) throws {
+    func willRemove(_ key: UnsafeRawBufferPointer, in txn: borrowing LMDB.WriteTransaction) throws {
         guard tracksBytes, let size = try txn.withValue(forKey: key, in: database, { $0.count }) else { return }
         removed(keySize: key.count, recordSize: size)
     }
@@ -237,7 +233,7 @@ final class BoundTracker: EvictionSource {
     /// when what the running transaction wrote alone exceeds the bound. `partial` when the same
     /// call stores more records after this (a bulk put part way through): the policy keeps the
     /// newest of those stored so far for the next call (``EvictionPolicy/settle(_:written:partial:in:)``).
-    func finish(in txn: borrowing WriteTransaction, partial: Bool = false) throws {
+    func finish(in txn: borrowing LMDB.WriteTransaction, partial: Bool = false) throws {
         recordCount = try txn.count(in: database)
         // Settled even within the bound: the policy moves the keys past its window to probation
         // then, which costs no look-up.
@@ -271,7 +267,7 @@ final class BoundTracker: EvictionSource {
     // MARK: - What eviction sees
 
     func walk(
-        after position: [UInt8]?, in txn: borrowing WriteTransaction,
+        after position: [UInt8]?, in txn: borrowing LMDB.WriteTransaction,
         _ visit: (UnsafeRawBufferPointer, UInt64) throws -> Bool
     ) throws -> [UInt8]? {
         // The walk must not meet records already chosen to go.
@@ -290,15 +286,15 @@ final class BoundTracker: EvictionSource {
     /// The first record after `position` in key order (the first of all when `nil`): where the hand
     /// and the expiry walk resume.
     private func firstEntry(
-        after position: [UInt8]?, in cursor: borrowing Cursor<ReadWriteAccess>
-    ) throws -> Cursor<ReadWriteAccess>.Entry? {
+        after position: [UInt8]?, in cursor: borrowing Cursor<LMDB.ReadWriteAccess>
+    ) throws -> Cursor<LMDB.ReadWriteAccess>.Entry? {
         guard let position else { return try cursor.first() }
         let entry = try cursor.seek(atLeast: position)
         guard let entry, bytesEqual(position[...], entry.key) else { return entry }
         return try cursor.next()
     }
 
-    func evict(_ key: [UInt8], hash: UInt64, in txn: borrowing WriteTransaction) throws -> EvictionOutcome {
+    func evict(_ key: [UInt8], hash: UInt64, in txn: borrowing LMDB.WriteTransaction) throws -> EvictionOutcome {
         if written.contains(hash) { return .pinned }
         if !tracksBytes {
             // Counted gone now, deleted with the others when the settle ends.
@@ -320,8 +316,7 @@ final class BoundTracker: EvictionSource {
                 lastEvictingPrefix = prefix
                 let start = evictingBytes.count
                 evicting.append(start..<(start + key.count))
-                // A check and a copy (an array's `append(contentsOf:)` took about 140
-                // instructions a key here).
+                // A check and a copy, not an array's generic `append(contentsOf:)`.
                 evictingBytes.append(key)
             }
             recordCount -= 1
@@ -345,12 +340,11 @@ final class BoundTracker: EvictionSource {
     /// Deletes the records ``evict(_:hash:in:)`` chose, in key order with one cursor (a delete
     /// leaves the cursor on the next record, often the next to go; else a cursor on the page of
     /// the next key finds it without a search from the root); a record already gone counts back in.
-    func flushEvictions(in txn: borrowing WriteTransaction) throws {
+    func flushEvictions(in txn: borrowing LMDB.WriteTransaction) throws {
         guard !evicting.isEmpty else { return }
         if !evictingSorted {
             // By their first 8 bytes as a number (all of an integer's key), their bytes compared
-            // only on a tie: comparing the bytes of every pair took three times the instructions
-            // (about 200 a record of an evicting put of 20,000).
+            // only on a tie: a fraction of comparing the bytes of every pair.
             let keyed = evicting.map { (prefix: evictingBytes.withBytes(in: $0, keyPrefix), range: $0) }
             evicting = keyed.sorted { a, b in
                 guard a.prefix == b.prefix else { return a.prefix < b.prefix }
@@ -362,9 +356,9 @@ final class BoundTracker: EvictionSource {
         try txn.withCursor(in: database) { cursor in
             // The record after the one just deleted, where the cursor stands: when it is the next
             // to go (records written together are evicted together), no search finds it.
-            var next: Cursor<ReadWriteAccess>.Entry?
+            var next: Cursor<LMDB.ReadWriteAccess>.Entry?
             for range in evicting {
-                let found = try evictingBytes.withBytes(in: range) { key -> Cursor<ReadWriteAccess>.Entry? in
+                let found = try evictingBytes.withBytes(in: range) { key -> Cursor<LMDB.ReadWriteAccess>.Entry? in
                     if let next, bytesEqual(next.key, key) { return next }
                     return try cursor.seek(exactly: key)
                 }
@@ -387,7 +381,7 @@ final class BoundTracker: EvictionSource {
     }
 
     func removeExpired(
-        after position: [UInt8]?, limit: Int, in txn: borrowing WriteTransaction
+        after position: [UInt8]?, limit: Int, in txn: borrowing LMDB.WriteTransaction
     ) throws -> (position: [UInt8]?, removed: Int) {
         try flushEvictions(in: txn)
         // Records that read-through may still serve stale are kept, as the purge keeps them.

@@ -111,7 +111,7 @@ struct StoredBound: Equatable {
 
     /// The bound of `collection` as `txn` sees it; `nil` when it has none.
     static func read<Access>(
-        _ collection: String, in store: Store, txn: borrowing Transaction<Access>
+        _ collection: String, in store: Store, txn: borrowing LMDB.Transaction<Access>
     ) throws -> StoredBound? {
         guard let meta = store.meta else { return nil }
         return try txn.withValue(forKey: key(collection), in: meta) { bytes in
@@ -149,20 +149,20 @@ struct StoredBound: Equatable {
     }
 
     /// Writes this bound for `collection` in `txn`.
-    func write(_ collection: String, in store: Store, txn: borrowing WriteTransaction) throws {
+    func write(_ collection: String, in store: Store, txn: borrowing LMDB.WriteTransaction) throws {
         guard let meta = store.meta else { return }
         try txn.put(bytes, forKey: Self.key(collection), in: meta)
     }
 
     /// Removes the bound of `collection` in `txn`.
-    static func remove(_ collection: String, in store: Store, txn: borrowing WriteTransaction) throws {
+    static func remove(_ collection: String, in store: Store, txn: borrowing LMDB.WriteTransaction) throws {
         guard let meta = store.meta else { return }
         try txn.delete(key(collection), in: meta)
     }
 
     /// The bytes of keys and records in `database`, counted by a scan (when a byte bound is set
     /// on a collection that had none, and after tools wrote records without counting them).
-    static func countBytes<Access>(in database: Database, txn: borrowing Transaction<Access>) throws -> Int {
+    static func countBytes<Access>(in database: Database, txn: borrowing LMDB.Transaction<Access>) throws -> Int {
         var total = 0
         try txn.forEach(in: database, range: .all) { key, value in
             total += key.count + value.count

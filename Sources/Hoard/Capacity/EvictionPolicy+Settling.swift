@@ -11,8 +11,7 @@ extension EvictionPolicy {
         /// part for several victims, not one a victim (each walk opens a cursor, searches for the
         /// hand and deletes what the settle chose so far). It may fall ``refillBatch`` keys short,
         /// or as many as the collection is over its bound (up to half of probation): a settle
-        /// that must evict a thousand records walks once for them, not sixty times (the walks
-        /// of a bulk put of 10,000 records after every record was read took 60% less time).
+        /// that must evict a thousand records walks once for them, not sixty times.
         var refillBelow = 1
         var records = 0
         /// Probation's first key while it stays first (in `victimKey`), with its estimate once a
@@ -37,7 +36,7 @@ extension EvictionPolicy {
 
         mutating func run(
             _ source: inout some EvictionSource, written: inout WrittenBatch, partial: Bool,
-            in txn: borrowing WriteTransaction
+            in txn: borrowing LMDB.WriteTransaction
         ) throws -> Int {
             // Expired records go first: before any live record is weighed, the expiry walk
             // removes those it finds in the next stretch of the key order.
@@ -57,14 +56,11 @@ extension EvictionPolicy {
             // leave it: first the keys that were there, then the write's own first keys.
             let leaving = max(0, state.window.count + written.count - windowTarget)
             let fromWindow = min(leaving, state.window.count)
-            // The candidates' hashes, found for their prefetch and kept for their turn: hashing
-            // each again took about a twentieth of Hoard's part of an evicting put of 250 records
-            // (0.236× → 0.224× of an unbounded put, BENCHMARKS.md).
+            // The candidates' hashes, found for their prefetch and kept for their turn (not hashed again).
             var candidateHashes: [UInt64] = []
             if source.isOverCapacity { prefetch(fromWindow, hashes: &candidateHashes) }
             // Many candidates: each is taken out of the window's set, whose lines the write's own
-            // work since the last settle pushed out of the caches; streamed in at once, they cost
-            // less than a wait each (a 10,000-record put into 200,000: 1.411× → 1.389×).
+            // work pushed out of the caches; streamed in at once, they cost less than a wait each.
             if fromWindow > 64 { state.inWindow.prefetchAll() }
             // The key just out of the window, its memory reused from one key to the next. A local,
             // not a property: handing a property to a mutating method copies it (a retain and a
@@ -131,7 +127,7 @@ extension EvictionPolicy {
         /// asked for less often goes (the victim stays on a tie).
         mutating func weigh(
             _ candidate: [UInt8], _ hash: UInt64, _ source: inout some EvictionSource,
-            in txn: borrowing WriteTransaction
+            in txn: borrowing LMDB.WriteTransaction
         ) throws {
             let estimate = policy.admitsByFrequency ? policy.sketch.estimate(hash) : 0
             // Victims that turn out pinned or gone leave probation and the next is tried; once
@@ -192,7 +188,7 @@ extension EvictionPolicy {
         /// Evicts `key`, which left its queue; a pinned record stays, in probation.
         mutating func evict(
             _ key: [UInt8], _ hash: UInt64, _ source: inout some EvictionSource, clearingCount: Bool = true,
-            in txn: borrowing WriteTransaction
+            in txn: borrowing LMDB.WriteTransaction
         ) throws {
             switch try source.evict(key, hash: hash, in: txn) {
             case .evicted, .expired:
@@ -205,10 +201,8 @@ extension EvictionPolicy {
 
         /// A key out of the window while the collection is within its bound: into probation
         /// while it is short of its share, else into the main part (no queue: the hand will find
-        /// it). Letting probation take every record while a collection fills kept up to 0.9
-        /// points more hits at 10% capacity (the first evictions then follow the order records
-        /// came in), but its memory grew to a key for every record: 44 bytes a record in all,
-        /// against the 16 aimed at (measured with probation's share at 10%).
+        /// it). Letting probation take every record while a collection fills kept a few more
+        /// hits, but its memory grew to a key for every record, three times the aim.
         mutating func keep(_ key: some Collection<UInt8>) {
             if state.probation.count < probationTarget { admit(key) }
         }
@@ -248,7 +242,7 @@ extension EvictionPolicy {
         /// The first key in probation not read while there, after promoting those that were
         /// and refilling probation from the main part when it is short; `nil` when there is none.
         mutating func probationVictim(
-            _ source: inout some EvictionSource, in txn: borrowing WriteTransaction
+            _ source: inout some EvictionSource, in txn: borrowing LMDB.WriteTransaction
         ) throws -> UInt64? {
             if let victim { return victim.hash }
             while true {
@@ -275,8 +269,8 @@ extension EvictionPolicy {
         /// that could not go, and a write about as large as the bound could pass over as many as
         /// there are records and stop, over its bound, before the hand reached the older ones
         /// (`writeAsLargeAsBound`); after every record was read, they were also most of what the
-        /// hand moved (a 10,000-record put: 2.09× → 1.66× without fsync).
-        mutating func refill(_ source: inout some EvictionSource, in txn: borrowing WriteTransaction) throws {
+        /// hand moved.
+        mutating func refill(_ source: inout some EvictionSource, in txn: borrowing LMDB.WriteTransaction) throws {
             var steps = 0
             var sinceMoved = 0
             // Twice round the collection at most: every count falls by one a round, and records

@@ -41,9 +41,8 @@ final class EvictionPolicy: Sendable {
     let sketch: FrequencySketch
     let recentUse: RecentUse
 
-    /// The share of the records kept in the window, and in probation. Probation at 10% (the
-    /// first choice) kept 0.5 to 1.3 points fewer hits at 10% capacity, within a point of the
-    /// best of libCacheSim's five only for some seeds of the sketch's hash (BENCHMARKS.md).
+    /// The share of the records kept in the window, and in probation (at 10%, probation kept
+    /// fewer hits).
     static let windowShare = 0.01
     static let probationShare = 0.25
     /// The most records the hand passes to find one to move to probation; past it, the record
@@ -67,10 +66,8 @@ final class EvictionPolicy: Sendable {
     /// by more than `staleVictimRatio` times its count, has its own counts halved: a victim in
     /// probation was not read since the hand last passed it, so so large a lead is popularity
     /// from before (a hot set that moved, a burst that ended), which the sketch's halving of all
-    /// would forget only after many more accesses. With a lead of more than 1×, every Zipf trace at
-    /// 1% capacity lost 1.4 to 2.7 points, with 2× 0.4 to 0.9 (victims whose lead was the
-    /// sketch's noise); with 3×, the Zipf traces at 10% gained 0.2 to 1.0 points and none at 1%
-    /// lost more than 0.1. A candidate counted once (a one-hit wonder, a scan) halves nothing,
+    /// would forget only after many more accesses. A smaller ratio halved victims whose lead was
+    /// the sketch's noise. A candidate counted once (a one-hit wonder, a scan) halves nothing,
     /// nor does a tie (a loop, where every key is counted alike).
     static let staleCandidateMinimum = 2
     static let staleVictimRatio = 3
@@ -181,7 +178,7 @@ final class EvictionPolicy: Sendable {
     /// probation at once; the rest of `written` is taken.
     func settle(
         _ source: inout some EvictionSource, written: inout WrittenBatch, partial: Bool = false,
-        in txn: borrowing WriteTransaction
+        in txn: borrowing LMDB.WriteTransaction
     ) throws -> Int {
         try state.withLock { state in
             // Every access made so far counts before anything is decided.
@@ -196,7 +193,7 @@ final class EvictionPolicy: Sendable {
     }
 
     /// Evicts until `source` is within its bound (a write with no keys of its own to add).
-    func settle(_ source: inout some EvictionSource, in txn: borrowing WriteTransaction) throws -> Int {
+    func settle(_ source: inout some EvictionSource, in txn: borrowing LMDB.WriteTransaction) throws -> Int {
         var none = WrittenBatch()
         return try settle(&source, written: &none, in: txn)
     }

@@ -29,7 +29,7 @@ protocol EvictionSource {
     /// go), until it returns `false` or the keys run out; returns the last key visited, `nil` when
     /// the walk ran past the last key. One cursor for the whole walk.
     mutating func walk(
-        after position: [UInt8]?, in txn: borrowing WriteTransaction,
+        after position: [UInt8]?, in txn: borrowing LMDB.WriteTransaction,
         _ visit: (UnsafeRawBufferPointer, UInt64) throws -> Bool
     ) throws -> [UInt8]?
     /// Deletes the record under `key` unless it is absent or was written by the running
@@ -37,11 +37,11 @@ protocol EvictionSource {
     /// once and delete it later, before its next walk (``BoundTracker`` does, for a bound in
     /// records only); it then reports `.evicted` for a record it finds absent at that point, and
     /// sets the count right.
-    mutating func evict(_ key: [UInt8], hash: UInt64, in txn: borrowing WriteTransaction) throws -> EvictionOutcome
+    mutating func evict(_ key: [UInt8], hash: UInt64, in txn: borrowing LMDB.WriteTransaction) throws -> EvictionOutcome
     /// Looks at up to `limit` records in key order after `position` (from the first when `nil`)
     /// and deletes those that have expired and were not written by the running transaction;
     /// returns the last key looked at (`nil` when the walk reached the end) and how many went.
     mutating func removeExpired(
-        after position: [UInt8]?, limit: Int, in txn: borrowing WriteTransaction
+        after position: [UInt8]?, limit: Int, in txn: borrowing LMDB.WriteTransaction
     ) throws -> (position: [UInt8]?, removed: Int)
 }

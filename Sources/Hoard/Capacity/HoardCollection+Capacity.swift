@@ -7,7 +7,7 @@ extension HoardCollection {
     /// The recorded capacity and what the collection holds against it; `nil` when it has none.
     ///
     /// - Throws: ``HoardError/corruptRegistry(collection:reason:)`` when the recorded capacity is
-    ///   damaged; `LMDBError` when LMDB fails.
+    ///   damaged; ``HoardError/storage(_:)`` when the storage fails.
     public func capacityUsage() throws -> CapacityUsage? {
         try store.capacityUsage(of: name)
     }
@@ -16,7 +16,7 @@ extension HoardCollection {
     /// transaction, and makes the eviction policy when the collection is bounded.
     func applyCapacity(_ capacity: Capacity?) throws {
         if let capacity { try capacity.validate(collection: name) }
-        let (recorded, stored) = try store.environment.read { txn in
+        let (recorded, stored) = try store.readLMDB { txn in
             (try StoredBound.read(name, in: store, txn: txn), try txn.count(in: database))
         }
         let strategy = capacity?.strategy ?? .frequency
@@ -26,7 +26,7 @@ extension HoardCollection {
             }
             return
         }
-        try store.environment.write { txn in
+        try store.writeLMDB { txn in
             // Read again inside the write: another process may have changed it meanwhile.
             let current = try StoredBound.read(name, in: store, txn: txn)
             guard !capacity.isUnbounded else {
@@ -69,11 +69,11 @@ extension Store {
     /// The recorded capacity of collection `name` and what it holds against it; `nil` when it has none.
     ///
     /// - Throws: ``HoardError/corruptRegistry(collection:reason:)`` when the recorded capacity is
-    ///   damaged; `LMDBError` when LMDB fails.
+    ///   damaged; ``HoardError/storage(_:)`` when the storage fails.
     public func capacityUsage(of name: String) throws -> CapacityUsage? {
         // The database is opened before the snapshot: LMDB opens databases in transactions of their own.
         guard let database = try recordDatabase(of: name) else { return nil }
-        return try environment.read { txn in
+        return try readLMDB { txn in
             guard let bound = try StoredBound.read(name, in: self, txn: txn) else { return nil }
             return CapacityUsage(
                 capacity: bound.capacity, records: try txn.count(in: database),

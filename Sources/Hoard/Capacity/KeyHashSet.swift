@@ -81,9 +81,7 @@ struct KeyHashSet {
     @discardableResult
     mutating func remove(_ hash: UInt64) -> Bool {
         let entry = hash | 1
-        // Through the buffer: one check of the array's uniqueness, not one a slot written. Only
-        // 20 instructions fewer a record of an evicting put of 250, but its part above LMDB's
-        // deletes fell from 0.32× to 0.27× of an unbounded put (BENCHMARKS.md).
+        // Through the buffer: one check of the array's uniqueness, not one a slot written.
         let removed = slots.withUnsafeMutableBufferPointer { slots -> Bool in
             let mask = slots.count - 1
             var hole = Int(truncatingIfNeeded: entry >> 1) & mask

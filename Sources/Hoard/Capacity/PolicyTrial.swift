@@ -27,7 +27,7 @@ internal import Synchronization
 final class PolicyTrial: @unchecked Sendable {
     // @unchecked: the caches and counts are touched only under the policy's counting lock;
     // `prefersRecencyFlag` is atomic. Exclusivity unchecked for the same reason: the runtime's
-    // checks of each access to the caches made a get at a bound of 2,000 records 3% slower.
+    // checks of each access to the caches showed in a get's time.
     @exclusivity(unchecked) private var recency: MiniatureCache
     @exclusivity(unchecked) private var frequency: MiniatureCache
     @exclusivity(unchecked) private var recencyHits = 0
@@ -41,9 +41,7 @@ final class PolicyTrial: @unchecked Sendable {
     static let sampledKeys = 1_024
     /// Once, not twice, and the choice flips at any lead, where it first waited for 1/32 of the
     /// hits: after a hot set moved, the sketch's side, recovering, now wins the trial back while
-    /// there is traffic left to gain from it (at a bound of 10,000: 74.7% → 75.4% of hits on that
-    /// trace, 64.8% → 65.4% on the phases trace, BENCHMARKS.md); no Zipf trace moved by more than
-    /// 0.2 points.
+    /// there is traffic left to gain from it.
     static let halvingMultiple = 1
 
     /// A trial for a collection bounded to about `records` records.
@@ -116,8 +114,7 @@ struct MiniatureCache {
         // A window of 1%, as W-TinyLFU's, and half the rest protected, where W-TinyLFU protects
         // 80%: the miniature stands for the collection's policy, whose hand lets go of a record
         // not read for three passes, and a larger protected part kept a moved hot set's old keys
-        // for longer (with 80%, and old popularity not fading here, 0.3 points fewer hits on the
-        // moving hot set at a bound of 10,000).
+        // for longer.
         windowCapacity = segmented ? max(1, capacity / 100) : capacity
         protectedCapacity = (capacity - windowCapacity) / 2
         nodes = []

@@ -9,9 +9,8 @@ internal import Synchronization
 /// its fingerprint and a count above 0 (an entry at 0 is free). So two keys in one bucket keep
 /// counts of their own, and a key that was never read reads 0 unless another key in its bucket
 /// has the same fingerprint (about one lookup in twenty at the default size). Without the
-/// fingerprints (a plain 2-bit counter per hashed slot, as this table first was), a cold record
-/// that shared a hot one's slot was kept as if hot, and the hit ratio fell by about 1.6 points at
-/// 1% capacity on the Zipf traces (BENCHMARKS.md).
+/// fingerprints (a plain 2-bit counter per hashed slot), a cold record that shared a hot one's
+/// slot was kept as if hot.
 ///
 /// Every operation is one compare-and-swap on one word: a hit counts without a lock.
 final class RecentUse: @unchecked Sendable {

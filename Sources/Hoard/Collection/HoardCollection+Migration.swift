@@ -31,7 +31,7 @@ extension HoardCollection {
     /// Rewrites, in `txn`, the records remembered for a lazy migration (by any handle of the
     /// collection: they share ``CollectionState``); returns how many it rewrote.
     @discardableResult
-    func migratePending(in txn: borrowing WriteTransaction) throws -> Int {
+    func migratePending(in txn: borrowing LMDB.WriteTransaction) throws -> Int {
         let keys = state.pendingMigrations.withLock { pending -> Set<[UInt8]> in
             defer { pending.removeAll() }
             return pending
@@ -49,15 +49,15 @@ extension HoardCollection {
     /// Rewrites the records a lazy migration remembered, in a transaction of its own; returns how many.
     ///
     /// - Throws: ``HoardError/encoding(collection:key:underlying:)`` when a model cannot be encoded,
-    ///   `LMDBError` when LMDB fails; nothing is rewritten then.
+    ///   ``HoardError/storage(_:)`` when the storage fails; nothing is rewritten then.
     @discardableResult
     public func flushMigrations() throws -> Int {
-        try store.environment.write { txn in try migratePending(in: txn) }
+        try store.writeLMDB { txn in try migratePending(in: txn) }
     }
 
     /// Rewrites the records remembered for a lazy migration, as one write of the store's next group commit.
     ///
-    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed
+    /// - Throws: as the synchronous form does, or the ``HoardError/storage(_:)`` of a commit that failed
     ///   (then nothing of the batch is stored).
     @discardableResult
     public func flushMigrations() async throws -> Int where Model: Sendable {
@@ -72,7 +72,7 @@ extension HoardCollection {
     /// Rewrites the record under `key` in the current version if it is older, keeping its
     /// write time and expiry (a migration changes the spelling, not the content).
     func rewriteIfOld(
-        _ key: [UInt8], _ writer: RecordWriter, in txn: borrowing WriteTransaction
+        _ key: [UInt8], _ writer: RecordWriter, in txn: borrowing LMDB.WriteTransaction
     ) throws
         -> RewriteOutcome
     {
@@ -115,7 +115,7 @@ extension HoardCollection {
     ///   - batchSize: how many records one write transaction rewrites.
     ///   - progress: called after each batch with the totals so far; return `false` to stop.
     /// - Throws: ``HoardError/encoding(collection:key:underlying:)`` when a model cannot be encoded,
-    ///   `LMDBError` when LMDB fails; the batches committed before stay, and the next call goes on from them.
+    ///   ``HoardError/storage(_:)`` when the storage fails; the batches committed before stay, and the next call goes on from them.
     @discardableResult
     public func migrate(
         batchSize: Int = 1_000, progress: (MigrationProgress) -> Bool = { _ in true }
@@ -125,10 +125,10 @@ extension HoardCollection {
         let checkpointKey = Array("migrate:\(name)".utf8)
         var totals = MigrationProgress()
         while true {
-            let batch = try store.environment.write { txn -> (MigrationProgress, Bool) in
+            let batch = try store.writeLMDB { txn -> (MigrationProgress, Bool) in
                 var step = MigrationProgress()
                 let start = try txn.value(forKey: checkpointKey, in: meta)
-                let range = start.map { KeyRange(from: .exclusive($0)) } ?? .all
+                let range = start.map { LMDB.KeyRange(from: .exclusive($0)) } ?? .all
                 let keys = try txn.entries(in: database, range: range, limit: batchSize).map(\.key)
                 var writer = try writer(in: txn)
                 for key in keys {

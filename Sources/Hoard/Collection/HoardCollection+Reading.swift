@@ -1,4 +1,4 @@
-public import LMDB
+internal import LMDB
 internal import CBOR
 
 // Reading: by ID, scans and visits, headers, and decoding one record.
@@ -9,7 +9,7 @@ extension HoardCollection {
     ///
     /// - Throws: ``HoardError`` when the record is damaged, was written by a newer version or cannot
     ///   be decoded (``HoardError/corruptRecord(collection:key:reason:)``, ``HoardError/newerRecord(collection:key:version:current:)``,
-    ///   ``HoardError/decoding(collection:key:version:underlying:)``), or the ID is too long for a key; `LMDBError` when LMDB fails.
+    ///   ``HoardError/decoding(collection:key:version:underlying:)``), or the ID is too long for a key; ``HoardError/storage(_:)`` when the storage fails.
     public func get(_ id: Model.ID) throws -> Model? {
         // Timed here, not in `get(_:in:)`: two clock reads (some 50 ns) would add a tenth to a get
         // inside a caller's transaction, where a program reads many records at once.
@@ -18,7 +18,7 @@ extension HoardCollection {
         let start = monotonicNanoseconds()
         defer { state.metrics.getDuration.recordSince(start) }
         var unused = false
-        return try store.environment.read { txn in
+        return try store.readLMDB { txn in
             try get(id, in: txn, refreshDue: &unused, checkingRefresh: false, startedAt: start)
         }
     }
@@ -28,7 +28,9 @@ extension HoardCollection {
     /// - Throws: as ``get(_:)`` does.
     public func get<Access>(_ id: Model.ID, in txn: borrowing Transaction<Access>) throws -> Model? {
         var unused = false
-        return try get(id, in: txn, refreshDue: &unused, checkingRefresh: false, startedAt: nil)
+        return try storageErrors {
+            try get(id, in: txn.reading, refreshDue: &unused, checkingRefresh: false, startedAt: nil)
+        }
     }
 
     /// ``get(_:in:)``, and for a hit when `checkingRefresh`, whether the record is past the
@@ -37,7 +39,7 @@ extension HoardCollection {
     /// at that instant (``Store/vouches(for:startedAt:)``).
     @inline(__always)
     func get<Access>(
-        _ id: Model.ID, in txn: borrowing Transaction<Access>, refreshDue: inout Bool, checkingRefresh: Bool,
+        _ id: Model.ID, in txn: borrowing LMDB.Transaction<Access>, refreshDue: inout Bool, checkingRefresh: Bool,
         startedAt: UInt64?
     ) throws -> Model? {
         // The key is lent from the stack, and the record's bytes are taken out of the closure:
@@ -83,9 +85,9 @@ extension HoardCollection {
 
     /// Whether a live (unexpired) record is stored under `id`; reads its header only.
     ///
-    /// - Throws: ``HoardError`` when the record's header is damaged; `LMDBError` when LMDB fails.
+    /// - Throws: ``HoardError`` when the record's header is damaged; ``HoardError/storage(_:)`` when the storage fails.
     public func contains(_ id: Model.ID) throws -> Bool {
-        let expiry = try store.environment.read { txn -> Int64?? in
+        let expiry = try store.readLMDB { txn -> Int64?? in
             try header(of: id, in: txn).map { readRule(in: txn).expiry(of: $0) }
         }
         guard let expiry else { return false }
@@ -95,28 +97,27 @@ extension HoardCollection {
 
     /// The number of records, expired ones not yet purged included (read from the B-tree, no scan).
     ///
-    /// - Throws: `LMDBError` when LMDB fails.
+    /// - Throws: ``HoardError/storage(_:)`` when the storage fails.
     public func count() throws -> Int {
-        try store.environment.read { txn in try txn.count(in: database) }
+        try store.readLMDB { txn in try txn.count(in: database) }
     }
 
     /// The models whose IDs lie from `lower` to `upper` (both included; either may be open), in
     /// ID order or reversed, at most `limit`.
     ///
     /// - Throws: ``HoardError`` for the first damaged, newer or undecodable record in the range;
-    ///   `LMDBError` when LMDB fails.
+    ///   ``HoardError/storage(_:)`` when the storage fails.
     public func scan(
         from lower: Model.ID? = nil, through upper: Model.ID? = nil, reverse: Bool = false, limit: Int = .max
     ) throws -> [Model] {
-        let keys = KeyRange(from: lower.map { .inclusive($0.keyBytes) }, to: upper.map { .inclusive($0.keyBytes) })
-        return try scan(keys: keys, reverse: reverse, limit: limit)
+        try scan(keys: .from(lower?.keyBytes, through: upper?.keyBytes), reverse: reverse, limit: limit)
     }
 
     /// The models whose key bytes lie in `keys`, for prefixes of string IDs and other byte ranges.
     /// Expired records are left out; the first damaged record throws.
     ///
     /// - Throws: ``HoardError`` for the first damaged, newer or undecodable record in the range;
-    ///   `LMDBError` when LMDB fails.
+    ///   ``HoardError/storage(_:)`` when the storage fails.
     public func scan(keys: KeyRange, reverse: Bool = false, limit: Int = .max) throws -> [Model] {
         let result = try scan(keys: keys, reverse: reverse, limit: limit, skippingDamaged: false)
         return result.models
@@ -127,15 +128,15 @@ extension HoardCollection {
     /// damaged record throws. Return `.stop` from `body` to end early.
     ///
     /// - Throws: ``HoardError`` for the first damaged, newer or undecodable record, what `body`
-    ///   throws, or `LMDBError` when LMDB fails.
+    ///   throws, or ``HoardError/storage(_:)`` when the storage fails.
     public func forEach(keys: KeyRange = .all, reverse: Bool = false, _ body: (Model) throws -> IterationStep) throws {
         let now = store.options.now()
-        try store.environment.read { txn in
+        try store.readLMDB { txn in
             let rule = readRule(in: txn)
-            try txn.forEach(in: database, range: keys, reverse: reverse) { key, record in
+            try txn.forEach(in: database, range: keys.bytes, reverse: reverse) { key, record in
                 let expired = rule.expiry(of: record).map { $0 <= now } ?? false
                 guard let model = try decode(record, key: { Array(key) }, expired: expired) else { return .next }
-                return try body(model)
+                return try body(model).lmdb
             }
         }
     }
@@ -143,7 +144,7 @@ extension HoardCollection {
     /// Like ``scan(keys:reverse:limit:)``, but a damaged or undecodable record does not stop the
     /// scan: it is left out and reported in ``ScanResult/damaged``. Nothing is deleted.
     ///
-    /// - Throws: `LMDBError` when LMDB fails.
+    /// - Throws: ``HoardError/storage(_:)`` when the storage fails.
     public func scanSkippingDamaged(
         keys: KeyRange = .all, reverse: Bool = false, limit: Int = .max
     ) throws -> ScanResult<Model> {
@@ -152,11 +153,11 @@ extension HoardCollection {
 
     func scan(keys: KeyRange, reverse: Bool, limit: Int, skippingDamaged: Bool) throws -> ScanResult<Model> {
         let now = store.options.now()
-        return try store.environment.read { txn in
+        return try store.readLMDB { txn in
             var result = ScanResult<Model>(models: [], damaged: [])
             guard limit > 0 else { return result }
             let rule = readRule(in: txn)
-            try txn.forEach(in: database, range: keys, reverse: reverse) { key, record in
+            try txn.forEach(in: database, range: keys.bytes, reverse: reverse) { key, record in
                 let expired = rule.expiry(of: record).map { $0 <= now } ?? false
                 do {
                     if let model = try decode(record, key: { Array(key) }, expired: expired) {
@@ -177,17 +178,21 @@ extension HoardCollection {
     /// against the payload's decoding.
     ///
     /// - Throws: ``HoardError/corruptRecord(collection:key:reason:)`` when the header cannot be read;
-    ///   `LMDBError` when LMDB fails.
+    ///   ``HoardError/storage(_:)`` when the storage fails.
     public func header(of id: Model.ID) throws -> RecordHeader? {
-        try store.environment.read { txn in try header(of: id, in: txn) }
+        try store.readLMDB { txn in try header(of: id, in: txn) }
     }
 
     /// The header of the record under `id` as `txn` sees it, or `nil` (see ``header(of:)``); an
     /// expired record's header too.
     ///
     /// - Throws: ``HoardError/corruptRecord(collection:key:reason:)`` when the header cannot be read;
-    ///   `LMDBError` when LMDB fails.
+    ///   ``HoardError/storage(_:)`` when the storage fails.
     public func header<Access>(of id: Model.ID, in txn: borrowing Transaction<Access>) throws -> RecordHeader? {
+        try storageErrors { try header(of: id, in: txn.reading) }
+    }
+
+    func header<Access>(of id: Model.ID, in txn: borrowing LMDB.Transaction<Access>) throws -> RecordHeader? {
         let key = try keyBytes(id)
         return try txn.withValue(forKey: key, in: database) { record in
             do throws(RecordDamage) {

@@ -119,7 +119,7 @@ extension Store {
     /// across processes, stale ones included). Call it on an interval, for example from a
     /// maintenance task.
     ///
-    /// - Throws: `LMDBError` when LMDB cannot report its figures.
+    /// - Throws: ``HoardError/storage(_:)`` when LMDB cannot report its figures.
     public func publishMetrics() throws {
         let info = try environment.info()
         let pageSize = try environment.statistics().pageSize

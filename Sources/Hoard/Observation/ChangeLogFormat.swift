@@ -25,7 +25,7 @@ enum ChangeLogFormat {
     /// last `keeping` transactions.
     static func write(
         _ journal: ChangeJournal, transaction id: Int, keeping: Int, in log: Database,
-        txn: borrowing WriteTransaction
+        txn: borrowing LMDB.WriteTransaction
     ) throws {
         var value: [UInt8] = [format]
         journal.forEachBatch { collection, batch in

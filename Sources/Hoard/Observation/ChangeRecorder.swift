@@ -4,14 +4,14 @@ extension Store {
     /// What records the changes of the collection of `state` in `txn`, or `nil` when nobody would
     /// read them (no subscriber in this process, no change log): one atomic load.
     @inline(__always)
-    func changeRecorder(for state: CollectionState, in txn: borrowing WriteTransaction) -> ChangeRecorder? {
+    func changeRecorder(for state: CollectionState, in txn: borrowing LMDB.WriteTransaction) -> ChangeRecorder? {
         guard state.observerCount.load(ordering: .acquiring) > 0 || observation.logsChanges else { return nil }
         return ChangeRecorder(state: state, observation: observation, in: txn)
     }
 
     /// What records the changes of collection `name` in `txn`, or `nil` when nobody would read
     /// them. For writers that know the collection by name (a replica's invalidations).
-    func changeRecorder(forCollection name: String, in txn: borrowing WriteTransaction) -> ChangeRecorder? {
+    func changeRecorder(forCollection name: String, in txn: borrowing LMDB.WriteTransaction) -> ChangeRecorder? {
         let state = observation.logsChanges ? state(of: name) : existingState(of: name)
         guard let state else { return nil }
         return changeRecorder(for: state, in: txn)
@@ -37,7 +37,8 @@ struct ChangeRecorder {
 
     // Borrowed: an initializer takes its arguments owned by default, which cost a write a
     // retain and a release of each.
-    init(state: borrowing CollectionState, observation: borrowing Observation, in txn: borrowing WriteTransaction) {
+    init(state: borrowing CollectionState, observation: borrowing Observation, in txn: borrowing LMDB.WriteTransaction)
+    {
         self.state = Unmanaged.passUnretained(state)
         self.observation = Unmanaged.passUnretained(observation)
         state.refreshWritersKeys()
@@ -50,7 +51,7 @@ struct ChangeRecorder {
     /// Records that the record under `key` changed, if it is kept. Inlined into the write sites
     /// down to the key's bit, the few instructions a key nobody observes costs.
     @inline(__always)
-    func record(key: UnsafeRawBufferPointer, _ kind: RecordedKind, in txn: borrowing WriteTransaction) {
+    func record(key: UnsafeRawBufferPointer, _ kind: RecordedKind, in txn: borrowing LMDB.WriteTransaction) {
         if let journal {
             state._withUnsafeGuaranteedRef { state in
                 journal._withUnsafeGuaranteedRef { $0.record(state, key: key, kind) }
@@ -60,15 +61,16 @@ struct ChangeRecorder {
         }
     }
 
-    private func recordIfObserved(key: UnsafeRawBufferPointer, _ kind: RecordedKind, in txn: borrowing WriteTransaction)
-    {
+    private func recordIfObserved(
+        key: UnsafeRawBufferPointer, _ kind: RecordedKind, in txn: borrowing LMDB.WriteTransaction
+    ) {
         state._withUnsafeGuaranteedRef { state in
             guard kind == .cleared || state.writersKeys?.contains(key) != false else { return }
             observation._withUnsafeGuaranteedRef { $0.journal(of: txn) }.record(state, key: key, kind)
         }
     }
 
-    func record(key: [UInt8], _ kind: RecordedKind, in txn: borrowing WriteTransaction) {
+    func record(key: [UInt8], _ kind: RecordedKind, in txn: borrowing LMDB.WriteTransaction) {
         key.withUnsafeBytes { record(key: $0, kind, in: txn) }
     }
 
@@ -82,7 +84,7 @@ struct ChangeRecorder {
     /// - Each subscriber pays a read and a decode, a few µs, on its own thread: with 128 records
     ///   or more a key observed, a few percent of what the write itself takes.
     /// This is how GRDB's `ValueObservation` works for every write to a table it observes.
-    func forWrite(of count: Int, in txn: borrowing WriteTransaction) -> ChangeRecorder? {
+    func forWrite(of count: Int, in txn: borrowing LMDB.WriteTransaction) -> ChangeRecorder? {
         guard journal == nil else { return self }
         let observed = state._withUnsafeGuaranteedRef { $0.writersKeys?.count } ?? 0
         guard count >= Swift.max(Self.fewestRecordsUnrecorded, 128 * observed) else { return self }

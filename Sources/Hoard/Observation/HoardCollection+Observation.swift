@@ -52,7 +52,7 @@ extension HoardCollection {
     /// equal), when it expires, and the transaction's id.
     func observedState(_ key: [UInt8]) throws -> ObservedState<Model> {
         let now = store.options.now()
-        return try store.environment.read { txn in
+        return try store.readLMDB { txn in
             var state = ObservedState<Model>(transaction: txn.id)
             guard let record = try txn.withValue(forKey: key, in: database, { $0 }) else { return state }
             let expiry = readRule(in: txn, lease: false).expiry(of: record)
@@ -191,7 +191,7 @@ public struct RecordObservation<Model: VariablyCodable & Identifiable>: AsyncSeq
 where Model.ID: HoardKey {
     /// The record's model, or `nil` when it is absent or expired.
     public typealias Element = Model?
-    /// What reading the record throws (``HoardError``, `LMDBError`).
+    /// What reading the record throws (``HoardError``).
     public typealias Failure = any Error
     let collection: HoardCollection<Model>
     let key: [UInt8]
@@ -206,7 +206,7 @@ where Model.ID: HoardKey {
     public struct Iterator: AsyncIteratorProtocol {
         /// The record's model, or `nil` when it is absent or expired.
         public typealias Element = Model?
-        /// What reading the record throws (``HoardError``, `LMDBError`).
+        /// What reading the record throws (``HoardError``).
         public typealias Failure = any Error
         let collection: HoardCollection<Model>
         let key: [UInt8]
@@ -224,7 +224,7 @@ where Model.ID: HoardKey {
         /// optional) once the task is cancelled.
         ///
         /// - Throws: ``HoardError`` when the record is damaged, newer or does not decode;
-        ///   `LMDBError` when LMDB fails.
+        ///   ``HoardError/storage(_:)`` when the storage fails.
         public mutating func next() async throws -> Model?? {
             guard var last = self.last else {
                 // Subscribed already: read, and drop what that snapshot includes.
@@ -260,21 +260,21 @@ where Model.ID: HoardKey {
 }
 
 /// A key as a collection stores it, for code that has no ID type at hand (the `hoard` tool):
-/// ``Store/changes(ofCollection:limit:)`` reports keys this way. ``StoredKey`` names one for people.
-public struct RawKey: HoardKey, CustomStringConvertible {
+/// `Store.changes(ofCollection:limit:)` reports keys this way. ``StoredKey`` names one for people.
+package struct RawKey: HoardKey, CustomStringConvertible {
     /// The key's bytes.
-    public let bytes: [UInt8]
+    package let bytes: [UInt8]
 
-    public init?(keyBytes: some Swift.Collection<UInt8>) { bytes = Array(keyBytes) }
-    public var keyBytes: [UInt8] { bytes }
+    package init?(keyBytes: some Swift.Collection<UInt8>) { bytes = Array(keyBytes) }
+    package var keyBytes: [UInt8] { bytes }
     /// The key's bytes in hex.
-    public var description: String { StoredKey(bytes, kind: .custom).description }
+    package var description: String { StoredKey(bytes, kind: .custom).description }
 }
 
 extension Store {
     /// The changes of collection `name`, with its keys as stored: ``HoardCollection/changes(limit:)``
     /// for code that knows the collection by name only.
-    public func changes(ofCollection name: String, limit: Int = 10_000) -> ChangeSequence<RawKey> {
+    package func changes(ofCollection name: String, limit: Int = 10_000) -> ChangeSequence<RawKey> {
         ChangeSequence(
             subscription: Subscription(
                 ChangeSubscriber(interest: .all(limit: max(limit, 1))), state: state(of: name), store: self))

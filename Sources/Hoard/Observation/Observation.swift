@@ -68,11 +68,11 @@ final class Observation: CommitListener, @unchecked Sendable {
     }
 
     /// The journal of `txn`, taken if it has none yet.
-    func journal(of txn: borrowing WriteTransaction) -> ChangeJournal {
+    func journal(of txn: borrowing LMDB.WriteTransaction) -> ChangeJournal {
         txn.local(ObjectIdentifier(ChangeJournal.self), make: takeJournal)
     }
 
-    func willCommit(_ txn: borrowing WriteTransaction) throws {
+    func willCommit(_ txn: borrowing LMDB.WriteTransaction) throws {
         if let changeLogLength, let changeLog {
             try ChangeLogFormat.write(
                 journal(of: txn), transaction: txn.id, keeping: changeLogLength, in: changeLog, txn: txn)

@@ -381,7 +381,7 @@ final class ProcessWatcher: @unchecked Sendable {
         var batches: [(String, RawChanges)] = []
         try environment.read { txn in
             try txn.forEach(
-                in: changeLog, range: KeyRange(from: .inclusive(ChangeLogFormat.key(range.lowerBound)))
+                in: changeLog, range: LMDB.KeyRange(from: .inclusive(ChangeLogFormat.key(range.lowerBound)))
             ) { key, value in
                 guard let id = ChangeLogFormat.transaction(of: key), id <= range.upperBound else { return .stop }
                 guard !own.contains(id) else { return .next }

@@ -114,7 +114,7 @@ public struct FetchTimeouts: Sendable, Hashable {
 public enum Revalidation<Model: Sendable>: Sendable {
     /// The model, stored with `expiry` (by default the collection's time to live; an upstream's
     /// `Cache-Control: max-age` as `.after(.seconds(maxAge))`) and, unless `nil`, with `tags`
-    /// (``HoardCollection/put(_:tags:expiry:)-3spge``): a fetch under way when one of them is
+    /// (``HoardCollection/put(_:expiry:tags:insertOnly:announce:)-3byoj``): a fetch under way when one of them is
     /// invalidated does not store its model.
     case model(Model, expiry: Expiry = .collectionDefault, tags: [String]? = nil)
     /// The stored model is still current (an HTTP `304`): its record is renewed with `expiry`,
@@ -188,7 +188,7 @@ public struct CollectionStatistics: Sendable, Hashable {
     public var hardTimeouts = 0
     /// Records renewed by a "not modified" answer (``Revalidation/notModified(expiry:)``).
     public var notModified = 0
-    /// Invalidations by tag made here (``HoardCollection/invalidate(tag:)``) that committed; the
+    /// Invalidations by tag made here (``HoardCollection/invalidate(tag:)-1cd3z``) that committed; the
     /// records they removed count in ``RemovalCounts/invalidated``.
     public var tagInvalidations = 0
     /// Reads answered `nil` from a remembered "no such ID" (``Freshness/negativeTimeToLive``).

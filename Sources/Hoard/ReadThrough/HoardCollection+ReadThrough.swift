@@ -40,7 +40,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     ///   - fetch: the source of truth; it must return the model of the ID it is given.
     /// - Throws: what `fetch` throws (unless a stale record is served in its place),
     ///   ``HoardError/fetchTimedOut(collection:key:after:)``, `CancellationError`, or what reading
-    ///   the stored record throws (``HoardError/newerRecord(collection:key:version:current:)``, `LMDBError`).
+    ///   the stored record throws (``HoardError/newerRecord(collection:key:version:current:)``, ``HoardError/storage(_:)``).
     @inlinable
     public func get(
         _ id: Model.ID, timeouts: FetchTimeouts? = nil,
@@ -127,7 +127,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     ) async throws -> [Model] {
         let now = store.options.now()
         let keys = try ids.map { try keyBytes($0) }
-        let found = try store.environment.read { txn in try keys.map { try storedForReadThrough($0, in: txn) } }
+        let found = try store.readLMDB { txn in try keys.map { try storedForReadThrough($0, in: txn) } }
         var models = [Model?](repeating: nil, count: ids.count)
         var refresh: [Int] = []
         var missing: [Int] = []
@@ -234,10 +234,10 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     /// The record under `key`, expired or not; `nil` when there is none, or when it is damaged or
     /// does not decode (read-through then fetches it again and replaces it).
     func storedForReadThrough(_ key: [UInt8]) throws -> Stored? {
-        try store.environment.read { txn in try storedForReadThrough(key, in: txn) }
+        try store.readLMDB { txn in try storedForReadThrough(key, in: txn) }
     }
 
-    func storedForReadThrough(_ key: [UInt8], in txn: borrowing ReadTransaction) throws -> Stored? {
+    func storedForReadThrough(_ key: [UInt8], in txn: borrowing LMDB.ReadTransaction) throws -> Stored? {
         let rule = readRule(in: txn)
         do {
             return try txn.withValue(forKey: key, in: database) { record -> Stored? in

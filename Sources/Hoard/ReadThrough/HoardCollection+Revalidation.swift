@@ -95,16 +95,16 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
 
     /// Stores fetched answers in `txn`: the models, in one put per expiry (most share the
     /// collection's); the stored records that are still current, renewed (``renew(_:expiry:in:)``).
-    func store(_ answers: [Answer], in txn: borrowing WriteTransaction) throws {
+    func store(_ answers: [Answer], in txn: borrowing LMDB.WriteTransaction) throws {
         var byExpiry: [Expiry: [Model]] = [:]
         for case .model(let model, let expiry, let tags) in answers {
             if let tags {
-                try put(model, expiry: expiry, insertOnly: false, tags: tags, in: txn)
+                try put(model, PutRequest(expiry: expiry, tags: tags), in: txn)
             } else {
                 byExpiry[expiry, default: []].append(model)
             }
         }
-        for (expiry, models) in byExpiry { try put(models, expiry: expiry, in: txn) }
+        for (expiry, models) in byExpiry { try put(models, PutRequest(expiry: expiry), in: txn) }
         var renewed = 0
         for case .notModified(let model, let expiry) in answers
         where try model.id.withKeyBytes({ try renew($0, expiry: expiry, in: txn) }) {

@@ -14,7 +14,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         let start = monotonicNanoseconds()
         defer { state.metrics.getDuration.recordSince(start) }
         var due = false
-        let model = try store.environment.read { txn in
+        let model = try store.readLMDB { txn in
             try get(id, in: txn, refreshDue: &due, checkingRefresh: true, startedAt: start)
         }
         if due, let model, let key = try? keyBytes(id), startRefresh(of: [key], ids: [id], fetch: fetch(model)) {

@@ -52,7 +52,7 @@ extension HoardCollection {
     /// with no commit to tell it).
     @inline(__always)
     func readRule<Access>(
-        in txn: borrowing Transaction<Access>, startedAt: UInt64? = nil, lease: Bool = true
+        in txn: borrowing LMDB.Transaction<Access>, startedAt: UInt64? = nil, lease: Bool = true
     )
         -> ReadRule
     {

@@ -97,7 +97,7 @@ struct RemovalEffects {
     }
 
     /// The records' tag index; `nil` when no record of the store is tagged.
-    mutating func tags(in txn: borrowing WriteTransaction) throws -> TagIndex? {
+    mutating func tags(in txn: borrowing LMDB.WriteTransaction) throws -> TagIndex? {
         if let tagIndex { return tagIndex }
         let opened = try store.tagIndex(of: collection, in: txn)
         tagIndex = .some(opened)
@@ -108,7 +108,7 @@ struct RemovalEffects {
     /// the key is gone already (an invalidation by tag took it).
     mutating func remove(
         _ key: UnsafeRawBufferPointer, _ reason: RecordRemoval, untagging: [UInt8]? = nil, recordSize: Int = 0,
-        in txn: borrowing WriteTransaction
+        in txn: borrowing LMDB.WriteTransaction
     ) throws -> Bool {
         guard try txn.delete(key, in: database) else { return false }
         try tags(in: txn)?.remove(key, in: txn, removed: untagging)
@@ -121,8 +121,8 @@ struct RemovalEffects {
     /// journal is told first, while `key` (often the cursor's own bytes) is valid; the tags go
     /// at ``flush(in:)``, once the caller's cursor is done.
     mutating func removeCurrent(
-        _ cursor: borrowing Cursor<ReadWriteAccess>, key: UnsafeRawBufferPointer, recordSize: Int,
-        _ reason: RecordRemoval, in txn: borrowing WriteTransaction
+        _ cursor: borrowing Cursor<LMDB.ReadWriteAccess>, key: UnsafeRawBufferPointer, recordSize: Int,
+        _ reason: RecordRemoval, in txn: borrowing LMDB.WriteTransaction
     ) throws {
         recorder?.record(key: key, reason.recordedKind, in: txn)
         if try tags(in: txn) != nil { untag.append(Array(key)) }
@@ -131,7 +131,7 @@ struct RemovalEffects {
     }
 
     /// Removes the tags of the records removed under a cursor.
-    mutating func flush(in txn: borrowing WriteTransaction) throws {
+    mutating func flush(in txn: borrowing LMDB.WriteTransaction) throws {
         guard !untag.isEmpty else { return }
         let index = try tags(in: txn)
         for key in untag { try index?.remove(key, in: txn) }
@@ -174,7 +174,7 @@ struct RecordStoring {
     /// `tagging`: the tags to give every record stored, for a transaction ``Store/prepareTagging(in:)`` prepared.
     init(
         _ collection: String, database: Database, keyKind: KeyKind, state: CollectionState, store: Store,
-        writes: Int? = nil, tagging: Tagging? = nil, in txn: borrowing WriteTransaction
+        writes: Int? = nil, tagging: Tagging? = nil, in txn: borrowing LMDB.WriteTransaction
     ) throws {
         self.tagging = tagging
         var recorder = store.changeRecorder(for: state, in: txn)
@@ -186,7 +186,7 @@ struct RecordStoring {
 
     /// Ends the stores: evicts back within the bound and records the usage, and counts the
     /// evictions once the transaction commits (see ``RecordWriter/finish(in:partial:)``).
-    func finish(in txn: borrowing WriteTransaction, partial: Bool = false) throws {
+    func finish(in txn: borrowing LMDB.WriteTransaction, partial: Bool = false) throws {
         guard let tracker else { return }
         try tracker.finish(in: txn, partial: partial)
         let tally = tracker.takeTally()
@@ -201,7 +201,7 @@ struct RecordStoring {
     @inline(__always)
     func store(
         payload: UnsafeRawBufferPointer, header: RecordHeader, forKey key: UnsafeRawBufferPointer,
-        options: PutOptions = [], told: Bool = true, in database: Database, _ txn: borrowing WriteTransaction
+        options: PutOptions = [], told: Bool = true, in database: Database, _ txn: borrowing LMDB.WriteTransaction
     ) throws {
         try tracker?.willStore(key, recordSize: RecordHeader.size + payload.count, in: txn)
         try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database, options: options) { record in
@@ -230,7 +230,7 @@ package struct RecordWriter {
     /// which records changed is not known: ``ChangeRecorder/forWrite(of:in:)``).
     init(
         _ collection: String, database: Database, keyKind: KeyKind, state: CollectionState, store: Store,
-        writes: Int? = nil, in txn: borrowing WriteTransaction
+        writes: Int? = nil, in txn: borrowing LMDB.WriteTransaction
     ) throws {
         self.state = state
         storing = try RecordStoring(
@@ -245,7 +245,7 @@ package struct RecordWriter {
     @inline(__always)
     func store(
         payload: UnsafeRawBufferPointer, header: RecordHeader, forKey key: UnsafeRawBufferPointer,
-        options: PutOptions = [], told: Bool = true, in txn: borrowing WriteTransaction
+        options: PutOptions = [], told: Bool = true, in txn: borrowing LMDB.WriteTransaction
     ) throws {
         try storing.store(
             payload: payload, header: header, forKey: key, options: options, told: told, in: database, txn)
@@ -258,7 +258,7 @@ package struct RecordWriter {
     /// the bound by evicting loaded ones too).
     package func store(
         record: [UInt8], forKey key: [UInt8], options: PutOptions = [], told: Bool = true, pinned: Bool = true,
-        in txn: borrowing WriteTransaction
+        in txn: borrowing LMDB.WriteTransaction
     ) throws {
         try key.withUnsafeBytes { key in
             try tracker?.willStore(key, recordSize: record.count, pin: pinned, in: txn)
@@ -278,7 +278,7 @@ package struct RecordWriter {
     /// new record is made on the stack (when small) before the write, since the bytes a read
     /// returns are LMDB's only until the next write.
     func restamp(
-        _ key: UnsafeRawBufferPointer, told: RecordedKind? = nil, in txn: borrowing WriteTransaction,
+        _ key: UnsafeRawBufferPointer, told: RecordedKind? = nil, in txn: borrowing LMDB.WriteTransaction,
         header: (_ writtenAt: Int64, _ expiresAt: Int64?) -> RecordHeader?
     ) throws -> Bool? {
         let rewritten: Bool? = try txn.withKeptCursor(in: database) { cursor in
@@ -305,7 +305,7 @@ package struct RecordWriter {
     /// entry for the key an invalidation by tag took already.
     @discardableResult
     package mutating func remove(
-        _ key: [UInt8], _ reason: RecordRemoval, untagging: [UInt8]? = nil, in txn: borrowing WriteTransaction
+        _ key: [UInt8], _ reason: RecordRemoval, untagging: [UInt8]? = nil, in txn: borrowing LMDB.WriteTransaction
     ) throws -> Bool {
         try key.withUnsafeBytes { key in
             try tracker?.willRemove(key, in: txn)
@@ -314,7 +314,7 @@ package struct RecordWriter {
     }
 
     /// Removes every record, with their tags; observers hear of one clear. Returns how many there were.
-    mutating func removeAll(_ reason: RecordRemoval, in txn: borrowing WriteTransaction) throws -> Int {
+    mutating func removeAll(_ reason: RecordRemoval, in txn: borrowing LMDB.WriteTransaction) throws -> Int {
         let removed = try txn.count(in: database)
         try txn.clear(database)
         try effects.tags(in: txn)?.removeAll(in: txn)
@@ -329,7 +329,7 @@ package struct RecordWriter {
     /// be read is damaged, not expired, and stays. `resumeAt` is the key to go on from, `nil`
     /// once the collection's end was reached.
     package mutating func removeExpired(
-        at now: Int64, from start: [UInt8]?, scanning limit: Int, in txn: borrowing WriteTransaction
+        at now: Int64, from start: [UInt8]?, scanning limit: Int, in txn: borrowing LMDB.WriteTransaction
     ) throws -> (purged: Int, resumeAt: [UInt8]?) {
         var purged = 0
         var scanned = 0
@@ -363,8 +363,8 @@ package struct RecordWriter {
     /// way through: the writer goes on).
     ///
     /// - Throws: ``HoardError/overCapacity(collection:reason:)`` when what the transaction wrote
-    ///   alone exceeds the bound; `LMDBError` when LMDB fails.
-    package mutating func finish(in txn: borrowing WriteTransaction, partial: Bool = false) throws {
+    ///   alone exceeds the bound; ``HoardError/storage(_:)`` when the storage fails.
+    package mutating func finish(in txn: borrowing LMDB.WriteTransaction, partial: Bool = false) throws {
         try effects.flush(in: txn)
         try storing.finish(in: txn, partial: partial)
         let tally = effects.takeTally()
@@ -378,7 +378,7 @@ extension HoardCollection {
     /// The storing part of this collection's writer in `txn`, all a put needs (see ``RecordStoring``).
     @inline(__always)
     func storing(
-        writes: Int? = nil, tagging: RecordStoring.Tagging? = nil, in txn: borrowing WriteTransaction
+        writes: Int? = nil, tagging: RecordStoring.Tagging? = nil, in txn: borrowing LMDB.WriteTransaction
     ) throws -> RecordStoring {
         try RecordStoring(
             name, database: database, keyKind: Model.ID.keyKind, state: state, store: store, writes: writes,
@@ -387,7 +387,7 @@ extension HoardCollection {
 
     /// The writer of this collection's records in `txn` (see ``RecordWriter``).
     @inline(__always)
-    func writer(writes: Int? = nil, in txn: borrowing WriteTransaction) throws -> RecordWriter {
+    func writer(writes: Int? = nil, in txn: borrowing LMDB.WriteTransaction) throws -> RecordWriter {
         try RecordWriter(
             name, database: database, keyKind: Model.ID.keyKind, state: state, store: store, writes: writes, in: txn)
     }
@@ -398,7 +398,7 @@ extension Store {
     /// opened before `txn` began), for writers without the model type: purges, a replica's
     /// invalidations, the `hoard` tool.
     package func writer(
-        of name: String, database: Database, keyKind: KeyKind = .custom, in txn: borrowing WriteTransaction
+        of name: String, database: Database, keyKind: KeyKind = .custom, in txn: borrowing LMDB.WriteTransaction
     ) throws -> RecordWriter {
         try RecordWriter(name, database: database, keyKind: keyKind, state: state(of: name), store: self, in: txn)
     }

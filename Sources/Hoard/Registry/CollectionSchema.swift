@@ -27,7 +27,7 @@ public struct CollectionSchema: Sendable, Hashable {
     /// The key name `property` has in `version`, or `nil` when that version does not have it.
     public func keyName(of property: String, in version: Int) -> String? { versions[version]?[property] }
 
-    /// A description with these fields, e.g. to compare with what ``Store/schema(of:)`` reads.
+    /// A description with these fields, e.g. to compare with what the store's registry records.
     public init(
         name: String, type: String, currentVersion: Int, keyKind: KeyKind?, versions: [Int: [String: String]],
         nested: [NestedKeySets] = [], enums: [StoredEnumAliases] = []

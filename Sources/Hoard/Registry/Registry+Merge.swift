@@ -24,7 +24,7 @@ extension Registry {
         guard try merged(declared, into: recorded, refusingForgotten: true) != recorded, !store.options.readOnly else {
             return
         }
-        let written = try store.environment.write { txn in
+        let written = try store.writeLMDB { txn in
             try record(declared, refusingForgotten: true, in: txn, meta: meta)
         }
         guard let written else { return }
@@ -41,7 +41,7 @@ extension Registry {
     ///
     /// - Throws: what ``merged(_:into:refusingForgotten:)`` throws; nothing is written then.
     static func record(
-        _ incoming: CollectionSchema, refusingForgotten: Bool, in txn: borrowing WriteTransaction, meta: Database
+        _ incoming: CollectionSchema, refusingForgotten: Bool, in txn: borrowing LMDB.WriteTransaction, meta: Database
     ) throws -> RegistryEntry? {
         let key = key(incoming.name)
         let recorded = try txn.withValue(forKey: key, in: meta) { try decode($0, collection: incoming.name) }

@@ -46,7 +46,7 @@ enum Registry {
     /// The recorded entry of `collection`, or `nil`.
     static func read(_ collection: String, in store: Store) throws -> RegistryEntry? {
         guard let meta = store.meta else { return nil }
-        return try store.environment.read { txn in
+        return try store.readLMDB { txn in
             try txn.withValue(forKey: key(collection), in: meta) { try decode($0, collection: collection) }
         }
     }

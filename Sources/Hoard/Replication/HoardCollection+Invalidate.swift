@@ -1,25 +1,108 @@
-public import LMDB
+internal import LMDB
 
-// Invalidation: a record changed in the source of truth. The local record goes, and the key
-// enters the store's outbox in the same transaction, for a bus to announce to the other replicas.
+// Invalidation: records changed in the source of truth. The local records go, and what changed
+// (keys, a tag, the whole collection) enters the store's outbox in the same transaction, for a bus
+// to announce to the other replicas. A fetch under way for a record removed does not store its
+// result. Each in three forms: a transaction of its own, a caller's, one write of the store's next
+// group commit.
 
 extension HoardCollection {
-    /// Removes the records of `ids` in `txn` and records, in the same transaction, that the change
-    /// must be announced to the other replicas (the store's outbox: one entry per key, however
-    /// often it changes, until a bus has published it). A fetch under way for one of them does
-    /// not store its result.
+    /// Removes the records of `ids` in a transaction of its own and records, in the same
+    /// transaction, that the change must be announced to the other replicas (the store's outbox:
+    /// one entry per key, however often it changes, until a bus has published it).
+    ///
+    /// Call it after the source of truth has the change: the other replicas drop their copies when
+    /// a bus delivers the announcement, and their next read fetches the new value. To keep the new
+    /// value here, put it with `announce: true` instead.
     ///
     /// - Throws: ``HoardError/invalidID(collection:reason:)`` for an ID too long for a key;
-    ///   `LMDBError` when LMDB fails (abort `txn` to undo what it holds).
+    ///   ``HoardError/storage(_:)`` when the storage fails (then nothing is removed or announced).
+    public func invalidate(_ ids: [Model.ID]) throws {
+        let keys = try ids.map { try keyBytes($0) }
+        try store.writeLMDB { txn in try invalidate(keys, in: txn) }
+    }
+
+    /// Removes the record of `id` and announces the change (``invalidate(_:)-3713m`` of an array).
+    ///
+    /// - Throws: as ``invalidate(_:)-3713m`` does.
+    public func invalidate(_ id: Model.ID) throws { try invalidate([id]) }
+
+    /// Removes the records of `ids` in `txn` and announces the change (see ``invalidate(_:)-3713m``).
+    ///
+    /// - Throws: as ``invalidate(_:)-3713m`` does; abort `txn` to undo what it holds.
     public func invalidate(_ ids: [Model.ID], in txn: borrowing WriteTransaction) throws {
         let keys = try ids.map { try keyBytes($0) }
+        try storageErrors { try invalidate(keys, in: txn.writing) }
+    }
+
+    /// Removes every record that carries `tag` in a transaction of its own, and records in the same
+    /// transaction that the tag must be announced to the other replicas, which remove their records
+    /// of the tag when a bus delivers it. Returns how many records were removed here.
+    ///
+    /// - Throws: ``HoardError/invalidTag(collection:tag:reason:)`` for a tag no record can carry
+    ///   (empty, or longer than 128 bytes); ``HoardError/storage(_:)`` when the storage fails.
+    @discardableResult
+    public func invalidate(tag: String) throws -> Int {
+        let tag = try TagIndex.normalized([tag], collection: name)[0]
+        return try store.writeLMDB { txn in try invalidate(tag: tag, in: txn) }
+    }
+
+    /// Removes every record that carries `tag` in `txn` and announces the tag (see ``invalidate(tag:)-1cd3z``).
+    ///
+    /// - Throws: as ``invalidate(tag:)-1cd3z`` does; abort `txn` to undo what it holds.
+    @discardableResult
+    public func invalidate(tag: String, in txn: borrowing WriteTransaction) throws -> Int {
+        let tag = try TagIndex.normalized([tag], collection: name)[0]
+        return try storageErrors { try invalidate(tag: tag, in: txn.writing) }
+    }
+
+    /// Removes every record of the collection in a transaction of its own, and records in the same
+    /// transaction that the other replicas must remove theirs. Returns how many were removed here.
+    ///
+    /// - Throws: ``HoardError/storage(_:)`` when the storage fails (then nothing is removed or announced).
+    @discardableResult
+    public func invalidateAll() throws -> Int {
+        try store.writeLMDB { txn in try invalidateAll(in: txn) }
+    }
+
+    /// Removes every record of the collection in `txn` and announces it (see ``invalidateAll()-2h2zi``).
+    ///
+    /// - Throws: as ``invalidateAll()-2h2zi`` does; abort `txn` to undo what it holds.
+    @discardableResult
+    public func invalidateAll(in txn: borrowing WriteTransaction) throws -> Int {
+        try storageErrors { try invalidateAll(in: txn.writing) }
+    }
+
+    func invalidate(_ keys: [[UInt8]], in txn: borrowing LMDB.WriteTransaction) throws {
         _ = try remove(keys, .invalidated, in: txn)
         try announce(keys, in: txn)
     }
 
+    func invalidate(tag: [UInt8], in txn: borrowing LMDB.WriteTransaction) throws -> Int {
+        var writer = try writer(in: txn)
+        var removed = 0
+        if let index = try store.tagIndex(of: name, in: txn) {
+            let keys = try index.take(tagged: tag, in: txn)
+            for key in keys where try writer.remove(key, .invalidated, untagging: tag, in: txn) { removed += 1 }
+            store.replicationState.invalidations.noteRemoved(collection: name, keys: keys)
+        }
+        writer.countTagInvalidation()
+        try writer.finish(in: txn)
+        store.replicationState.invalidations.noteRemoved(collection: name, tags: [tag])
+        try announce(.tag(tag), in: txn)
+        return removed
+    }
+
+    func invalidateAll(in txn: borrowing LMDB.WriteTransaction) throws -> Int {
+        let removed = try removeAll(.invalidated, in: txn)
+        store.replicationState.invalidations.noteCleared(collection: name)
+        try announce(.all, in: txn)
+        return removed
+    }
+
     /// Records in `txn` that the records of `keys` changed, for the other replicas, without
     /// touching the local records (a put that announces).
-    func announce(_ keys: [[UInt8]], in txn: borrowing WriteTransaction) throws {
+    func announce(_ keys: [[UInt8]], in txn: borrowing LMDB.WriteTransaction) throws {
         guard let outbox = store.outbox else { return }
         let stamp = Self.outboxStamp(txn)
         for key in keys { try txn.put(stamp, forKey: OutboxKey.make(collection: name, key: key), in: outbox) }
@@ -28,7 +111,7 @@ extension HoardCollection {
     }
 
     /// Records in `txn` that a tag, or the whole collection, must be announced to the other replicas.
-    func announce(_ announced: Announced, in txn: borrowing WriteTransaction) throws {
+    func announce(_ announced: Announced, in txn: borrowing LMDB.WriteTransaction) throws {
         guard let outbox = store.outbox else { return }
         try txn.put(Self.outboxStamp(txn), forKey: OutboxKey.make(collection: name, announced), in: outbox)
         notifyAnnounced(1, in: txn)
@@ -36,11 +119,11 @@ extension HoardCollection {
 
     /// The transaction's ID, which stamps each outbox entry it writes: an entry written again
     /// after a bus read it is not removed when that bus acknowledges the older one.
-    private static func outboxStamp(_ txn: borrowing WriteTransaction) -> [UInt8] {
+    private static func outboxStamp(_ txn: borrowing LMDB.WriteTransaction) -> [UInt8] {
         withUnsafeBytes(of: Int64(txn.id).bigEndian, Array.init)
     }
 
-    private func notifyAnnounced(_ count: Int, in txn: borrowing WriteTransaction) {
+    private func notifyAnnounced(_ count: Int, in txn: borrowing LMDB.WriteTransaction) {
         let signal = store.replicationState.outboxSignal
         let metrics = store.metrics
         txn.onCommit {
@@ -51,37 +134,48 @@ extension HoardCollection {
 }
 
 extension HoardCollection where Model: Sendable, Model.ID: Sendable {
-    /// Removes the records of `ids` and announces the change to the other replicas (see
-    /// ``invalidate(_:in:)``), as one write of the store's next group commit.
+    /// Removes the records of `ids` and announces the change (see ``invalidate(_:)-3713m``), as one
+    /// write of the store's next group commit.
     ///
-    /// Call it after the source of truth has the change: the other replicas drop their copies when
-    /// a bus delivers the announcement, and their next read fetches the new value. To keep the new
-    /// value here, write it with `put(_:expiry:announce:)` instead.
-    ///
-    /// - Throws: ``HoardError/invalidID(collection:reason:)``, or the `LMDBError` of a commit that
+    /// - Throws: as the synchronous form does, or the ``HoardError/storage(_:)`` of a commit that
     ///   failed (then nothing is removed or announced).
     public func invalidate(_ ids: [Model.ID]) async throws {
-        try await store.submit(nested: false) { txn in try self.invalidate(ids, in: txn) }
+        let keys = try ids.map { try keyBytes($0) }
+        try await store.submit(nested: false) { txn in try self.invalidate(keys, in: txn) }
     }
 
-    /// Removes the record of `id` and announces the change (`invalidate(_:)` of an array).
+    /// Removes the record of `id` and announces the change, as one write of the next group commit.
     ///
-    /// - Throws: as `invalidate(_:)` of an array does.
-    public func invalidate(_ id: Model.ID) async throws {
-        try await invalidate([id])
+    /// - Throws: as the synchronous form does.
+    public func invalidate(_ id: Model.ID) async throws { try await invalidate([id]) }
+
+    /// Removes every record that carries `tag` and announces the tag (see ``invalidate(tag:)-1cd3z``),
+    /// as one write of the store's next group commit; returns how many records were removed here.
+    ///
+    /// - Throws: as the synchronous form does, or the ``HoardError/storage(_:)`` of a commit that
+    ///   failed (then nothing is removed or announced).
+    @discardableResult
+    public func invalidate(tag: String) async throws -> Int {
+        let tag = try TagIndex.normalized([tag], collection: name)[0]
+        return try await store.withSpan("invalidate_tag", collection: name) { span in
+            span?.attributes[SpanKey.tag] = String(decoding: tag, as: UTF8.self)
+            let removed = try await store.submit(nested: false) { txn in try self.invalidate(tag: tag, in: txn) }
+            span?.attributes[SpanKey.removed] = removed
+            return removed
+        }
     }
 
-    /// Stores `model` and, when `announce` is true, announces its change to the other replicas in
-    /// the same transaction: they drop their copies and fetch the new value on their next read.
-    /// Read-through's own stores are never announced (replicas would invalidate each other's fills
-    /// in a loop).
+    /// Removes every record of the collection and announces it (see ``invalidateAll()-2h2zi``), as
+    /// one write of the store's next group commit; returns how many records were removed here.
     ///
-    /// - Throws: as `put(_:expiry:)` does.
-    public func put(_ model: Model, expiry: Expiry = .collectionDefault, announce: Bool) async throws {
-        try await store.submit(nested: false) { txn in
-            try self.migratePending(in: txn)
-            try self.put(model, expiry: expiry, in: txn)
-            if announce { try self.announce([model.id.keyBytes], in: txn) }
+    /// - Throws: the ``HoardError/storage(_:)`` of a commit that failed (then nothing is removed or
+    ///   announced).
+    @discardableResult
+    public func invalidateAll() async throws -> Int {
+        try await store.withSpan("invalidate_all", collection: name) { span in
+            let removed = try await store.submit(nested: false) { txn in try self.invalidateAll(in: txn) }
+            span?.attributes[SpanKey.removed] = removed
+            return removed
         }
     }
 }

@@ -101,7 +101,7 @@ extension Store {
     /// that began before its lease ran out began before any wait that stopped counting this
     /// replica returned (docs/REPLICAS.md, "Why it holds").
     @inline(__always)
-    func vouches<Access>(for txn: borrowing Transaction<Access>, startedAt: UInt64? = nil) -> Bool {
+    func vouches<Access>(for txn: borrowing LMDB.Transaction<Access>, startedAt: UInt64? = nil) -> Bool {
         let until = replicationState.lease.until.load(ordering: .acquiring)
         if until == LeaseState.notRequired { return true }
         let now = startedAt.map { Int64(truncatingIfNeeded: $0) } ?? leaseClockNanoseconds()
@@ -142,10 +142,10 @@ extension Replication {
     /// calls it once the store has applied every change that its lease's grant could have let a
     /// writer skip (docs/REPLICAS.md).
     ///
-    /// - Throws: `LMDBError` when LMDB fails (the store then stays without a lease).
+    /// - Throws: ``HoardError/storage(_:)`` when the storage fails (the store then stays without a lease).
     public func beginLease(until deadline: LeaseInstant) throws {
         let lease = store.replicationState.lease
-        let snapshot = try store.environment.read { txn in txn.id }
+        let snapshot = try store.readLMDB { txn in txn.id }
         lease.since.store(snapshot, ordering: .relaxed)
         // Released after `since`: a read that sees the new deadline sees the new floor too.
         lease.until.store(deadline.nanoseconds, ordering: .releasing)

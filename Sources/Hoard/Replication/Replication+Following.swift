@@ -8,14 +8,14 @@ extension Replication {
 
     /// The position of `bus` this store has applied changes through, or `nil` before its first.
     ///
-    /// - Throws: `LMDBError` when LMDB fails.
+    /// - Throws: ``HoardError/storage(_:)`` when the storage fails.
     public func position(of bus: String) throws -> BusPosition? {
         guard let meta = store.meta else { return nil }
-        return try store.environment.read { txn in try Self.position(of: bus, meta: meta, txn: txn) }
+        return try store.readLMDB { txn in try Self.position(of: bus, meta: meta, txn: txn) }
     }
 
     static func position<Access>(
-        of bus: String, meta: Database, txn: borrowing Transaction<Access>
+        of bus: String, meta: Database, txn: borrowing LMDB.Transaction<Access>
     ) throws
         -> BusPosition?
     {
@@ -53,7 +53,7 @@ extension Replication {
     /// - Returns: what was done; ``ApplyResult/alreadyApplied`` when the store had applied this
     ///   position, ``ApplyResult/unexpectedPosition`` when it is not at `expected`.
     /// - Throws: ``HoardError/busPosition(bus:reason:)`` when `position` is of another log than the
-    ///   store follows (``reset(bus:to:)`` first); `LMDBError` when LMDB fails (nothing is applied).
+    ///   store follows (``reset(bus:to:)`` first); ``HoardError/storage(_:)`` when the storage fails (nothing is applied).
     @discardableResult
     public func apply(
         _ changes: [RemoteChange], through position: BusPosition, bus: String, expecting expected: Int64? = nil,
@@ -124,7 +124,7 @@ extension Replication {
     /// A process that had the store open before another process reset it learns of the reset when
     /// it opens the store again.
     ///
-    /// - Throws: `LMDBError` when LMDB fails (nothing is changed).
+    /// - Throws: ``HoardError/storage(_:)`` when the storage fails (nothing is changed).
     public func reset(bus: String, to position: BusPosition) async throws {
         let meta = try store.requireMeta()
         let positionKey = Array((Store.MetaKey.busPrefix + bus).utf8)
@@ -176,7 +176,7 @@ extension Replication {
     ///   - trimmedThrough: the highest sequence number the log no longer holds (0 when it holds all).
     ///   - head: the highest sequence number in the log now.
     /// - Returns: the sequence number to read after.
-    /// - Throws: `LMDBError` when LMDB fails.
+    /// - Throws: ``HoardError/storage(_:)`` when the storage fails.
     public func startFollowing(bus: String, log: String, trimmedThrough: Int64, head: Int64) async throws -> Int64 {
         if let applied = try position(of: bus), applied.log == log, applied.sequence >= trimmedThrough,
             applied.sequence <= head
@@ -196,7 +196,7 @@ struct RemoteTarget {
 
     /// Removes the records of `keys`, or marks them expired (see ``Replication/apply(_:through:bus:expecting:includingOwn:)``),
     /// keeping the collection's capacity bookkeeping, and tells the fetches under way.
-    func invalidate(_ keys: [[UInt8]], in txn: borrowing WriteTransaction, result: inout ApplyResult) throws {
+    func invalidate(_ keys: [[UInt8]], in txn: borrowing LMDB.WriteTransaction, result: inout ApplyResult) throws {
         let state = store.existingState(of: collection)
         let now = store.options.now()
         // Keep-as-expired only where this process serves stale records on a failed fetch.
@@ -220,7 +220,9 @@ struct RemoteTarget {
     }
 
     /// Removes (or marks expired) the records that carry one of `tags` here, or with `all` every record.
-    func invalidate(tags: [String], all: Bool, in txn: borrowing WriteTransaction, result: inout ApplyResult) throws {
+    func invalidate(
+        tags: [String], all: Bool, in txn: borrowing LMDB.WriteTransaction, result: inout ApplyResult
+    ) throws {
         if all {
             var keys: [[UInt8]] = []
             try txn.forEach(in: database) { key, _ in
@@ -241,7 +243,7 @@ struct RemoteTarget {
     /// was rewritten (`false`: it expires earlier already), or `nil` when there is no readable
     /// record to keep (a damaged one is then removed by the caller).
     private func markExpired(
-        _ key: [UInt8], at expiry: Int64, _ writer: RecordWriter, in txn: borrowing WriteTransaction
+        _ key: [UInt8], at expiry: Int64, _ writer: RecordWriter, in txn: borrowing LMDB.WriteTransaction
     ) throws -> Bool? {
         try key.withUnsafeBytes { key in
             try writer.restamp(key, told: .expired, in: txn) { writtenAt, expiresAt in

@@ -25,20 +25,20 @@ public struct Replication: Sendable {
     /// The store's identity, a random UUID recorded in the meta database the first time it is
     /// asked for; the origin of the changes this store announces, so that it ignores its own.
     ///
-    /// - Throws: `LMDBError` when LMDB fails, or a read-only store has none yet.
+    /// - Throws: ``HoardError/storage(_:)`` when the storage fails, or a read-only store has none yet.
     public func identity() throws -> UUID {
         try store.replicationState.identity.withLock { cached in
             if let cached { return cached }
             let key = Array(Store.MetaKey.identity.utf8)
             let made = UUID()
-            let found = try store.environment.read { txn in
+            let found = try store.readLMDB { txn in
                 try txn.value(forKey: key, in: try store.requireMeta()).flatMap { UUID(keyBytes: $0) }
             }
             let identity: UUID
             if let found {
                 identity = found
             } else {
-                identity = try store.environment.write { txn in
+                identity = try store.writeLMDB { txn in
                     let meta = try store.requireMeta()
                     // Another process may have recorded one meanwhile: the recorded one wins.
                     if let other = try txn.value(forKey: key, in: meta).flatMap({ UUID(keyBytes: $0) }) { return other }
@@ -55,14 +55,14 @@ public struct Replication: Sendable {
 
     /// Up to `limit` keys waiting to be announced, grouped by collection, with this store as their origin.
     ///
-    /// - Throws: `LMDBError` when LMDB fails.
+    /// - Throws: ``HoardError/storage(_:)`` when the storage fails.
     public func pendingAnnouncements(limit: Int = 10_000) throws -> Announcements {
         let origin = try identity()
         guard let outbox = store.outbox else { return Announcements(changes: [], entries: []) }
         // Taken before the snapshot: an entry that a removal committed before it is not in it,
         // and one whose removal commits after it is still in the set.
         let acknowledged = store.replicationState.acknowledged.withLock { $0 }
-        return try store.environment.read { txn in
+        return try store.readLMDB { txn in
             var entries: [(key: [UInt8], stamp: [UInt8])] = []
             var changes: [RemoteChange] = []
             try txn.forEach(in: outbox, range: .all) { key, value in
@@ -86,11 +86,11 @@ public struct Replication: Sendable {
 
     /// The number of keys waiting to be announced.
     ///
-    /// - Throws: `LMDBError` when LMDB fails.
+    /// - Throws: ``HoardError/storage(_:)`` when the storage fails.
     public func pendingCount() throws -> Int {
         guard let outbox = store.outbox else { return 0 }
         let acknowledged = store.replicationState.acknowledged.withLock { $0 }
-        return try store.environment.read { txn in
+        return try store.readLMDB { txn in
             var published = 0
             for (key, stamp) in acknowledged where try txn.value(forKey: key, in: outbox) == stamp { published += 1 }
             return try txn.count(in: outbox) - published

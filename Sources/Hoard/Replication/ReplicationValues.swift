@@ -43,10 +43,10 @@ public struct RemoteChange: Sendable, Hashable {
     public var collection: String
     /// The records' keys: the key bytes of their IDs (docs/FORMAT.md, "Keys").
     public var keys: [[UInt8]]
-    /// Tags whose records are no longer current (``HoardCollection/invalidate(tag:)``): each
+    /// Tags whose records are no longer current (``HoardCollection/invalidate(tag:)-1cd3z``): each
     /// replica removes the records it holds with the tag.
     public var tags: [String]
-    /// Whether no record of the collection is current any more (``HoardCollection/invalidateAll()``).
+    /// Whether no record of the collection is current any more (``HoardCollection/invalidateAll()-2h2zi``).
     public var clearsAll: Bool
 
     /// A change of `keys`, the records tagged with `tags` and, with `clearsAll`, every record

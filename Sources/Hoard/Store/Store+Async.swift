@@ -1,4 +1,4 @@
-public import LMDB
+internal import LMDB
 
 // Async writes. LMDB serializes writers with a lock that may be held by another thread or
 // process for a while; a task that waited for it on Swift's cooperative thread pool would take a
@@ -29,11 +29,11 @@ extension Store {
     ///
     /// Like the synchronous ``write(_:)``, `body` may run more than once when the map grows.
     ///
-    /// - Throws: what `body` throws (nothing of it is stored), or the `LMDBError` of a commit that
-    ///   failed (nothing of the batch is stored).
+    /// - Throws: what `body` throws (nothing of it is stored), or the ``HoardError/storage(_:)``
+    ///   of a commit that failed (nothing of the batch is stored).
     public func write<R: Sendable>(
         _ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R
     ) async throws -> R {
-        try await submit(body)
+        try await submit { txn in try body(WriteTransaction(txn)) }
     }
 }

@@ -72,7 +72,7 @@ extension Store {
     ///   closure, which may throw by design), or in the batch's transaction until it throws (one
     ///   of Hoard's own writes, which rarely does): either way a write that throws is undone alone.
     func submit<R: Sendable>(
-        nested: Bool = true, _ body: @escaping @Sendable (borrowing WriteTransaction) throws -> R
+        nested: Bool = true, _ body: @escaping @Sendable (borrowing LMDB.WriteTransaction) throws -> R
     ) async throws -> R {
         let enqueued = ContinuousClock.now
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
@@ -82,6 +82,8 @@ extension Store {
                 finish: { outcome in
                     switch (outcome, result.value) {
                     case (.success, let value?): continuation.resume(returning: value)
+                    case (.failure(let error as LMDBError), _):
+                        continuation.resume(throwing: HoardError.storage(StorageFailure(error)))
                     case (.failure(let error), _): continuation.resume(throwing: error)
                     case (.success, nil):
                         preconditionFailure("group commit: a write was reported committed without having run")
@@ -101,7 +103,7 @@ extension Store {
     /// store: a queued write that did would keep the store open past its last user's reference.
     func submitDeferred(
         within delay: DispatchTimeInterval,
-        _ body: @escaping @Sendable (borrowing WriteTransaction) throws -> Void,
+        _ body: @escaping @Sendable (borrowing LMDB.WriteTransaction) throws -> Void,
         finish: @escaping @Sendable (Result<Void, any Error>) -> Void
     ) {
         let due = DispatchTime.now() + delay
@@ -228,7 +230,7 @@ final class GroupCommit: Sendable {
         /// For a write that rides on commits that others start (``Store/submitDeferred(within:_:finish:)``),
         /// when it commits on its own; `nil` for a write a caller waits for.
         let due: DispatchTime?
-        let run: @Sendable (borrowing WriteTransaction) throws -> Void
+        let run: @Sendable (borrowing LMDB.WriteTransaction) throws -> Void
         let finish: @Sendable (Result<Void, any Error>) -> Void
     }
 
@@ -243,7 +245,7 @@ final class GroupCommit: Sendable {
     /// the batch's attempt (`RunNested`), except a full map, which the environment answers by
     /// growing the map and running the batch again.
     static func run(
-        _ request: Request, _ index: Int, in txn: borrowing WriteTransaction
+        _ request: Request, _ index: Int, in txn: borrowing LMDB.WriteTransaction
     ) throws -> Result<Void, any Error> {
         if request.nested { return Result { try txn.nested { try request.run($0) } } }
         do {

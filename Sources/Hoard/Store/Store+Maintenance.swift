@@ -16,13 +16,13 @@ extension Store {
     /// `staleIfError` of the ``Freshness`` its collection was opened with in this process (a
     /// process that never opened the collection, such as `hoard purge-expired`, purges at expiry).
     ///
-    /// - Throws: `LMDBError` when LMDB fails (the collections purged before stay purged).
+    /// - Throws: ``HoardError/storage(_:)`` when the storage fails (the collections purged before stay purged).
     @discardableResult
     public func purgeExpired() throws -> [String: Int] {
         var purged: [String: Int] = [:]
         for name in try collectionNames() {
             guard let database = try recordDatabase(of: name) else { continue }
-            let step = try write { txn in
+            let step = try writeLMDB { txn in
                 try purgeExpired(of: name, database: database, from: nil, scanning: .max, in: txn)
             }
             if step.purged > 0 { purged[name] = step.purged }
@@ -40,7 +40,7 @@ extension Store {
     /// of a large collection. Each batch commits on its own; a cancelled task stops after the
     /// batch in progress.
     ///
-    /// - Throws: `LMDBError` when LMDB fails (the batches committed before stay purged), or
+    /// - Throws: ``HoardError/storage(_:)`` when the storage fails (the batches committed before stay purged), or
     ///   `CancellationError` when the task was cancelled between batches.
     @discardableResult
     public func purgeExpired(batchSize: Int) async throws -> [String: Int] {
@@ -51,7 +51,7 @@ extension Store {
             var resume: [UInt8]? = []
             while let start = resume {
                 try Task.checkCancellation()
-                let step = try await write { txn in
+                let step = try await submit { txn in
                     try self.purgeExpired(
                         of: name, database: database, from: start.isEmpty ? nil : start, scanning: batchSize, in: txn)
                 }
@@ -69,7 +69,7 @@ extension Store {
     /// when the collection's end was reached.
     package func purgeExpired(
         of name: String, database: Database, keyKind: KeyKind = .custom, from start: [UInt8]?, scanning limit: Int,
-        in txn: borrowing WriteTransaction
+        in txn: borrowing LMDB.WriteTransaction
     ) throws -> (purged: Int, resumeAt: [UInt8]?) {
         // A record that read-through may still serve stale (within the longest freshness window
         // the collection was opened with in this process) is kept until that window has passed too.

@@ -36,7 +36,7 @@ public final class Store: Sendable {
     /// How to open a store.
     public struct Options: Sendable {
         /// What a commit may lose on an operating-system crash.
-        public var durability: Environment.Durability
+        public var durability: Durability
         /// The largest the store's map may grow to; `nil` for no cap.
         public var maxMapSize: Int?
         /// How many collections the store can hold (each is an LMDB named database).
@@ -57,7 +57,7 @@ public final class Store: Sendable {
         /// Where the store reports what it does (opening, registry changes, migrations, damaged
         /// records skipped, purges). By default nothing is logged.
         public var logger: Logger
-        /// How many async writes one commit gathers at most (see ``Store/write(_:)-44i3``).
+        /// How many async writes one commit gathers at most (see ``Store/write(_:)-9ctiz``).
         public var groupCommit: GroupCommitLimits
         /// How this process notices the commits other processes make to the store, while one of
         /// its collections has observers (``HoardCollection/changes(limit:)``).
@@ -89,7 +89,7 @@ public final class Store: Sendable {
 
         /// Options with these values; each parameter is the property of the same name.
         public init(
-            durability: Environment.Durability = .durable,
+            durability: Durability = .durable,
             maxMapSize: Int? = nil,
             maxCollections: Int = 63,
             maxReaders: Int = 126,
@@ -145,13 +145,13 @@ public final class Store: Sendable {
     /// The prefix of collection databases.
     static let collectionPrefix = "c:"
 
-    /// The LMDB environment underneath.
-    public let environment: Environment
+    /// The LMDB environment underneath, for tools that inspect or measure LMDB itself.
+    @_spi(LMDB) public let environment: Environment
     /// The path the store was opened with.
     public var path: String { environment.path }
     /// The options the store was opened with (its clock, durability, logger…).
     public let options: Options
-    let meta: Database?
+    package let meta: Database?
     /// Where async writes run (see Store+Async.swift).
     let writerQueue = DispatchQueue(label: "hoard.store.writer")
     /// What the handles of one collection share in this process, by collection name.
@@ -175,8 +175,17 @@ public final class Store: Sendable {
     ///
     /// - Throws: ``HoardError/notAHoardStore(path:found:)`` for an LMDB environment that holds
     ///   other data, ``HoardError/newerFormat(path:found:supported:)`` for a store of a newer
-    ///   format, `LMDBError` when LMDB cannot open it. None of them changes the files.
-    public init(path: String, options: Options = Options()) throws {
+    ///   format, ``HoardError/storage(_:)`` when the files cannot be opened (``StorageFailure/Kind/alreadyOpen``
+    ///   when this process has the store open already). None of them changes the files.
+    public convenience init(path: String, options: Options = Options()) throws {
+        do {
+            try self.init(opening: path, options: options)
+        } catch let error as LMDBError {
+            throw HoardError.storage(StorageFailure(error))
+        }
+    }
+
+    private init(opening path: String, options: Options) throws {
         self.options = options
         metrics = StoreMetrics(factory: options.metrics)
         observation = Observation(options: options)
@@ -186,7 +195,7 @@ public final class Store: Sendable {
             // maxDatabases: the collections, the meta database, the outbox, the tags and the change log.
             options: .init(
                 maxMapSize: options.maxMapSize, maxDatabases: options.maxCollections + 4,
-                maxReaders: options.maxReaders, readOnly: options.readOnly, durability: options.durability
+                maxReaders: options.maxReaders, readOnly: options.readOnly, durability: options.durability.lmdb
             ))
         if environment.recoveredUnfinishedCreation {
             options.logger.warning(
@@ -255,14 +264,13 @@ public final class Store: Sendable {
             ])
     }
 
-    var logger: Logger { options.logger }
+    package var logger: Logger { options.logger }
 
     /// Milliseconds since 1970 from the system clock, as of the kernel's last tick on Linux.
     ///
     /// Linux's coarse clock (`CLOCK_REALTIME_COARSE`) lags the precise one by at most one tick
-    /// (1 to 4 ms, `CONFIG_HZ`) and costs about 5 ns a call instead of 23 ns (measured here): every
-    /// put stamps its record, so the precise clock alone cost a tenth of a put's time over LMDB's
-    /// own. Stamps and expiries are therefore accurate to a few milliseconds, as in caches that
+    /// (1 to 4 ms, `CONFIG_HZ`) and costs a fraction of it: every put stamps its record, where the
+    /// precise clock showed in a put's time. Stamps and expiries are accurate to a few ms, as in caches that
     /// keep a cached clock (memcached's is updated once a second); pass another `clock` in
     /// ``Options`` for more. (In milliseconds, as records store times: for comparing with a
     /// ``RecordHeader``'s.)
@@ -331,11 +339,13 @@ public final class Store: Sendable {
         freshness: Freshness = Freshness(), migration: MigrationPolicy = .never
     ) throws -> HoardCollection<Model> {
         let name = name ?? String(describing: Model.self)
-        let collection = try HoardCollection<Model>(
-            store: self, name: name, state: state(of: name), timeToLive: timeToLive, freshness: freshness,
-            migration: migration)
-        try collection.applyCapacity(capacity)
-        return collection
+        return try storageErrors {
+            let collection = try HoardCollection<Model>(
+                store: self, name: name, state: state(of: name), timeToLive: timeToLive, freshness: freshness,
+                migration: migration)
+            try collection.applyCapacity(capacity)
+            return collection
+        }
     }
 
     /// The state of collection `name` if a handle of it was opened in this process.
@@ -356,26 +366,27 @@ public final class Store: Sendable {
 
     /// Runs `body` in a read transaction: a consistent snapshot of every collection.
     ///
-    /// - Throws: what `body` throws, or `LMDBError` when LMDB fails (no free reader slot, say).
+    /// - Throws: what `body` throws, or ``HoardError/storage(_:)`` (no free reader slot, say).
     public func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
-        try environment.read(body)
+        try readLMDB { txn in try body(ReadTransaction(txn)) }
     }
 
     /// Runs `body` in one write transaction over any collections: all of it is stored, or nothing.
     ///
-    /// Like `Environment.write`, `body` may run more than once when the map grows.
+    /// `body` may run more than once: when the store's map must grow, the transaction is undone,
+    /// the map grown, and `body` run again from the start. Keep side effects out of it.
     ///
-    /// - Throws: what `body` throws (then nothing of it is stored), or `LMDBError` when LMDB
-    ///   fails (`LMDBError` `.mapFull` when the map is at its maximum size).
+    /// - Throws: what `body` throws (then nothing of it is stored), or ``HoardError/storage(_:)``
+    ///   (``StorageFailure/Kind/mapFull`` when the map is at ``Options/maxMapSize``).
     public func write<R>(_ body: (borrowing WriteTransaction) throws -> R) throws -> R {
-        try environment.write(body)
+        try writeLMDB { txn in try body(WriteTransaction(txn)) }
     }
 
     /// Closes the store: the async writes already made commit, the reads and writes under way
     /// end, then the files are closed (what was committed flushed, in every durability mode), and
     /// the path can be opened again in this process at once. Every subscriber's sequence of
     /// changes ends. A later use of this store, or of a collection opened from it, throws
-    /// `LMDBError` `.closed`; a second close does nothing.
+    /// ``HoardError/storage(_:)`` ``StorageFailure/Kind/closed``; a second close does nothing.
     ///
     /// Without it, a store closes when the last reference to it goes, which a task still holding
     /// one can put off. Call it where a path must be free again: a service's shutdown, a test

@@ -56,10 +56,10 @@ extension HoardCollection {
         let (incoming, range) = try prepareSynchronize(fresh, scope)
         if dryRun {
             let now = store.options.now()
-            return try store.environment.read { txn in result(of: try plan(incoming, scope, range, now, txn), incoming)
+            return try store.readLMDB { txn in result(of: try plan(incoming, scope, range, now, txn), incoming)
             }
         }
-        let synchronized = try store.environment.write { txn in
+        let synchronized = try store.writeLMDB { txn in
             try applySynchronize(incoming, scope, range, in: txn)
         }
         countSynchronize(synchronized, since: start)
@@ -69,7 +69,7 @@ extension HoardCollection {
     /// Encodes the fresh side and puts it in key order; refuses duplicates and IDs outside the scope.
     private func prepareSynchronize(
         _ fresh: some Sequence<Model>, _ scope: SynchronizeScope<Model>
-    ) throws -> (FreshBytes, KeyRange) {
+    ) throws -> (FreshBytes, LMDB.KeyRange) {
         // 1. Encode and order the fresh side; refuse duplicates and IDs outside the scope.
         var unsorted = FreshBytes()
         unsorted.reserve(fresh.underestimatedCount)
@@ -101,8 +101,8 @@ extension HoardCollection {
 
     /// Merges the prepared fresh side with the stored scope in `txn` and applies the plan.
     private func applySynchronize(
-        _ incoming: FreshBytes, _ scope: SynchronizeScope<Model>, _ range: KeyRange,
-        in txn: borrowing WriteTransaction
+        _ incoming: FreshBytes, _ scope: SynchronizeScope<Model>, _ range: LMDB.KeyRange,
+        in txn: borrowing LMDB.WriteTransaction
     ) throws -> SynchronizeResult<Model.ID> {
         let now = store.options.now()
         let expiresAt = timeToLiveMilliseconds.map { now.addingSaturating($0) }
@@ -166,8 +166,8 @@ extension HoardCollection {
     /// Runs the concrete merge over the stored scope in `txn`. Only the rare paths that need the
     /// model type (a predicate scope, a record of an older version) call back into generic code.
     private func plan<Access>(
-        _ incoming: FreshBytes, _ scope: SynchronizeScope<Model>, _ range: KeyRange, _ now: Int64,
-        _ txn: borrowing Transaction<Access>
+        _ incoming: FreshBytes, _ scope: SynchronizeScope<Model>, _ range: LMDB.KeyRange, _ now: Int64,
+        _ txn: borrowing LMDB.Transaction<Access>
     ) throws -> MergePlan {
         var predicate: (@Sendable (Model) -> Bool)?
         if case .matching(let matching) = scope { predicate = matching }
@@ -204,11 +204,11 @@ extension HoardCollection {
         return result
     }
 
-    func keyRange(of scope: SynchronizeScope<Model>) -> KeyRange {
+    func keyRange(of scope: SynchronizeScope<Model>) -> LMDB.KeyRange {
         switch scope {
         case .all, .matching: .all
         case .range(let from, let through):
-            KeyRange(from: from.map { .inclusive($0.keyBytes) }, to: through.map { .inclusive($0.keyBytes) })
+            LMDB.KeyRange(from: from.map { .inclusive($0.keyBytes) }, to: through.map { .inclusive($0.keyBytes) })
         case .keyPrefix(let prefix): .prefix(prefix)
         }
     }
@@ -217,12 +217,12 @@ extension HoardCollection {
 extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     /// Makes the stored collection — or the `scope` of it — equal to `fresh`, as
     /// ``synchronize(with:scope:dryRun:)`` does, as one write of the store's next group commit
-    /// (see ``Store/write(_:)-44i3``): the models are encoded on the calling task, and the merge
+    /// (see ``Store/write(_:)-9ctiz``): the models are encoded on the calling task, and the merge
     /// runs on the store's writer, so a service's task neither holds a thread of the cooperative
     /// pool while it waits for LMDB's writer lock nor delays the writes of other requests for
     /// longer than the merge takes. All of it happens, or none of it.
     ///
-    /// - Throws: as the synchronous form does, or the `LMDBError` of a commit that failed (then
+    /// - Throws: as the synchronous form does, or the ``HoardError/storage(_:)`` of a commit that failed (then
     ///   nothing of the batch is stored).
     @discardableResult
     public func synchronize(

@@ -25,7 +25,7 @@ struct MergePlan {
     ///   - sameContent: whether a record of an older `version` holds the same content as fresh entry `index`.
     init(
         fresh: FreshBytes, now: Int64, collection: String, keyKind: KeyKind, currentVersion: Int, hasPredicate: Bool,
-        forEachStored: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> IterationStep) throws -> Void,
+        forEachStored: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> LMDB.IterationStep) throws -> Void,
         inScope: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool?,
         sameContent: (Int, UnsafeRawBufferPointer, Int) -> Bool
     ) rethrows {
@@ -41,7 +41,7 @@ struct MergePlan {
 
     private mutating func merge(
         _ fresh: FreshBytes, _ now: Int64, _ report: Reporter, _ hasPredicate: Bool,
-        _ forEachStored: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> IterationStep) throws -> Void,
+        _ forEachStored: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> LMDB.IterationStep) throws -> Void,
         _ inScope: @escaping (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool?,
         _ sameContent: @escaping (Int, UnsafeRawBufferPointer, Int) -> Bool
     ) rethrows {

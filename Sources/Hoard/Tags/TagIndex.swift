@@ -1,4 +1,4 @@
-internal import LMDB
+package import LMDB
 
 // Tags: names a record carries besides its key ("team:7", "catalog"), so that every record of a
 // group can be invalidated at once. The index lives in one store-wide database, `hoard.tags`
@@ -10,7 +10,7 @@ internal import LMDB
 // keep it too. A store whose index is empty pays one `mdb_stat` a write for it.
 
 /// The tags of one collection's records, in the store's `hoard.tags` database.
-struct TagIndex {
+package struct TagIndex {
     let database: Database
     let collection: String
     /// The entries of a record's tags: `0x00`, the collection, the record's key -> the tags.
@@ -64,8 +64,8 @@ struct TagIndex {
     /// removing the entries of the ones it had.
     ///
     /// - Throws: ``HoardError/invalidTag(collection:tag:reason:)`` when a tag's entry for this key
-    ///   would pass LMDB's key size; `LMDBError` when LMDB fails.
-    func set(_ tags: [[UInt8]], for key: some Collection<UInt8>, in txn: borrowing WriteTransaction) throws {
+    ///   would pass LMDB's key size; ``HoardError/storage(_:)`` when the storage fails.
+    func set(_ tags: [[UInt8]], for key: some Collection<UInt8>, in txn: borrowing LMDB.WriteTransaction) throws {
         for tag in tags where entries(of: tag).count + key.count > maxKeySize {
             throw HoardError.invalidTag(
                 collection: collection, tag: String(decoding: tag, as: UTF8.self),
@@ -99,7 +99,8 @@ struct TagIndex {
 
     /// Removes `key`'s tags, when it has any (its record is gone); the entry under `removed`,
     /// when given, is gone already.
-    func remove(_ key: some Collection<UInt8>, in txn: borrowing WriteTransaction, removed: [UInt8]? = nil) throws {
+    func remove(_ key: some Collection<UInt8>, in txn: borrowing LMDB.WriteTransaction, removed: [UInt8]? = nil) throws
+    {
         let entry = recordEntry(key)
         guard let old = try txn.value(forKey: entry, in: database) else { return }
         for tag in Self.decode(old) ?? [] where tag != removed {
@@ -110,7 +111,7 @@ struct TagIndex {
 
     /// Removes the entries of `tag`'s records, in one pass of a cursor, and returns their keys in
     /// key order (their records are about to go: ``remove(_:in:removed:)`` with `tag`).
-    func take(tagged tag: [UInt8], in txn: borrowing WriteTransaction) throws -> [[UInt8]] {
+    func take(tagged tag: [UInt8], in txn: borrowing LMDB.WriteTransaction) throws -> [[UInt8]] {
         let prefix = entries(of: tag)
         var keys: [[UInt8]] = []
         try txn.withCursor(in: database) { cursor in
@@ -125,7 +126,7 @@ struct TagIndex {
     }
 
     /// The keys of the records that carry `tag`, in key order.
-    func keys<Access>(tagged tag: [UInt8], in txn: borrowing Transaction<Access>) throws -> [[UInt8]] {
+    func keys<Access>(tagged tag: [UInt8], in txn: borrowing LMDB.Transaction<Access>) throws -> [[UInt8]] {
         let prefix = entries(of: tag)
         var keys: [[UInt8]] = []
         try txn.forEach(in: database, range: .prefix(prefix)) { key, _ in
@@ -136,12 +137,14 @@ struct TagIndex {
     }
 
     /// The tags of `key`'s record, or `nil` when it has none (or its entry is damaged).
-    func tags<Access>(of key: some Collection<UInt8>, in txn: borrowing Transaction<Access>) throws -> [[UInt8]]? {
+    package func tags<Access>(
+        of key: some Collection<UInt8>, in txn: borrowing LMDB.Transaction<Access>
+    ) throws -> [[UInt8]]? {
         try txn.value(forKey: recordEntry(key), in: database).flatMap(Self.decode)
     }
 
     /// Removes every entry of the collection (its records are all gone).
-    func removeAll(in txn: borrowing WriteTransaction) throws {
+    func removeAll(in txn: borrowing LMDB.WriteTransaction) throws {
         for prefix in [recordPrefix, tagPrefix] {
             var found: [[UInt8]] = []
             try txn.forEach(in: database, range: .prefix(prefix)) { key, _ in
@@ -153,7 +156,7 @@ struct TagIndex {
     }
 
     /// How many records carry each tag.
-    func counts<Access>(in txn: borrowing Transaction<Access>) throws -> [(tag: String, records: Int)] {
+    package func counts<Access>(in txn: borrowing LMDB.Transaction<Access>) throws -> [(tag: String, records: Int)] {
         var counts: [(tag: String, records: Int)] = []
         try txn.forEach(in: database, range: .prefix(tagPrefix)) { key, _ in
             let rest = key[tagPrefix.count...]
@@ -174,8 +177,8 @@ struct TagIndex {
     /// The entries of the collection that disagree with its records: a record's entry whose
     /// record is gone or whose tags are not a list, and a tag's entry that the record's entry
     /// does not list (or the other way round). For `hoard verify`.
-    func problems<Access>(
-        records: Database, keyKind: KeyKind, in txn: borrowing Transaction<Access>, limit: Int = 20
+    package func problems<Access>(
+        records: Database, keyKind: KeyKind, in txn: borrowing LMDB.Transaction<Access>, limit: Int = 20
     ) throws -> [String] {
         var problems: [String] = []
         var listed: Set<[UInt8]> = []

@@ -9,8 +9,8 @@
 // transaction with other tasks' writes), that step is at least the last one acknowledged (an
 // acknowledged write is durable; a task's later step may have landed too), it is not a failing
 // step, and GM is empty.
-public import Hoard
-public import LMDB
+@_spi(LMDB) public import Hoard
+import LMDB
 import TestSupport
 
 #if canImport(Glibc)
@@ -29,7 +29,7 @@ func isFailingStep(_ k: Int) -> Bool { k % 5 == 0 }
 /// `steps` steps each are done); with `earlyAck`, acknowledges each step before its write (a
 /// broken workload the driver must catch).
 public func runConcurrentWorkload(
-    path: String, writers: Int, durability: Environment.Durability, steps: Int, earlyAck: Bool
+    path: String, writers: Int, durability: Hoard.Durability, steps: Int, earlyAck: Bool
 ) async throws {
     let store = try openWorkloadStore(path, durability: durability)
     let a = try store.collection(Item.self, named: "GA")
@@ -77,7 +77,7 @@ public final class ConcurrentCrashDriver {
     public let hoard: String
     public let seed: UInt64
     public var writers = 16
-    public var durability: Environment.Durability = .durable
+    public var durability: Hoard.Durability = .durable
     public var earlyAck = false
     /// The last step acknowledged, per task.
     public private(set) var acknowledged: [Int: Int] = [:]

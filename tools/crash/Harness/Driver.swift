@@ -1,5 +1,5 @@
-import Hoard
-public import LMDB
+@_spi(LMDB) public import Hoard
+import LMDB
 import TestSupport
 
 #if canImport(Glibc)
@@ -34,7 +34,7 @@ public final class CrashDriver {
     public var workload: String
     public var hoard: String
     public var seed: UInt64
-    public var durability: Environment.Durability = .durable
+    public var durability: Hoard.Durability = .durable
     public var mode: WorkloadMode = .correct
     /// Up to this many acknowledgements are awaited before the kill (chosen by the seed).
     public var maxAcks = 4

@@ -1,5 +1,5 @@
-public import Hoard
-public import LMDB
+@_spi(LMDB) public import Hoard
+import LMDB
 import Synchronization
 import Foundation
 
@@ -15,11 +15,11 @@ public enum WorkloadMode: String, Sendable, CaseIterable {
 }
 
 /// The durability modes by the names the workload's `--durability` takes.
-public let durabilityNames: [(name: String, durability: Environment.Durability)] = [
+public let durabilityNames: [(name: String, durability: Hoard.Durability)] = [
     ("durable", .durable), ("cache", .riskLastCommitOnOSCrash), ("nosync", .riskStoreOnOSCrash),
 ]
 
-extension Environment.Durability {
+extension Hoard.Durability {
     /// The mode's name on the workload's command line.
     public var workloadName: String { durabilityNames.first { $0.durability == self }?.name ?? "durable" }
 
@@ -34,7 +34,7 @@ let logicalNow = Atomic<Int64>(0)
 
 /// Opens the workload's store with its logical clock.
 public func openWorkloadStore(
-    _ path: String, durability: Environment.Durability, clock: (@Sendable () -> Int64)? = nil
+    _ path: String, durability: Hoard.Durability, clock: (@Sendable () -> Int64)? = nil
 ) throws -> Store {
     // The logical clock counts milliseconds, as records store times; the store takes a Date.
     let milliseconds = clock ?? { logicalNow.load(ordering: .relaxed) }
@@ -49,7 +49,7 @@ public func execute(_ operation: Operation, index: Int, store: Store, mode: Work
     let a = try store.collection(Item.self)
     let b = try store.collection(Item.self, named: "B")
     /// Runs `body` on the first and the second half of `items`: one transaction, or two when split.
-    func halves<T>(_ items: [T], _ body: (ArraySlice<T>, borrowing WriteTransaction) throws -> Void) throws {
+    func halves<T>(_ items: [T], _ body: (ArraySlice<T>, borrowing Hoard.WriteTransaction) throws -> Void) throws {
         if mode == .split {
             let middle = items.count / 2
             try store.write { txn in try body(items[..<middle], txn) }

@@ -1,8 +1,8 @@
 // The power-loss simulator's checker: run by `CrashWorkload --check-image` in a child process for
 // each image (a damaged map can fault), with what the simulator knows on its standard input.
-import Hoard
+@_spi(LMDB) public import Hoard
 import HoardCLI
-public import LMDB
+import LMDB
 
 #if canImport(Glibc)
 import Glibc
@@ -77,7 +77,7 @@ public struct ImageVerdict: Sendable {
 ///
 /// - Parameter writers: the group-commit workload's writers, `nil` for the sequential workload.
 public func checkImage(
-    path: String, seed: UInt64, writers: Int?, durability: Environment.Durability, expectation: ImageExpectation
+    path: String, seed: UInt64, writers: Int?, durability: Hoard.Durability, expectation: ImageExpectation
 ) async throws -> ImageVerdict {
     var verdict = ImageVerdict()
     do {
@@ -107,7 +107,7 @@ public func checkImage(
 /// The two workloads' checks of one image.
 private struct ImageCheck {
     let path: String
-    let durability: Environment.Durability
+    let durability: Hoard.Durability
 
     /// `hoard verify`'s complaint, or `nil` when the store is clean.
     func verify() -> String? {

@@ -2,7 +2,8 @@
 // tools/crash/recorder.c, rebuilds the disk images a power cut could leave at every call
 // boundary (RecordedRun.swift), and checks each in a child process (ImageCheck.swift).
 import Dispatch
-public import LMDB
+public import Hoard
+import LMDB
 import Synchronization
 import TestSupport
 
@@ -15,7 +16,7 @@ import Darwin
 /// What a simulation found.
 public struct PowerLossReport: Sendable, CustomStringConvertible {
     public var seed: UInt64
-    public var durability: Environment.Durability
+    public var durability: Hoard.Durability
     /// Calls recorded, and crash points (call boundaries) visited.
     public var calls = 0
     public var crashPoints = 0
@@ -61,7 +62,7 @@ public final class PowerLossSimulator {
     /// The recorder library (`cc -shared` of tools/crash/recorder.c).
     public let recorder: String
     public let seed: UInt64
-    public var durability: Environment.Durability = .durable
+    public var durability: Hoard.Durability = .durable
     /// The group-commit workload with this many writers; `nil`: the sequential workload.
     public var writers: Int?
     public var mode: WorkloadMode = .correct

@@ -11,6 +11,7 @@
 // violation in the durable and cache modes (the no-sync mode is the positive control: it must
 // show violations, and status 1 says it did not).
 import CrashHarness
+import Hoard
 import LMDB
 import TestSupport
 
@@ -22,8 +23,8 @@ import Darwin
 
 let images = commandLineValue("images").flatMap(Int.init) ?? 20_000
 let seed = commandLineValue("seed").flatMap(UInt64.init) ?? UInt64(time(nil))
-let modes: [Environment.Durability] =
-    commandLineValue("durability").map { [Environment.Durability(workloadName: $0)] } ?? [
+let modes: [Hoard.Durability] =
+    commandLineValue("durability").map { [Hoard.Durability(workloadName: $0)] } ?? [
         .durable, .riskLastCommitOnOSCrash,
     ]
 let workloads: [Int?] = commandLineValue("writers").flatMap(Int.init).map { [$0 == 0 ? nil : $0] } ?? [nil, 16]

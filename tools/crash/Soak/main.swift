@@ -2,7 +2,7 @@
 //
 //   tools/crash/soak.sh [KILLS] [SEED]      (builds in release mode and runs this)
 import CrashHarness
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 import TestSupport
 
@@ -14,7 +14,7 @@ import Darwin
 
 let kills = commandLineValue("kills").flatMap(Int.init) ?? 5_000
 let seed = commandLineValue("seed").flatMap(UInt64.init) ?? UInt64(time(nil))
-let modes: [Environment.Durability] =
+let modes: [Hoard.Durability] =
     commandLineValue("durability") == "nosync"
     ? [.riskStoreOnOSCrash]
     : commandLineValue("durability") == "durable" ? [.durable] : [.durable, .riskStoreOnOSCrash]

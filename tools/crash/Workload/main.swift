@@ -18,7 +18,7 @@
 // --grow-limit lets the data file grow by at most BYTES (RLIMIT_FSIZE, with SIGXFSZ ignored so
 // that writes fail with EFBIG instead of killing the process): a full disk, for the fault tests.
 import CrashHarness
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 
 #if canImport(Glibc)
@@ -46,7 +46,7 @@ if arguments.count >= 2, arguments.contains("--check-image") {
     do {
         let verdict = try await checkImage(
             path: arguments[1], seed: seed, writers: commandLineValue("concurrent").flatMap(Int.init),
-            durability: Environment.Durability(workloadName: commandLineValue("durability")), expectation: expectation)
+            durability: Hoard.Durability(workloadName: commandLineValue("durability")), expectation: expectation)
         emit(verdict.line)
         exit(0)
     } catch {
@@ -73,7 +73,7 @@ if arguments.count >= 2, let writers = commandLineValue("concurrent").flatMap(In
     do {
         try await runConcurrentWorkload(
             path: arguments[1], writers: writers,
-            durability: Environment.Durability(workloadName: commandLineValue("durability")),
+            durability: Hoard.Durability(workloadName: commandLineValue("durability")),
             steps: commandLineValue("count").flatMap(Int.init) ?? 1_000_000,
             earlyAck: commandLineValue("mode") == "early-ack"
         )
@@ -93,7 +93,7 @@ else {
     exit(2)
 }
 let count = commandLineValue("count").flatMap(Int.init) ?? .max
-let durability = Environment.Durability(workloadName: commandLineValue("durability"))
+let durability = Hoard.Durability(workloadName: commandLineValue("durability"))
 
 if let limit = commandLineValue("grow-limit").flatMap(Int.init) {
     var info = stat()

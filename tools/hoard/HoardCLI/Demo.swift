@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 import VariableCoding
 

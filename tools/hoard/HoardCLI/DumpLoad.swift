@@ -1,7 +1,7 @@
 import ArgumentParser
 import CBOR
 import Foundation
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 import VariableCoding
 
@@ -47,7 +47,7 @@ struct Dump: StoreCommand {
         say(DumpLine.header(includesDamaged: includeDamaged).text)
         let line = JSONWriter()
         var (records, damaged) = (0, 0)
-        try opened.read { txn in
+        try opened.readLMDB { txn in
             for handle in handles {
                 say(DumpLine.collection(handle.shape).text)
                 let check = RecordCheck(handle.shape)

@@ -1,5 +1,5 @@
 import ArgumentParser
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 
 /// `hoard get`: one record, header and payload.
@@ -31,7 +31,7 @@ struct Get: StoreCommand {
         let handle = try openCollection(collection, in: opened)
         let key = try handle.key(id)
         let now = Store.systemClock()
-        let shown: (json: JSON, text: [String], damaged: Bool)? = try opened.read { txn in
+        let shown: (json: JSON, text: [String], damaged: Bool)? = try opened.readLMDB { txn in
             try txn.withValue(forKey: key, in: handle.database) { bytes in
                 let view = RecordView(bytes)
                 return (

@@ -1,5 +1,5 @@
 import ArgumentParser
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 import Synchronization
 
@@ -68,6 +68,9 @@ struct HoardCommand: ParsableCommand {
             printError("hoard: \(error.message)")
             terminate(error.status)
         } catch let error as LMDBError where error.kind == .corrupted {
+            printError("hoard: the store is structurally damaged: \(error)")
+            terminate(1)
+        } catch let error as HoardError where error.storageKind == .corrupted {
             printError("hoard: the store is structurally damaged: \(error)")
             terminate(1)
         } catch let error as HoardError {

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 import VariableCoding
 
@@ -49,7 +49,7 @@ struct Load: StoreCommand {
             databases[name] = database
         }
         var progress = Progress("load", total: input.size, unit: "bytes")
-        let (written, same, skipped) = try store.write { txn in
+        let (written, same, skipped) = try store.writeLMDB { txn in
             for name in plan.order {
                 if let schema = plan.schemas[name] { try store.record(schema, in: txn) }
             }
@@ -167,7 +167,7 @@ private struct LoadLines {
     /// Stores `record` under `key` in collection `name` through the store's writer of it.
     private mutating func put(
         _ record: [UInt8], forKey key: [UInt8], in name: String, database: Database, options: PutOptions = [],
-        txn: borrowing WriteTransaction
+        txn: borrowing LMDB.WriteTransaction
     ) throws {
         if writers[name] == nil { writers[name] = try store.writer(of: name, database: database, in: txn) }
         // Not pinned: a dump larger than the bound is loaded as the bound allows.
@@ -175,12 +175,12 @@ private struct LoadLines {
     }
 
     /// Ends every collection's writer: each bounded one is brought within its capacity.
-    mutating func finish(in txn: borrowing WriteTransaction) throws {
+    mutating func finish(in txn: borrowing LMDB.WriteTransaction) throws {
         for name in writers.keys.sorted() { try writers[name]?.finish(in: txn) }
     }
 
     mutating func load(
-        _ line: UnsafeRawBufferPointer, number: Int, offset: Int, txn: borrowing WriteTransaction
+        _ line: UnsafeRawBufferPointer, number: Int, offset: Int, txn: borrowing LMDB.WriteTransaction
     ) throws {
         if number & 0x3FF == 0 {
             try checkInterrupt()
@@ -233,7 +233,7 @@ private struct LoadLines {
 
     /// The greatest key `database` holds when the load reaches it (`[]` when it is empty).
     private mutating func lastKey(
-        of database: Database, named name: String, txn: borrowing WriteTransaction
+        of database: Database, named name: String, txn: borrowing LMDB.WriteTransaction
     ) throws
         -> [UInt8]
     {

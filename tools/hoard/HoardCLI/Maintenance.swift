@@ -1,5 +1,5 @@
 import ArgumentParser
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 
 #if canImport(Glibc)
@@ -26,7 +26,7 @@ struct PurgeExpired: StoreCommand {
         let handles = try openCollections(collection, in: opened)
         var purged: [(String, Int)] = []
         for handle in handles {
-            let count = try opened.write { txn in
+            let count = try opened.writeLMDB { txn in
                 try opened.purgeExpired(of: handle.name, database: handle.database, from: nil, scanning: .max, in: txn)
                     .purged
             }
@@ -105,7 +105,7 @@ struct Remove: StoreCommand {
         let opened = try openStore(store.path, writable: true)
         let handle = try openCollection(collection, in: opened)
         let keys = try ids.map { try handle.key($0) }
-        let missing = try opened.write { txn in
+        let missing = try opened.writeLMDB { txn in
             var missing: [String] = []
             var writer = try opened.writer(of: collection, database: handle.database, in: txn)
             for (id, key) in zip(ids, keys) where try !writer.remove(key, .deleted, in: txn) { missing.append(id) }

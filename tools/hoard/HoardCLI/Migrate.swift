@@ -1,5 +1,5 @@
 import ArgumentParser
-import Hoard
+@_spi(LMDB) import Hoard
 
 /// `hoard migrate`: rewrite old-version records in the current version where names suffice.
 struct Migrate: StoreCommand {

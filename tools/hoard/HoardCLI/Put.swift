@@ -1,7 +1,7 @@
 import ArgumentParser
 import CBOR
 import Foundation
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 
 /// `hoard put`: store one record from JSON written with the current version's key names.
@@ -54,7 +54,7 @@ struct Put: StoreCommand {
         try check(payload, names: names, key: key, handle: handle)
         let header = RecordHeader(version: schema.currentVersion, writtenAt: Store.systemClock(), expiresAt: nil)
         let record = header.record(with: payload.deterministicallyOrdered().encoded())
-        let replaced = try opened.write { txn in
+        let replaced = try opened.writeLMDB { txn in
             let existed = try txn.contains(key, in: handle.database)
             var writer = try opened.writer(of: collection, database: handle.database, in: txn)
             try writer.store(record: record, forKey: key, in: txn)

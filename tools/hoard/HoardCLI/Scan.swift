@@ -1,5 +1,5 @@
 import ArgumentParser
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 
 /// `hoard scan`: records of a collection, as a table or JSON Lines.
@@ -48,14 +48,14 @@ struct Scan: StoreCommand {
     func run() throws {
         let opened = try openStore(store.path)
         let handle = try openCollection(collection, in: opened)
-        let range: KeyRange
+        let range: LMDB.KeyRange
         if let prefix {
             guard handle.keyKind == .string else {
                 throw CLIError.usage("--prefix needs string IDs; \(collection) has \(handle.keyKind.rawValue) IDs")
             }
             range = .prefix(prefix.keyBytes)
         } else {
-            range = KeyRange(
+            range = LMDB.KeyRange(
                 from: try from.map { .inclusive(try handle.key($0)) }, to: try to.map { .inclusive(try handle.key($0)) }
             )
         }
@@ -63,7 +63,7 @@ struct Scan: StoreCommand {
         var table = Table("id", "version", "written", "expires", "bytes", "value")
         var shown = 0
         let limit = limit ?? .max
-        try opened.read { txn in
+        try opened.readLMDB { txn in
             guard limit > 0 else { return }
             try txn.forEach(in: handle.database, range: range, reverse: reverse) { key, bytes in
                 try checkInterrupt()

@@ -1,5 +1,5 @@
 import ArgumentParser
-import Hoard
+@_spi(LMDB) import Hoard
 
 /// `hoard schema`: the key-set registry, versions side by side.
 struct Schema: StoreCommand {

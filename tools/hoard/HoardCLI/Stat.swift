@@ -1,5 +1,5 @@
 import ArgumentParser
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 
 #if canImport(Glibc)
@@ -78,7 +78,7 @@ struct StatReport {
         }
         // Read before the snapshot: each is a read of its own (the capacity's record and a count).
         let capacities = try handles.map { try store.capacityUsage(of: $0.name) }
-        let figures = try store.read { txn in
+        let figures = try store.readLMDB { txn in
             pagesUsed = try environment.info().lastPageNumber + 1
             freePages = try txn.freePageCount()
             lastTransaction = txn.id

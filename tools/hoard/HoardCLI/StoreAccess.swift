@@ -1,7 +1,7 @@
 import ArgumentParser
 import CBOR
 import Foundation
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 import Synchronization
 
@@ -75,19 +75,18 @@ func openStore(_ path: String, writable: Bool = false, create: Bool = false) thr
         }
         return store
     } catch let error as HoardError {
-        throw CLIError.cannotOpen("\(error)")
-    } catch let error as LMDBError {
-        throw CLIError.cannotOpen("\(path): \(describe(error))")
+        guard case .storage(let failure) = error else { throw CLIError.cannotOpen("\(error)") }
+        throw CLIError.cannotOpen("\(path): \(describe(failure))")
     }
 }
 
-private func describe(_ error: LMDBError) -> String {
-    switch error.kind {
-    case .permissionDenied where error.code == EROFS: "read-only file system (\(error.operation))"
-    case .permissionDenied: "permission denied (\(error.operation))"
-    case .invalid: "not an LMDB environment, or a damaged one (MDB_INVALID)"
-    case .versionMismatch: "written by an incompatible LMDB version (MDB_VERSION_MISMATCH)"
-    default: "\(error)"
+private func describe(_ failure: StorageFailure) -> String {
+    switch failure.kind {
+    case .permissionDenied where failure.code == EROFS: "read-only file system (\(failure))"
+    case .permissionDenied: "permission denied (\(failure))"
+    case .notLMDB where failure.code == -30794: "written by an incompatible LMDB version (MDB_VERSION_MISMATCH)"
+    case .notLMDB: "not an LMDB environment, or a damaged one (MDB_INVALID)"
+    default: "\(failure)"
     }
 }
 

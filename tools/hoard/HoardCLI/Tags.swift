@@ -1,5 +1,5 @@
 import ArgumentParser
-import Hoard
+@_spi(LMDB) import Hoard
 
 /// `hoard tags`: how many records of a collection carry each tag.
 struct Tags: StoreCommand {

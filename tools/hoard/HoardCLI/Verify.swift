@@ -1,6 +1,6 @@
 import ArgumentParser
 import CBOR
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 
 #if canImport(Glibc)
@@ -112,7 +112,7 @@ struct Verify: StoreCommand {
             }
             found.append((name, schema, database))
         }
-        try opened.read { txn in
+        try opened.readLMDB { txn in
             for (name, schema, database) in found {
                 let check = RecordCheck(CollectionShape(schema))
                 var progress = Progress("verify \(name)", total: try txn.count(in: database))

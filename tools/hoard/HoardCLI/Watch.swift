@@ -1,6 +1,6 @@
 import ArgumentParser
 import Dispatch
-import Hoard
+@_spi(LMDB) import Hoard
 import Synchronization
 
 #if canImport(Glibc)

@@ -15,7 +15,7 @@
 import BenchModels
 import BenchSupport
 import Foundation
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 
 #if canImport(Glibc)
@@ -142,7 +142,7 @@ var evictionsExpected = 0
                     // at the cursor per record (the next record moves under it), with no search each.
                     let deleted = try floorStore.write { txn in
                         try floor.put(batch, in: txn)
-                        return try txn.withCursor(in: floorRecords) { cursor in
+                        return try txn.writing.withCursor(in: floorRecords) { cursor in
                             var entry = try old[old.startIndex].withKeyBytes { try cursor.seek(atLeast: $0) }
                             var deleted = 0
                             for id in old {

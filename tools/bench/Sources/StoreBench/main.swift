@@ -6,7 +6,7 @@ import BenchModels
 import BenchSupport
 import CBOR
 import CLMDBRaw
-import Hoard
+@_spi(LMDB) import Hoard
 import LMDB
 import VariableCoding
 
@@ -156,7 +156,7 @@ func handWrittenPutAll() throws -> UInt64 {
     var payload: [UInt8] = []
     payload.reserveCapacity(256)
     return try time {
-        try store.write { txn in
+        try store.environment.write { txn in
             for member in members {
                 handWrittenEncode(member, into: &payload)
                 try member.id.withKeyBytes { key in
@@ -173,7 +173,7 @@ func handWrittenPutAll() throws -> UInt64 {
 
 func handWrittenGetAll() throws -> UInt64 {
     try time {
-        try store.read { txn in
+        try store.environment.read { txn in
             for i in getOrder {
                 let member = try members[i].id.withKeyBytes { key in
                     try txn.withValue(forKey: key, in: database) { record -> Member in
@@ -228,7 +228,7 @@ let get = try compare(
 let old = try store.collection(Member.self, named: "MemberV1")
 let v1Encoder = CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)])
 let oldDatabase = try store.environment.openDatabase("c:MemberV1")
-try store.write { txn in
+try store.environment.write { txn in
     for member in members {
         let record = RecordHeader(version: 1, writtenAt: 0, expiresAt: nil).record(with: try v1Encoder.encode(member))
         try txn.put(record, forKey: member.id.keyBytes, in: oldDatabase)

@@ -52,8 +52,9 @@ for start in stride(from: 0, to: count, by: 1_000) {
 
 /// Nanoseconds to run `body` on every item (a member, or only an ID where that is what the
 /// caller has), `batch` a write transaction.
-func timed<Item>(_ items: ArraySlice<Item>, _ body: (Item, borrowing WriteTransaction) throws -> Void) throws -> UInt64
-{
+func timed<Item>(
+    _ items: ArraySlice<Item>, _ body: (Item, borrowing Hoard.WriteTransaction) throws -> Void
+) throws -> UInt64 {
     let start = now()
     for first in stride(from: items.startIndex, to: items.endIndex, by: batch) {
         try store.write { txn in

@@ -23,7 +23,7 @@ import CLMDBRaw
 import CoreMetrics
 import GRDB
 import GRDBModels
-import Hoard
+@_spi(LMDB) import Hoard
 import SyncCounter
 import Synchronization
 
@@ -154,7 +154,7 @@ let (_, hoardNoMetaSync) = try openHoard("hoard-nometasync", options: .cache)
 /// Hoard's records as the fill stored them, under their key bytes (a record is its header and CBOR
 /// payload, 75 to 91 bytes here): the floor writes the same bytes under the same keys, so that a
 /// B-tree of the same shape makes its commits rewrite as many pages as Hoard's.
-let hoardRecords: [(key: [UInt8], value: [UInt8])] = try hoardStore.read { txn in
+let hoardRecords: [(key: [UInt8], value: [UInt8])] = try hoardStore.environment.read { txn in
     guard let database = try hoardStore.recordDatabase(of: "Member") else { return [] }
     return try (0..<stored).compactMap { id in
         let key = Int64(id).keyBytes

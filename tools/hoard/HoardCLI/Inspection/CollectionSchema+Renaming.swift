@@ -1,4 +1,5 @@
-public import CBOR
+package import CBOR
+@_spi(LMDB) package import Hoard
 
 // Key names across versions, over untyped payloads: what a tool without the app's Swift types
 // can do to a record of an older version (the `hoard` CLI's --as-current and `migrate`).
@@ -7,7 +8,7 @@ extension CollectionSchema {
     /// `value` (a payload of `version`) with its keys renamed to the current version's names;
     /// properties the current version lacks are dropped and returned in `dropped`. Maps come out
     /// in deterministic order, as the store's encoder writes them.
-    public func renaming(_ value: CBORValue, from version: Int) -> (value: CBORValue, dropped: [String]) {
+    package func renaming(_ value: CBORValue, from version: Int) -> (value: CBORValue, dropped: [String]) {
         guard version != currentVersion, let old = versions[version], let new = versions[currentVersion] else {
             return (value, [])
         }

@@ -1,24 +1,25 @@
-internal import CBOR
-internal import LMDB
+import CBOR
+@_spi(LMDB) package import Hoard
+import LMDB
 
 /// What a migration by key names did to one collection (or, in a dry run, would do).
-public struct SchemaMigrationResult: Sendable {
+package struct SchemaMigrationResult: Sendable {
     /// A record the migration left as it is, and why: its change needs the app's code (or it is damaged).
-    public struct LeftRecord: Sendable {
+    package struct LeftRecord: Sendable {
         /// The record's key.
-        public var key: StoredKey
+        package var key: StoredKey
         /// Why it was left: the change it needs, or the damage found.
-        public var reason: String
+        package var reason: String
     }
 
     /// The collection's name.
-    public var collection: String
+    package var collection: String
     /// Records rewritten in the current version.
-    public var migrated = 0
+    package var migrated = 0
     /// Records in the current version (or a newer one) already.
-    public var upToDate = 0
+    package var upToDate = 0
     /// Records left as they are.
-    public var left: [LeftRecord] = []
+    package var left: [LeftRecord] = []
 }
 
 extension Store {
@@ -43,8 +44,8 @@ extension Store {
     ///   - dryRun: count what would change; write nothing.
     ///   - beforeBatch: called before each batch; throw from it to stop (what earlier batches
     ///     wrote stays written).
-    /// - Throws: ``HoardError/corruptRegistry(collection:reason:)``, `LMDBError`, or what `beforeBatch` throws.
-    public func migrateByKeyNames(
+    /// - Throws: ``HoardError/corruptRegistry(collection:reason:)``, ``HoardError/storage(_:)``, or what `beforeBatch` throws.
+    package func migrateByKeyNames(
         _ collection: String, dryRun: Bool = false, batchSize: Int = 10_000, beforeBatch: () throws -> Void = {}
     ) throws -> SchemaMigrationResult {
         precondition(batchSize > 0, "migrateByKeyNames: batchSize must be positive")
@@ -59,9 +60,9 @@ extension Store {
             try beforeBatch()
             var pending: [(key: [UInt8], old: [UInt8], new: [UInt8])] = []
             var next: [UInt8]? = nil
-            try read { txn in
+            try readLMDB { txn in
                 var seen = 0
-                let range = resume.map { KeyRange(from: .exclusive($0), to: nil) } ?? .all
+                let range = resume.map { LMDB.KeyRange(from: .exclusive($0), to: nil) } ?? .all
                 try txn.forEach(in: database, range: range) { key, record in
                     seen += 1
                     if seen > batchSize { next = Array(key); return .stop }
@@ -91,7 +92,7 @@ extension Store {
             if dryRun {
                 outcome.migrated += pending.count
             } else if !pending.isEmpty {
-                outcome.migrated += try write { txn in
+                outcome.migrated += try writeLMDB { txn in
                     var written = 0
                     // A migration changes the spelling, not the content: observers are not told.
                     var writer = try writer(of: collection, database: database, keyKind: keyKind, in: txn)
@@ -161,7 +162,7 @@ extension Store {
     /// The CBOR types current-version records hold, per property: the yardstick for type changes.
     private func currentTypes(_ schema: CollectionSchema, _ database: Database) throws -> [String: Set<UInt8>] {
         guard let current = schema.versions[schema.currentVersion] else { return [:] }
-        return try read { txn in
+        return try readLMDB { txn in
             var types: [String: Set<UInt8>] = [:]
             try txn.forEach(in: database) { _, record in
                 guard RecordHeader.peekVersion(record) == schema.currentVersion,
