@@ -50,6 +50,23 @@ import Testing
         }
     }
 
+    @Test("tags compare in NFC, as Swift's strings do: a precomposed é and e + U+0301 are one tag")
+    func tagsCompareInNFC() throws {
+        try withTemporaryStore { store in
+            let notes = try store.collection(Note.self)
+            let (composed, decomposed) = ("caf\u{E9}", "cafe\u{301}")
+            #expect(composed == decomposed && Array(composed.utf8) != Array(decomposed.utf8))
+            try notes.put(Self.note(1), tags: [composed, decomposed])
+            try notes.put(Self.note(2), tags: [decomposed])
+            #expect(try notes.tags(of: 1).map { Array($0.utf8) } == [Array(composed.utf8)], "one tag, in NFC's bytes")
+            #expect(try notes.ids(taggedWith: composed) == [1, 2])
+            #expect(try notes.ids(taggedWith: decomposed) == [1, 2])
+            #expect(try notes.invalidate(tag: decomposed) == 2)
+            #expect(try notes.count() == 0)
+            #expect(try Self.indexProblems(notes).isEmpty)
+        }
+    }
+
     @Test("an empty tag or one over 128 bytes is refused by name, and nothing of the put is stored")
     func invalidTags() throws {
         try withTemporaryStore { store in

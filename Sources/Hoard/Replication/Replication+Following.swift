@@ -234,9 +234,11 @@ struct RemoteTarget {
             return
         }
         guard !tags.isEmpty else { return }
-        store.replicationState.invalidations.noteRemoved(collection: collection, tags: tags.map { Array($0.utf8) })
+        store.replicationState.invalidations.noteRemoved(collection: collection, tags: tags.map(TagIndex.bytes(of:)))
         guard let index = try store.tagIndex(of: collection, in: txn) else { return }
-        for tag in tags { try invalidate(try index.keys(tagged: Array(tag.utf8), in: txn), in: txn, result: &result) }
+        for tag in tags {
+            try invalidate(try index.keys(tagged: TagIndex.bytes(of: tag), in: txn), in: txn, result: &result)
+        }
     }
 
     /// Rewrites the record under `key` with the expiry `at` (or its own, if earlier): whether it

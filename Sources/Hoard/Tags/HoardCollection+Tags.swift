@@ -19,7 +19,7 @@ extension HoardCollection {
     /// - Throws: ``HoardError/storage(_:)`` when the storage fails.
     public func ids(taggedWith tag: String) throws -> [Model.ID] {
         try store.readLMDB { txn in
-            try store.tagIndex(of: name, in: txn)?.keys(tagged: Array(tag.utf8), in: txn).compactMap {
+            try store.tagIndex(of: name, in: txn)?.keys(tagged: TagIndex.bytes(of: tag), in: txn).compactMap {
                 Model.ID(keyBytes: $0)
             }
         } ?? []

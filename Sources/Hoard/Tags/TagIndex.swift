@@ -1,11 +1,14 @@
+@_spi(_Unicode) internal import Swift
 package import LMDB
 
 // Tags: names a record carries besides its key ("team:7", "catalog"), so that every record of a
 // group can be invalidated at once. The index lives in one store-wide database, `hoard.tags`
 // (docs/FORMAT.md), written in the same transaction as the records, so that it never says more
 // or less than the records do: every path that removes a record (a delete, an invalidation, an
-// eviction, a purge, synchronize, a replica's change) removes its entries, and every put sets
-// them (a put without tags clears a record's tags). The database is keyed by collection name, so
+// eviction, a purge, synchronize, a replica's change) removes its entries, and a put with tags
+// replaces them (one without leaves them). Tags are compared in Unicode's NFC, as Swift compares
+// strings: "café" with a precomposed é and with e + U+0301 are one tag, stored in NFC's bytes.
+// The database is keyed by collection name, so
 // that paths that reach a collection without its model type (a replica's change, an eviction)
 // keep it too. A store whose index is empty pays one `mdb_stat` a write for it.
 
@@ -217,14 +220,22 @@ package struct TagIndex {
 }
 
 extension TagIndex {
-    /// `tags` as the index keeps them: UTF-8, sorted, without repeats.
+    /// The bytes the index keeps `tag` as: the UTF-8 of its NFC form.
+    static func bytes(of tag: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(tag.utf8.count)
+        tag._withNFCCodeUnits { bytes.append($0) }
+        return bytes
+    }
+
+    /// `tags` as the index keeps them: NFC's UTF-8, sorted, without repeats.
     ///
     /// - Throws: ``HoardError/invalidTag(collection:tag:reason:)`` for an empty tag or one longer
-    ///   than ``maxTagLength`` bytes.
+    ///   than ``maxTagLength`` bytes (in NFC).
     static func normalized(_ tags: some Sequence<String>, collection: String) throws -> [[UInt8]] {
         var bytes: [[UInt8]] = []
         for tag in tags {
-            let utf8 = Array(tag.utf8)
+            let utf8 = Self.bytes(of: tag)
             guard !utf8.isEmpty, utf8.count <= maxTagLength else {
                 throw HoardError.invalidTag(
                     collection: collection, tag: tag,
