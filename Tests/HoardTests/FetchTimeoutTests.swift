@@ -194,6 +194,59 @@ struct FetchTimeoutTests {
         }
     }
 
+    @Test(
+        "a failing upstream sees one call per key per retry period: refresh-ahead, stale-while-revalidate, stale-if-error"
+    )
+    func failedFetchBacksOff() async throws {
+        let clock = ManualClock()
+        try await withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(
+                Note.self, timeToLive: .seconds(10),
+                freshness: Freshness(
+                    staleWhileRevalidate: .seconds(20), staleIfError: .hours(1), refreshAhead: 0.5,
+                    retryFailedFetchAfter: .seconds(1)))
+            try await notes.put(Note(id: 1, text: "old", stars: 1, pinned: false))
+            let upstream = FakeUpstream(open: true)
+            await upstream.set(text: nil)
+            let fetch: @Sendable (Int64) async throws -> Note? = { try await upstream.fetchOne($0) }
+            /// `count` reads of note 1, each served the stored "old", then the failed fetches ended.
+            func reads(_ count: Int, failing fetches: Int) async throws {
+                for _ in 0..<count { #expect(try await notes.get(1, orFetch: fetch)?.text == "old") }
+                try await eventually("\(fetches) fetches failed") { notes.statistics().fetchErrors == fetches }
+                try await eventually("no fetch under way") { notes.statistics().fetchesInFlight == 0 }
+            }
+
+            clock.advance(by: .seconds(5))  // refresh-ahead: the first hit's refresh fails
+            try await reads(1, failing: 1)
+            try await reads(50, failing: 1)
+            #expect(await upstream.calls.count == 1)
+            #expect(notes.statistics().throttledRefreshes == 50)
+            clock.advance(by: .milliseconds(999))
+            try await reads(10, failing: 1)
+            clock.advance(by: .milliseconds(1))  // the period is over: one more call, then none
+            try await reads(1, failing: 2)
+            try await reads(9, failing: 2)
+            #expect(await upstream.calls.count == 2)
+
+            clock.advance(by: .seconds(6))  // expired, within stale-while-revalidate
+            try await reads(1, failing: 3)
+            try await reads(50, failing: 3)
+            #expect(await upstream.calls.count == 3)
+
+            clock.advance(by: .seconds(30))  // past it, within stale-if-error: reads wait for a fetch
+            try await reads(1, failing: 4)
+            try await reads(50, failing: 4)
+            #expect(await upstream.calls.count == 4)
+            #expect(notes.statistics().throttledRefreshes == 50 + 10 + 9 + 50 + 50)
+
+            // An upstream that answers again is called once the period is over, and clears it.
+            await upstream.set(text: "new")
+            clock.advance(by: .seconds(1))
+            #expect(try await notes.get(1, orFetch: fetch)?.text == "new")
+            #expect(await upstream.calls.count == 5)
+        }
+    }
+
     @Test("refresh-ahead: a hit past the fraction refreshes once in the background; a failed refresh keeps the record")
     func refreshAhead() async throws {
         let clock = ManualClock()

@@ -84,6 +84,9 @@ final class CollectionState: Sendable {
     let absent = Mutex<[[UInt8]: Int64]>([:])
     /// The most IDs ``absent`` remembers: past it, the expired answers go, then the oldest half.
     static let absentLimit = 10_000
+    /// Keys whose last fetch failed, with when (by the store's clock) one may be tried again
+    /// (``Freshness/retryFailedFetchAfter``); at most ``absentLimit``, as ``absent``.
+    let failing = Mutex<[[UInt8]: Int64]>([:])
 
     /// The subscribers to the collection's changes in this process (Observation/), and how many
     /// there are: a writer records changes only while there is one (or a change log is kept).
@@ -125,6 +128,7 @@ final class CollectionState: Sendable {
         let refreshes = Atomic<Int>(0)
         let absentServed = Atomic<Int>(0)
         let refreshesAhead = Atomic<Int>(0)
+        let throttledRefreshes = Atomic<Int>(0)
         let softTimeouts = Atomic<Int>(0)
         let hardTimeouts = Atomic<Int>(0)
         let notModified = Atomic<Int>(0)
@@ -141,7 +145,7 @@ final class CollectionState: Sendable {
 
         enum Counter {
             case hits, misses, fetches, fetchErrors, coalesced, staleServed, refreshes, absentServed
-            case refreshesAhead, softTimeouts, hardTimeouts, notModified
+            case refreshesAhead, throttledRefreshes, softTimeouts, hardTimeouts, notModified
             case puts
         }
 
@@ -163,6 +167,9 @@ final class CollectionState: Sendable {
             case .refreshesAhead:
                 refreshesAhead.add(count, ordering: .relaxed)
                 metrics.refreshesAhead.increment(by: count)
+            case .throttledRefreshes:
+                throttledRefreshes.add(count, ordering: .relaxed)
+                metrics.throttledRefreshes.increment(by: count)
             case .softTimeouts:
                 softTimeouts.add(count, ordering: .relaxed)
                 metrics.softTimeouts.increment(by: count)

@@ -23,6 +23,7 @@ final class CollectionMetrics: Sendable {
     let fetches: Counter
     let fetchErrors: Counter
     let refreshesAhead: Counter
+    let throttledRefreshes: Counter
     let softTimeouts: Counter
     let hardTimeouts: Counter
     let notModified: Counter
@@ -54,6 +55,7 @@ final class CollectionMetrics: Sendable {
         fetches = counter("hoard_fetches_total")
         fetchErrors = counter("hoard_fetch_errors_total")
         refreshesAhead = counter("hoard_refreshes_ahead_total")
+        throttledRefreshes = counter("hoard_throttled_refreshes_total")
         softTimeouts = counter("hoard_fetch_timeouts_total", [("timeout", "soft")])
         hardTimeouts = counter("hoard_fetch_timeouts_total", [("timeout", "hard")])
         notModified = counter("hoard_fetch_not_modified_total")

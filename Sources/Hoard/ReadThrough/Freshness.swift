@@ -31,6 +31,12 @@ public struct Freshness: Sendable {
     /// flight (none starts while the key is being fetched), is not announced to other replicas,
     /// and when it fails the record stays as it is (``CollectionStatistics/fetchErrors``).
     public var refreshAhead: Double?
+    /// How long after a key's fetch failed no background refresh of it starts (ahead of expiry or
+    /// within `staleWhileRevalidate`), and a read within `staleIfError` returns the stale record
+    /// without calling the upstream: an upstream that fails sees at most one call per key per
+    /// period (``CollectionStatistics/throttledRefreshes`` counts the calls spared). By the
+    /// store's clock; one second by default.
+    public var retryFailedFetchAfter: Duration
     /// Called with the errors that are not thrown: a fetch that failed while a stale record was
     /// returned, a background refresh that failed, a fetched model that could not be stored.
     public var onFetchError: (@Sendable (FetchFailure) -> Void)?
@@ -39,13 +45,14 @@ public struct Freshness: Sendable {
     public init(
         staleWhileRevalidate: Duration? = nil, staleIfError: Duration? = nil, negativeTimeToLive: Duration? = nil,
         timeouts: FetchTimeouts = FetchTimeouts(), refreshAhead: Double? = nil,
-        onFetchError: (@Sendable (FetchFailure) -> Void)? = nil
+        retryFailedFetchAfter: Duration = .seconds(1), onFetchError: (@Sendable (FetchFailure) -> Void)? = nil
     ) {
         self.staleWhileRevalidate = staleWhileRevalidate
         self.staleIfError = staleIfError
         self.negativeTimeToLive = negativeTimeToLive
         self.timeouts = timeouts
         self.refreshAhead = refreshAhead
+        self.retryFailedFetchAfter = retryFailedFetchAfter
         self.onFetchError = onFetchError
     }
 
@@ -181,6 +188,9 @@ public struct CollectionStatistics: Sendable, Hashable {
     public var refreshes = 0
     /// Background refreshes that a hit started ahead of the record's expiry (``Freshness/refreshAhead``).
     public var refreshesAhead = 0
+    /// Refreshes not started, and stale reads answered without a fetch, because the key's last
+    /// fetch failed within ``Freshness/retryFailedFetchAfter``.
+    public var throttledRefreshes = 0
     /// Reads that returned a stale record when their wait for the fetch timed out (``FetchTimeouts/soft``,
     /// or the hard timeout when it is the shorter).
     public var softTimeouts = 0

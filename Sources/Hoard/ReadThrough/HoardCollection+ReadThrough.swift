@@ -77,6 +77,11 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             return model
         case .fetch:
             if isRememberedAbsent(key, now: now) { return nil }
+            if let stale = staleIfError(found, now: now), isBackingOff(key, now: now) {
+                state.counters.add(.throttledRefreshes)
+                state.counters.add(.staleServed)
+                return stale
+            }
             // The span is the miss as its caller waits for it; the fetch's own span (a child,
             // through the task it runs in) is made only by the caller that starts the fetch.
             return try await store.withSpan("read_through", collection: name) { span in
@@ -214,6 +219,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             staleServed: counters.staleServed.load(ordering: .relaxed),
             refreshes: counters.refreshes.load(ordering: .relaxed),
             refreshesAhead: counters.refreshesAhead.load(ordering: .relaxed),
+            throttledRefreshes: counters.throttledRefreshes.load(ordering: .relaxed),
             softTimeouts: counters.softTimeouts.load(ordering: .relaxed),
             hardTimeouts: counters.hardTimeouts.load(ordering: .relaxed),
             notModified: counters.notModified.load(ordering: .relaxed),
@@ -261,9 +267,14 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     // MARK: - Fetching
 
     /// Starts a background refresh of the stale records of `keys` (those not being fetched
-    /// already); returns whether it started one.
+    /// already, nor backing off after a failed fetch); returns whether it started one.
     @discardableResult
     func startRefresh(of keys: [[UInt8]], ids: [Model.ID], fetch: @escaping Fetcher) -> Bool {
+        let now = store.options.now()
+        let due = keys.indices.filter { !isBackingOff(keys[$0], now: now) }
+        state.counters.add(.throttledRefreshes, keys.count - due.count)
+        guard !due.isEmpty else { return false }
+        let (keys, ids) = (due.map { keys[$0] }, due.map { ids[$0] })
         let joined = join(state.singleFlight(of: Model.self), keys, waiting: false)
         guard let toFetch = joined.toFetch else { return false }
         state.counters.add(.refreshes)
@@ -305,6 +316,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                     flights.markCalling(group)
                     let fetched = try await fetch(ids)
                     flights.markAnswered(group)
+                    noteFetch(of: keys, failed: false)
                     var byKey: [[UInt8]: Model] = [:]
                     for answer in fetched { byKey[answer.model.id.keyBytes] = answer.model }
                     await storeFetched(fetched, absent: keys.filter { byKey[$0] == nil }, stale: stale, ticket: ticket)
@@ -314,6 +326,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                     return Result<[[UInt8]: Model], any Error>.success(byKey)
                 } catch {
                     state.counters.add(.fetchErrors)
+                    noteFetch(of: keys, failed: true)
                     if refresh { report(.refresh, keys: keys, error) }
                     span?.recordFailure(error)
                     return .failure(error)
@@ -369,6 +382,34 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                     }
                 }
                 remembered[key] = now.addingSaturating(window.storedMilliseconds)
+            }
+        }
+    }
+
+    /// Whether `key`'s last fetch failed within ``Freshness/retryFailedFetchAfter``.
+    func isBackingOff(_ key: [UInt8], now: Int64) -> Bool {
+        state.failing.withLock { failing in
+            guard let until = failing[key] else { return false }
+            if until > now { return true }
+            failing[key] = nil
+            return false
+        }
+    }
+
+    /// Remembers that the fetch of `keys` failed (until the retry period is over), or forgets it.
+    func noteFetch(of keys: [[UInt8]], failed: Bool) {
+        let until = store.options.now().addingSaturating(freshness.retryFailedFetchAfter.storedMilliseconds)
+        state.failing.withLock { failing in
+            guard failed else {
+                if !failing.isEmpty { for key in keys { failing[key] = nil } }
+                return
+            }
+            if failing.count + keys.count > CollectionState.absentLimit {
+                let now = store.options.now()
+                failing = failing.filter { $0.value > now }
+            }
+            for key in keys.prefix(CollectionState.absentLimit - min(failing.count, CollectionState.absentLimit)) {
+                failing[key] = until
             }
         }
     }

@@ -7,11 +7,17 @@
 // 2. An upstream that hangs: gets of records past their expiry (within stale-if-error) with a
 //    soft timeout of 50 ms, and gets of absent records with a hard timeout of 100 ms; how long
 //    each took, against the timeout + 5 ms.
+// 3. An upstream that fails in 1 ms: one hot key read 20 times a millisecond for `--failing`
+//    seconds (default 2) past its refresh point, then expired within stale-while-revalidate, then
+//    past it within stale-if-error; upstream calls a second in each phase, without a retry period
+//    (`retryFailedFetchAfter: .zero`, as read-through was before it had one) and with the default
+//    period of 1 s. The store's clock runs with real time, moved on to put the record in each phase.
 //
 //   swift run -c release --package-path tools/bench slow-upstream-bench [--seconds 60] [--rate 1000]
 import BenchModels
 import BenchSupport
 import Hoard
+import Foundation
 import Synchronization
 
 let seconds = option("seconds", default: 60)
@@ -171,5 +177,70 @@ nonisolated func hangingUpstream() async throws {
         """)
 }
 
+/// Part 3's upstream: fails 1 ms after each call, counted.
+final class FailingUpstream: Sendable {
+    struct Down: Error {}
+    let calls = Atomic<Int>(0)
+    func fetch(_ id: Int64) async throws -> Member? {
+        calls.add(1, ordering: .relaxed)
+        try await Task.sleep(for: .milliseconds(1))
+        throw Down()
+    }
+}
+
+/// Upstream calls a second for one hot key in each phase, with the retry period `retry`.
+nonisolated func failingUpstream(
+    retry: Duration, seconds: Int
+) async throws -> [(phase: String, callsPerSecond: Double)] {
+    let directory = temporaryDirectory("failing-upstream")
+    defer { removeStore(in: directory) }
+    let offset = Mutex<Double>(0)
+    var options = Store.Options.cache
+    options.clock = { Date(timeIntervalSinceNow: offset.withLock { $0 }) }
+    let store = try Store(path: directory + "/store", options: options)
+    let members = try store.collection(
+        Member.self, timeToLive: timeToLive,
+        freshness: Freshness(
+            staleWhileRevalidate: .seconds(60), staleIfError: .hours(1), refreshAhead: 0.5,
+            retryFailedFetchAfter: retry))
+    let upstream = FailingUpstream()
+    let fetch: @Sendable (Int64) async throws -> Member? = { try await upstream.fetch($0) }
+    let clock = ContinuousClock()
+    var results: [(String, Double)] = []
+    // Seconds after the write: past the refresh point (5 s), expired by 1 s, past the 60 s of
+    // stale-while-revalidate (the reads then fetch, and serve the stale record when it fails).
+    for (phase, age) in [("refresh-ahead", 6.0), ("stale-while-revalidate", 11.0), ("stale-if-error", 80.0)] {
+        offset.withLock { $0 = 0 }
+        try await members.put(member(1, 0))
+        offset.withLock { $0 = age }
+        let before = upstream.calls.load(ordering: .relaxed)
+        let start = clock.now
+        var tick = 0
+        while clock.now - start < .seconds(seconds) {
+            for _ in 0..<20 {
+                guard try await members.get(1, orFetch: fetch) != nil else { throw NothingRead(key: 1) }
+            }
+            tick += 1
+            try await clock.sleep(until: start + .milliseconds(tick))
+        }
+        let elapsed = milliseconds(clock.now - start) / 1_000
+        results.append((phase, Double(upstream.calls.load(ordering: .relaxed) - before) / elapsed))
+    }
+    return results
+}
+
+nonisolated func failing() async throws {
+    let seconds = option("failing", default: 2)
+    let without = try await failingUpstream(retry: .zero, seconds: seconds)
+    let with = try await failingUpstream(retry: .seconds(1), seconds: seconds)
+    print("failing upstream (1 ms a failed call), one key read 20 times a millisecond for \(seconds) s a phase:")
+    for (before, after) in zip(without, with) {
+        print(
+            "  \(before.phase): upstream calls a second \(format(before.callsPerSecond, 1)) without a retry period, "
+                + "\(format(after.callsPerSecond, 2)) with 1 s")
+    }
+}
+
+try await failing()
 try await hangingUpstream()
 try await refreshAhead()
