@@ -162,7 +162,10 @@ let package = Package(
         // Vapor's Cache and SessionDriver over collections; its sources are `#if Vapor`.
         .target(
             name: "HoardVapor",
-            dependencies: ["Hoard", .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"]))],
+            dependencies: [
+                "Hoard", .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+                .product(name: "CoreMetrics", package: "swift-metrics", condition: .when(traits: ["Vapor"])),
+            ],
             swiftSettings: strict),
 
         // Helpers shared by the test targets (temporary stores, child processes).
@@ -298,6 +301,7 @@ let package = Package(
             dependencies: [
                 "Hoard", "HoardVapor", "HoardTesting", "TestSupport", "HoardCLIMain",
                 .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "VaporTesting", package: "vapor", condition: .when(traits: ["Vapor"])),
             ],
             swiftSettings: strict

@@ -24,7 +24,10 @@ import Foundation
 /// - `set` with `expires: nil` keeps the expiry of the value it replaces, when that value has not
 ///   expired; otherwise the new value never expires.
 /// - `get` returns `nil` for an absent or expired key, and throws `PersistError.invalidConversion`
-///   when the stored JSON does not decode as the type asked for.
+///   when the stored JSON does not decode as the type asked for, as Hummingbird's own drivers do
+///   and its persist tests ask: a value whose type changed shape in a deploy stays an error here
+///   (and is kept), where HoardVapor's cache makes it a miss. Catch `invalidConversion` to treat it
+///   as one, and `remove(key:)` it.
 /// - Each call is one write of the store's group commit (or one read): a `create` that checks and
 ///   stores does both in one transaction, so two processes racing to create a key cannot both
 ///   succeed.

@@ -29,9 +29,14 @@ extension Application {
         /// already, returns it as it is (one store per application, whatever calls this).
         ///
         /// The store's maintenance (purging expired records) runs from then until the
-        /// application shuts down; at the shutdown it stops after the purge in progress, and the
-        /// store closes once the calls in flight have returned (a cache or a session driver used
-        /// after that throws ``HoardVaporError/storeClosed(path:)``).
+        /// application shuts down; the shutdown, synchronous or async, closes the store before it
+        /// returns (`Store.close()`: the writes in flight commit first), so that the path can be
+        /// opened again at once. A cache or a session driver used after that throws
+        /// ``HoardVaporError/storeClosed(path:)``.
+        ///
+        /// When the open fails, the application's caches and sessions fail with its error at
+        /// their first use, rather than opening a store at ``defaultPath`` (a later call of this
+        /// method tries the open again).
         ///
         /// - Parameters:
         ///   - path: the store's directory, created when missing.
@@ -49,7 +54,8 @@ extension Application {
             at path: String, options: Store.Options? = nil,
             maintenance: @escaping @Sendable (Store) -> StoreMaintenance? = { StoreMaintenance(store: $0) }
         ) throws -> Store {
-            let store = try box.store(opening: path, options: options ?? defaultOptions, maintenance: maintenance)
+            let store = try box.store(
+                opening: path, options: options ?? defaultOptions, explicitly: true, maintenance: maintenance)
             guard Self.samePath(store.path, path) else {
                 throw HoardVaporError.anotherStoreOpen(open: store.path, asked: path)
             }
@@ -63,10 +69,13 @@ extension Application {
         /// The store, opened at ``defaultPath`` with the default options if
         /// ``open(at:options:maintenance:)`` was not called first.
         ///
-        /// - Throws: what ``open(at:options:maintenance:)`` throws.
+        /// - Throws: what ``open(at:options:maintenance:)`` throws, or threw the last time it
+        ///   was called and failed.
         public var store: Store {
             get throws {
-                try box.store(opening: defaultPath, options: defaultOptions) { StoreMaintenance(store: $0) }
+                try box.store(opening: defaultPath, options: defaultOptions, explicitly: false) {
+                    StoreMaintenance(store: $0)
+                }
             }
         }
 
@@ -108,6 +117,8 @@ final class HoardBox: Sendable {
         var store: Store?
         var maintenance: Task<Void, Never>?
         var handles: [any ReleasableHandle] = []
+        /// Why the last `open(at:)` failed, while no store is open: what the first use throws.
+        var openFailure: (any Error)?
     }
     private let state = NIOLockedValueBox(State())
     let logger: Logger
@@ -116,12 +127,23 @@ final class HoardBox: Sendable {
         self.logger = logger
     }
 
+    /// The store, opened at `path` if none is open. `explicitly`: asked for by `open(at:)`, which
+    /// tries again after a failure; a first use after a failed `open(at:)` throws its error.
     func store(
-        opening path: String, options: Store.Options, maintenance: @Sendable (Store) -> StoreMaintenance?
+        opening path: String, options: Store.Options, explicitly: Bool,
+        maintenance: @Sendable (Store) -> StoreMaintenance?
     ) throws -> Store {
         try state.withLockedValue { state in
             if let store = state.store { return store }
-            let store = try Store(path: path, options: options)
+            if !explicitly, let failure = state.openFailure { throw failure }
+            let store: Store
+            do {
+                store = try Store(path: path, options: options)
+            } catch {
+                if explicitly { state.openFailure = error }
+                throw error
+            }
+            state.openFailure = nil
             state.store = store
             if let steps = maintenance(store) {
                 state.maintenance = Task { await steps.run() }
@@ -135,8 +157,8 @@ final class HoardBox: Sendable {
         state.withLockedValue { $0.handles.append(handle) }
     }
 
-    /// Stops the maintenance (after the purge in progress) and lets go of the store and every
-    /// handle on it: the store closes once the calls in flight have returned.
+    /// Stops the maintenance (after the purge in progress), lets go of every handle on the store
+    /// and closes it.
     func shutDown() async {
         let task = state.withLockedValue { state -> Task<Void, Never>? in
             defer { state.maintenance = nil }
@@ -147,7 +169,8 @@ final class HoardBox: Sendable {
         release()
     }
 
-    /// The synchronous shutdown's part: the maintenance is told to stop, not waited for.
+    /// The synchronous shutdown's part: the maintenance is told to stop, not waited for (a step
+    /// it had begun ends with the store closed under it), and the store is closed.
     func shutDownWithoutWaiting() {
         let task = state.withLockedValue { $0.maintenance }
         task?.cancel()
@@ -155,15 +178,18 @@ final class HoardBox: Sendable {
     }
 
     private func release() {
-        let handles = state.withLockedValue { state -> [any ReleasableHandle] in
+        let (handles, store) = state.withLockedValue { state -> ([any ReleasableHandle], Store?) in
             defer {
                 state.handles = []
                 state.store = nil
                 state.maintenance = nil
             }
-            return state.handles
+            return (state.handles, state.store)
         }
         for handle in handles { handle.release() }
+        // Closed, not only let go of: a task that still holds the store (a maintenance step the
+        // synchronous shutdown did not wait for) would otherwise keep the path open.
+        store?.close()
     }
 }
 

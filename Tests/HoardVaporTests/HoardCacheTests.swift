@@ -3,6 +3,7 @@ import Foundation
 import Hoard
 import HoardTesting
 @testable import HoardVapor
+import MetricsTestKit
 import NIOCore
 import TestSupport
 import Testing
@@ -23,6 +24,22 @@ func withApp<R>(
         try await app.asyncShutdown()
         throw error
     }
+}
+
+/// An application made and shut down as Vapor's synchronous API does, in `defer { app.shutdown() }`
+/// style: what suites written before `Application.make` do (Vapor marks it deprecated, and
+/// `noasync`: here it is reached through a protocol of its own, from synchronous code).
+protocol SynchronousApplication {
+    init(_ environment: Environment, _ eventLoopGroupProvider: Application.EventLoopGroupProvider)
+    func shutdown()
+}
+
+extension Application: SynchronousApplication {}
+
+/// The synchronous calls, through the protocol.
+enum Synchronously {
+    static func make<A: SynchronousApplication>(_ type: A.Type = Application.self) -> A { A(.testing, .singleton) }
+    static func shutDown(_ app: some SynchronousApplication) { app.shutdown() }
 }
 
 /// Vapor's own cache cases (missing key, set and get, expiry, delete; the future API and the
@@ -105,11 +122,39 @@ struct HoardCacheTests {
         }
     }
 
-    @Test("a value read as another type is an error that names the key, the collection and the type")
+    @Test("a value that no longer decodes (its type changed) is a miss, removed, logged and counted")
+    func changedTypeIsAMiss() async throws {
+        try await withTemporaryDirectory { directory in
+            let app = try await Application.make(.testing)
+            let metrics = TestMetrics()
+            var options = Store.Options.testing()
+            options.metricsFactory = metrics
+            try app.hoard.open(at: directory + "/store", options: options)
+            app.caches.use(.hoard())
+            try await app.cache.set("n", to: "not a number")
+            try await app.cache.set("m", to: 7)
+            #expect(try await app.cache.get("n", as: Int.self) == nil)
+            #expect(try await app.cache.get("m", as: Int.self) == 7)
+            let counter = try metrics.expectCounter(
+                "hoard_vapor_cache_mismatches_total", [("collection", "vapor-cache")])
+            #expect(counter.totalValue == 1)
+            let values = try app.hoard.store.collection(CachedValue.self, named: "vapor-cache")
+            var yields = 0
+            while try values.get("n") != nil, yields < 1_000_000 {
+                await Task.yield()
+                yields += 1
+            }
+            #expect(try values.get("n") == nil, "the value that no longer decodes is removed")
+            #expect(try values.get("m") != nil)
+            try await app.asyncShutdown()
+        }
+    }
+
+    @Test("with mismatch: .error, a value read as another type is an error naming the key, collection and type")
     func wrongType() async throws {
         try await withTemporaryDirectory { directory in
             try await withApp(storeAt: directory + "/store") { app in
-                app.caches.use(.hoard())
+                app.caches.use(.hoard(mismatch: .error))
                 try await app.cache.set("n", to: "not a number")
                 do {
                     _ = try await app.cache.get("n", as: Int.self)
@@ -260,6 +305,47 @@ struct HoardCacheTests {
                 #expect(closed == path)
             }
             _ = app
+        }
+    }
+
+    @Test("open, synchronous shutdown, open again at the same path: 100 of 100, the values kept")
+    func synchronousShutdownCloses() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/store"
+            for round in 0..<100 {
+                let app: Application = Synchronously.make()
+                try app.hoard.open(at: path, options: .testing())
+                app.caches.use(.hoard())
+                if round > 0 { #expect(try await app.cache.get("round", as: Int.self) == round - 1) }
+                try await app.cache.set("round", to: round)
+                Synchronously.shutDown(app)
+            }
+            #expect(
+                try Store(path: path, options: .testing()).collection(CachedValue.self, named: "vapor-cache").count()
+                    == 1)
+        }
+    }
+
+    @Test("a failed open fails the first cache use with its error, and opens no store at the default path")
+    func failedOpenIsAnErrorAtFirstUse() async throws {
+        try await withTemporaryDirectory { directory in
+            let app = try await Application.make(.testing)
+            app.directory = DirectoryConfiguration(workingDirectory: directory + "/")
+            let file = directory + "/a-file"
+            #expect(FileManager.default.createFile(atPath: file, contents: Data([1])))
+            #expect(throws: HoardError.self) { try app.hoard.open(at: file, options: .testing()) }
+            app.caches.use(.hoard())
+            app.sessions.use(.hoard())
+            for use in 0..<2 {
+                await #expect("use \(use)") {
+                    try await app.cache.get("k", as: String.self)
+                } throws: { error in
+                    (error as? HoardError)?.storageKind == .notADirectory && "\(error)".contains(file)
+                }
+            }
+            #expect(!FileManager.default.fileExists(atPath: app.hoard.defaultPath), "no second store")
+            #expect(throws: HoardError.self) { _ = try app.hoard.store }
+            try await app.asyncShutdown()
         }
     }
 

@@ -188,6 +188,8 @@ public struct StoreMaintenance: Sendable {
             try await step.work()
         } catch is CancellationError {
             // Shutting down: not a failure.
+        } catch let error as HoardError where error.storageKind == .closed {
+            // The store was closed under a step that had begun: shutting down too.
         } catch {
             store.logger.warning("maintenance step failed", metadata: ["step": "\(step.name)", "error": "\(error)"])
         }
