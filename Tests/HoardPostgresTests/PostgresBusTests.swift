@@ -5,6 +5,7 @@ import Foundation
 import HoardTesting
 import Logging
 import PostgresNIO
+import Synchronization
 import TestSupport
 import Testing
 
@@ -203,6 +204,60 @@ final class Replica: Sendable {
         let next = try await a.bus.flush()
         #expect(try await a.bus.waitUntilApplied(through: next, timeout: .seconds(5)))
         await a.stop()
+    }
+
+    /// The rule of what an invalidation leaves, over PostgreSQL: in a collection that serves stale
+    /// records on a failed fetch, the writer and the other replica keep the records marked
+    /// expired, and a read through a failing upstream answers the same on both, by ID, by tag and
+    /// for a clear; with the upstream back, both fetch.
+    @Test func invalidationsLeaveTheSameOnEveryReplica() async throws {
+        let database = try await TestServer.makeDatabase()
+        let (a, b) = (try Replica(database: database), try Replica(database: database))
+        defer { [a, b].forEach { $0.remove() } }
+        try await a.ready()
+        try await b.ready()
+        try await eventuallyLive(a.bus, count: 2)
+        let upstreamUp = Mutex(false)
+        let fetch: @Sendable (Int64) async throws -> User? = { id in
+            guard upstreamUp.withLock({ $0 }) else {
+                throw PgCtlFailed(arguments: ["upstream down"], status: 1, output: "")
+            }
+            return User(id: id, name: "new")
+        }
+        let freshness = Freshness(
+            staleWhileRevalidate: .seconds(5), staleIfError: .seconds(600), retryFailedFetchAfter: .zero)
+        for kind in ["id", "tag", "all"] {
+            let (usersA, usersB) = (
+                try a.store.collection(User.self, named: "users-\(kind)", freshness: freshness),
+                try b.store.collection(User.self, named: "users-\(kind)", freshness: freshness)
+            )
+            for users in [usersA, usersB] {
+                try await users.put((1...3).map { User(id: $0, name: "old") }, tags: ["team"])
+            }
+            switch kind {
+            case "id": try await usersA.invalidate([1, 2, 3])
+            case "tag": try await usersA.invalidate(tag: "team")
+            default: try await usersA.invalidateAll()
+            }
+            let sequence = try await a.bus.flush()
+            #expect(try await a.bus.waitUntilApplied(through: sequence, timeout: .seconds(20)))
+            let kept = (try usersA.count(), try usersB.count())
+            #expect(kept == (3, 3), "\(kind): records kept marked expired \(kept)")
+            #expect(try usersA.get(1) == nil && usersB.get(1) == nil, "\(kind): not served as fresh")
+            func answers(_ users: HoardCollection<User>) async -> [String] {
+                var names: [String] = []
+                for id in Int64(1)...3 { names.append((try? await users.get(id, orFetch: fetch))??.name ?? "error") }
+                return names
+            }
+            upstreamUp.withLock { $0 = false }
+            let down = (await answers(usersA), await answers(usersB))
+            #expect(down.0 == ["old", "old", "old"] && down.1 == down.0, "\(kind), upstream down: \(down)")
+            upstreamUp.withLock { $0 = true }
+            let up = (await answers(usersA), await answers(usersB))
+            #expect(up.0 == ["new", "new", "new"] && up.1 == up.0, "\(kind), upstream up: \(up)")
+        }
+        await a.stop()
+        await b.stop()
     }
 
     @Test func aStoppedReplicaCatchesUpExactlyWhenItReturns() async throws {

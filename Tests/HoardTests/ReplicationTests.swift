@@ -324,9 +324,63 @@ import Testing
             let onError = try await notesB.get(1, orFetch: { try await upstream.fetchOne($0) })
             #expect(onError?.text == "old")
             await upstream.set(text: "new")
+            clock.advance(by: .seconds(1))  // past the failed fetch's retry period
             // Not served stale-while-revalidate: the fetch's result comes back.
             let fetched = try await notesB.get(1, orFetch: { try await upstream.fetchOne($0) })
             #expect(fetched?.text == "new")
+        }
+    }
+
+    @Test(
+        "an invalidation leaves the same on the writer and on the others: by ID, by tag, and a clear",
+        arguments: ["id", "tag", "all"], [true, false])
+    func invalidationsAgreeAcrossReplicas(kind: String, keepsStale: Bool) async throws {
+        let clock = ManualClock()
+        try await Self.withReplicas(clock: clock) { a, b, log in
+            let freshness =
+                keepsStale
+                ? Freshness(staleWhileRevalidate: .seconds(5), staleIfError: .seconds(600))
+                : Freshness(staleWhileRevalidate: .seconds(5))
+            let (notesA, notesB) = (
+                try a.collection(Note.self, freshness: freshness), try b.collection(Note.self, freshness: freshness)
+            )
+            let (busA, busB) = (InMemoryBus(store: a, log: log), InMemoryBus(store: b, log: log))
+            try await busA.catchUp()
+            try await busB.catchUp()
+            for notes in [notesA, notesB] {
+                try await notes.put((1...3).map { Self.note($0, "old") }, tags: ["team"])
+            }
+            switch kind {
+            case "id": try await notesA.invalidate([1, 2, 3])
+            case "tag": try await notesA.invalidate(tag: "team")
+            default: try await notesA.invalidateAll()
+            }
+            try await busA.publish()
+            try await busB.catchUp()
+            let kept = (try notesA.count(), try notesB.count())
+            #expect(kept.0 == kept.1 && kept.0 == (keepsStale ? 3 : 0), "records kept: \(kept)")
+
+            let upstream = FakeUpstream(open: true)
+            let fetch: @Sendable (Int64) async throws -> Note? = { try await upstream.fetchOne($0) }
+            func answers(_ notes: HoardCollection<Note>) async -> [String] {
+                var texts: [String] = []
+                for id in Int64(1)...3 {
+                    do {
+                        texts.append(try await notes.get(id, orFetch: fetch)?.text ?? "nil")
+                    } catch {
+                        texts.append("error")
+                    }
+                }
+                return texts
+            }
+            await upstream.set(text: nil)  // down
+            let down = (await answers(notesA), await answers(notesB))
+            #expect(down.0 == down.1)
+            #expect(down.0 == Array(repeating: keepsStale ? "old" : "error", count: 3))
+            await upstream.set(text: "new")  // up again, once the failed fetches' retry period is over
+            clock.advance(by: .seconds(1))
+            let up = (await answers(notesA), await answers(notesB))
+            #expect(up.0 == up.1 && up.0 == ["new", "new", "new"])
         }
     }
 

@@ -1,15 +1,22 @@
 internal import LMDB
 
-// Invalidation: records changed in the source of truth. The local records go, and what changed
-// (keys, a tag, the whole collection) enters the store's outbox in the same transaction, for a bus
-// to announce to the other replicas. A fetch under way for a record removed does not store its
-// result. Each in three forms: a transaction of its own, a caller's, one write of the store's next
-// group commit.
+// Invalidation: records changed in the source of truth. The local records are invalidated, and
+// what changed (keys, a tag, the whole collection) enters the store's outbox in the same
+// transaction, for a bus to announce to the other replicas, which invalidate theirs by the same
+// rule (InvalidationTarget.swift): removed, or, where a failed fetch serves stale records (the
+// collection's staleIfError longer than its staleWhileRevalidate), kept marked expired for that
+// alone. A fetch under way for a record invalidated does not store its result. Each in three
+// forms: a transaction of its own, a caller's, one write of the store's next group commit.
 
 extension HoardCollection {
-    /// Removes the records of `ids` in a transaction of its own and records, in the same
+    /// Invalidates the records of `ids` in a transaction of its own and records, in the same
     /// transaction, that the change must be announced to the other replicas (the store's outbox:
     /// one entry per key, however often it changes, until a bus has published it).
+    ///
+    /// Every replica, this one included, leaves the same: the records are removed, or, in a
+    /// collection whose ``Freshness/staleIfError`` is longer than its `staleWhileRevalidate`, kept
+    /// marked expired `staleWhileRevalidate` ago, so that a read serves them only when its fetch
+    /// fails.
     ///
     /// Call it after the source of truth has the change: the other replicas drop their copies when
     /// a bus delivers the announcement, and their next read fetches the new value. To keep the new
@@ -35,9 +42,10 @@ extension HoardCollection {
         try storageErrors { try invalidate(keys, in: txn.writing) }
     }
 
-    /// Removes every record that carries `tag` in a transaction of its own, and records in the same
-    /// transaction that the tag must be announced to the other replicas, which remove their records
-    /// of the tag when a bus delivers it. Returns how many records were removed here.
+    /// Invalidates every record that carries `tag` in a transaction of its own (as
+    /// ``invalidate(_:)-3713m`` invalidates a record), and records in the same transaction that the
+    /// tag must be announced to the other replicas, which invalidate their records of the tag when
+    /// a bus delivers it. Returns how many records were invalidated here.
     ///
     /// - Throws: ``HoardError/invalidTag(collection:tag:reason:)`` for a tag no record can carry
     ///   (empty, or longer than 128 bytes); ``HoardError/storage(_:)`` when the storage fails.
@@ -56,8 +64,9 @@ extension HoardCollection {
         return try storageErrors { try invalidate(tag: tag, in: txn.writing) }
     }
 
-    /// Removes every record of the collection in a transaction of its own, and records in the same
-    /// transaction that the other replicas must remove theirs. Returns how many were removed here.
+    /// Invalidates every record of the collection in a transaction of its own (as
+    /// ``invalidate(_:)-3713m`` invalidates a record), and records in the same transaction that the
+    /// other replicas must invalidate theirs. Returns how many were invalidated here.
     ///
     /// - Throws: ``HoardError/storage(_:)`` when the storage fails (then nothing is removed or announced).
     @discardableResult
@@ -73,31 +82,29 @@ extension HoardCollection {
         try storageErrors { try invalidateAll(in: txn.writing) }
     }
 
+    /// The invalidations made here, by the rule every replica applies (``InvalidationTarget``).
+    private var invalidations: InvalidationTarget {
+        InvalidationTarget(store: store, collection: name, database: database, reason: .invalidated)
+    }
+
     func invalidate(_ keys: [[UInt8]], in txn: borrowing LMDB.WriteTransaction) throws {
-        _ = try remove(keys, .invalidated, in: txn)
+        var result = ApplyResult()
+        try invalidations.invalidate(keys, in: txn, result: &result)
         try announce(keys, in: txn)
     }
 
     func invalidate(tag: [UInt8], in txn: borrowing LMDB.WriteTransaction) throws -> Int {
-        var writer = try writer(in: txn)
-        var removed = 0
-        if let index = try store.tagIndex(of: name, in: txn) {
-            let keys = try index.take(tagged: tag, in: txn)
-            for key in keys where try writer.remove(key, .invalidated, untagging: tag, in: txn) { removed += 1 }
-            store.replicationState.invalidations.noteRemoved(collection: name, keys: keys)
-        }
-        writer.countTagInvalidation()
-        try writer.finish(in: txn)
-        store.replicationState.invalidations.noteRemoved(collection: name, tags: [tag])
+        var result = ApplyResult()
+        try invalidations.invalidate(tag: tag, in: txn, result: &result)
         try announce(.tag(tag), in: txn)
-        return removed
+        return result.removed + result.markedExpired
     }
 
     func invalidateAll(in txn: borrowing LMDB.WriteTransaction) throws -> Int {
-        let removed = try removeAll(.invalidated, in: txn)
-        store.replicationState.invalidations.noteCleared(collection: name)
+        var result = ApplyResult()
+        try invalidations.invalidateAll(in: txn, result: &result)
         try announce(.all, in: txn)
-        return removed
+        return result.removed + result.markedExpired
     }
 
     /// Records in `txn` that the records of `keys` changed, for the other replicas, without

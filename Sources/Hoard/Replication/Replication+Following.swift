@@ -72,11 +72,11 @@ extension Replication {
         let ownSkipped = changes.count - applicable.count
         let meta = try store.requireMeta()
         // Databases are opened before the write: LMDB opens them in transactions of their own.
-        var targets: [String: RemoteTarget] = [:]
+        var targets: [String: InvalidationTarget] = [:]
         for change in applicable where targets[change.collection] == nil {
             if let database = try store.recordDatabase(of: change.collection) {
-                targets[change.collection] = RemoteTarget(
-                    store: store, collection: change.collection, database: database)
+                targets[change.collection] = InvalidationTarget(
+                    store: store, collection: change.collection, database: database, reason: .remote)
             }
         }
         let targetsFound = targets
@@ -106,7 +106,10 @@ extension Replication {
             for change in applicable {
                 if let target = targetsFound[change.collection] {
                     try target.invalidate(change.keys, in: txn, result: &result)
-                    try target.invalidate(tags: change.tags, all: change.clearsAll, in: txn, result: &result)
+                    for tag in change.tags {
+                        try target.invalidate(tag: TagIndex.bytes(of: tag), in: txn, result: &result)
+                    }
+                    if change.clearsAll { try target.invalidateAll(in: txn, result: &result) }
                 } else {
                     result.unknownSkipped += 1
                 }
@@ -185,73 +188,5 @@ extension Replication {
         }
         try await reset(bus: bus, to: BusPosition(log: log, sequence: head))
         return head
-    }
-}
-
-/// Where remote changes of one collection are applied, without the collection's model type.
-struct RemoteTarget {
-    let store: Store
-    let collection: String
-    let database: Database
-
-    /// Removes the records of `keys`, or marks them expired (see ``Replication/apply(_:through:bus:expecting:includingOwn:)``),
-    /// keeping the collection's capacity bookkeeping, and tells the fetches under way.
-    func invalidate(_ keys: [[UInt8]], in txn: borrowing LMDB.WriteTransaction, result: inout ApplyResult) throws {
-        let state = store.existingState(of: collection)
-        let now = store.options.now()
-        // Keep-as-expired only where this process serves stale records on a failed fetch.
-        let expireAs: Int64? = state.flatMap { state in
-            let onError = state.staleIfErrorWindow.load(ordering: .relaxed)
-            let revalidate = state.revalidateWindow.load(ordering: .relaxed)
-            return onError > revalidate ? now - revalidate : nil
-        }
-        var writer = try store.writer(of: collection, database: database, in: txn)
-        for key in keys where !key.isEmpty && key.count <= store.environment.maxKeySize {
-            // A record kept marked expired counts as marked also when it expired earlier already
-            // (observers hear only of one rewritten).
-            if let expireAs, try markExpired(key, at: expireAs, writer, in: txn) != nil {
-                result.markedExpired += 1
-                continue
-            }
-            if try writer.remove(key, .remote, in: txn) { result.removed += 1 }
-        }
-        try writer.finish(in: txn)
-        store.replicationState.invalidations.noteRemoved(collection: collection, keys: keys)
-    }
-
-    /// Removes (or marks expired) the records that carry one of `tags` here, or with `all` every record.
-    func invalidate(
-        tags: [String], all: Bool, in txn: borrowing LMDB.WriteTransaction, result: inout ApplyResult
-    ) throws {
-        if all {
-            var keys: [[UInt8]] = []
-            try txn.forEach(in: database) { key, _ in
-                keys.append(Array(key))
-                return .next
-            }
-            store.replicationState.invalidations.noteCleared(collection: collection)
-            try invalidate(keys, in: txn, result: &result)
-            return
-        }
-        guard !tags.isEmpty else { return }
-        store.replicationState.invalidations.noteRemoved(collection: collection, tags: tags.map(TagIndex.bytes(of:)))
-        guard let index = try store.tagIndex(of: collection, in: txn) else { return }
-        for tag in tags {
-            try invalidate(try index.keys(tagged: TagIndex.bytes(of: tag), in: txn), in: txn, result: &result)
-        }
-    }
-
-    /// Rewrites the record under `key` with the expiry `at` (or its own, if earlier): whether it
-    /// was rewritten (`false`: it expires earlier already), or `nil` when there is no readable
-    /// record to keep (a damaged one is then removed by the caller).
-    private func markExpired(
-        _ key: [UInt8], at expiry: Int64, _ writer: RecordWriter, in txn: borrowing LMDB.WriteTransaction
-    ) throws -> Bool? {
-        try key.withUnsafeBytes { key in
-            try writer.restamp(key, told: .expired, in: txn) { writtenAt, expiresAt in
-                if let expiresAt, expiresAt <= expiry { return nil }
-                return RecordHeader(version: 0, writtenAt: writtenAt, expiresAt: expiry)
-            }
-        }
     }
 }
