@@ -382,6 +382,13 @@ public final class Store: Sendable {
         try writeLMDB { txn in try body(WriteTransaction(txn)) }
     }
 
+    /// Flushes every commit made so far to disk, whatever the durability: what a store opened with
+    /// ``Durability/riskStoreOnOSCrash`` (whose commits are not flushed as they return) calls to
+    /// make them survive an operating-system crash.
+    ///
+    /// - Throws: ``HoardError/storage(_:)`` when the flush fails.
+    public func sync() throws { try storageErrors { try environment.sync(force: true) } }
+
     /// Closes the store: the async writes already made commit, the reads and writes under way
     /// end, then the files are closed (what was committed flushed, in every durability mode), and
     /// the path can be opened again in this process at once. Every subscriber's sequence of
