@@ -343,6 +343,12 @@ struct HoardCacheTests {
                     (error as? HoardError)?.storageKind == .notADirectory && "\(error)".contains(file)
                 }
             }
+            let request = Request(application: app, on: app.eventLoopGroup.any())
+            await #expect {
+                try await app.sessions.driver.readSession(SessionID(string: "s"), for: request).get()
+            } throws: { error in
+                (error as? HoardError)?.storageKind == .notADirectory
+            }
             #expect(!FileManager.default.fileExists(atPath: app.hoard.defaultPath), "no second store")
             #expect(throws: HoardError.self) { _ = try app.hoard.store }
             try await app.asyncShutdown()
