@@ -247,6 +247,28 @@ struct FetchTimeoutTests {
         }
     }
 
+    @Test("an invalidation ends a key's retry period: the record it kept is not served without a fetch")
+    func invalidationEndsTheRetryPeriod() async throws {
+        let clock = ManualClock()
+        try await withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(
+                Note.self, timeToLive: .seconds(10),
+                freshness: Freshness(staleWhileRevalidate: .seconds(5), staleIfError: .hours(1)))
+            try await notes.put(Note(id: 1, text: "old", stars: 1, pinned: false))
+            let upstream = FakeUpstream(open: true)
+            await upstream.set(text: nil)
+            let fetch: @Sendable (Int64) async throws -> Note? = { try await upstream.fetchOne($0) }
+            clock.advance(by: .seconds(60))  // past stale-while-revalidate: a read fetches, and fails
+            #expect(try await notes.get(1, orFetch: fetch)?.text == "old")
+            #expect(try await notes.get(1, orFetch: fetch)?.text == "old")
+            #expect(await upstream.calls.count == 1, "the second read is within the retry period")
+            try await notes.invalidate(1)  // the record is kept, marked expired
+            await upstream.set(text: "new")
+            #expect(try await notes.get(1, orFetch: fetch)?.text == "new", "fetched at once, not served stale")
+            #expect(await upstream.calls.count == 2)
+        }
+    }
+
     @Test("refresh-ahead: a hit past the fraction refreshes once in the background; a failed refresh keeps the record")
     func refreshAhead() async throws {
         let clock = ManualClock()

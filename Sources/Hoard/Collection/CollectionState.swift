@@ -88,6 +88,15 @@ final class CollectionState: Sendable {
     /// (``Freshness/retryFailedFetchAfter``); at most ``absentLimit``, as ``absent``.
     let failing = Mutex<[[UInt8]: Int64]>([:])
 
+    /// Forgets the failed fetches of `keys` (of every key when `nil`): they were invalidated.
+    func forgetFailedFetches(of keys: [[UInt8]]?) {
+        failing.withLock { failing in
+            guard !failing.isEmpty else { return }
+            guard let keys else { return failing.removeAll() }
+            for key in keys { failing[key] = nil }
+        }
+    }
+
     /// The subscribers to the collection's changes in this process (Observation/), and how many
     /// there are: a writer records changes only while there is one (or a change log is kept).
     let observers = Mutex(CollectionObservers())

@@ -316,7 +316,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                     flights.markCalling(group)
                     let fetched = try await fetch(ids)
                     flights.markAnswered(group)
-                    noteFetch(of: keys, failed: false)
+                    noteFetch(of: keys, failed: false, ticket: ticket)
                     var byKey: [[UInt8]: Model] = [:]
                     for answer in fetched { byKey[answer.model.id.keyBytes] = answer.model }
                     await storeFetched(fetched, absent: keys.filter { byKey[$0] == nil }, stale: stale, ticket: ticket)
@@ -326,7 +326,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                     return Result<[[UInt8]: Model], any Error>.success(byKey)
                 } catch {
                     state.counters.add(.fetchErrors)
-                    noteFetch(of: keys, failed: true)
+                    noteFetch(of: keys, failed: true, ticket: ticket)
                     if refresh { report(.refresh, keys: keys, error) }
                     span?.recordFailure(error)
                     return .failure(error)
@@ -396,9 +396,13 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         }
     }
 
-    /// Remembers that the fetch of `keys` failed (until the retry period is over), or forgets it.
-    func noteFetch(of keys: [[UInt8]], failed: Bool) {
+    /// Remembers that the fetch of `keys` (which took `ticket`) failed, until the retry period is
+    /// over, or forgets it. A key invalidated while the fetch ran is not remembered: the stale
+    /// record its invalidation may have kept is served only if a fetch begun after it fails too.
+    func noteFetch(of keys: [[UInt8]], failed: Bool, ticket: UInt64) {
         let until = store.options.now().addingSaturating(freshness.retryFailedFetchAfter.storedMilliseconds)
+        let invalidations = store.replicationState.invalidations
+        let keys = failed ? keys.filter { !invalidations.wasRemoved(collection: name, key: $0, after: ticket) } : keys
         state.failing.withLock { failing in
             guard failed else {
                 if !failing.isEmpty { for key in keys { failing[key] = nil } }

@@ -39,6 +39,9 @@ struct InvalidationTarget {
         }
         try writer.finish(in: txn)
         store.replicationState.invalidations.noteRemoved(collection: collection, keys: keys)
+        // A key whose last fetch failed is fetched again at its next read: the failure said
+        // nothing of the value that replaced the one invalidated.
+        store.existingState(of: collection)?.forgetFailedFetches(of: keys)
     }
 
     /// Invalidates the records that carry `tag` (NFC's UTF-8). Removed records take the tag's
@@ -67,6 +70,7 @@ struct InvalidationTarget {
     /// Invalidates every record of the collection.
     func invalidateAll(in txn: borrowing LMDB.WriteTransaction, result: inout ApplyResult) throws {
         store.replicationState.invalidations.noteCleared(collection: collection)
+        store.existingState(of: collection)?.forgetFailedFetches(of: nil)
         guard keptExpiry() != nil else {
             var writer = try store.writer(of: collection, database: database, in: txn)
             result.removed += try writer.removeAll(reason, in: txn)

@@ -146,6 +146,9 @@ extension Replication {
             // every write stamped from here on is stamped at or after the reset (Store.writeStamp).
             state.staleBefore.max(kept, ordering: .relaxed)
             state.invalidations.noteReset()
+            for collection in store.collectionStates.withLock({ Array($0.values) }) {
+                collection.forgetFailedFetches(of: nil)
+            }
         }
         state.resets.add(1, ordering: .relaxed)
         store.metrics.resets.increment()
