@@ -24,8 +24,11 @@ struct InvalidationTarget {
     }
 
     /// Invalidates the records of `keys`, keeping the collection's capacity bookkeeping, and tells
-    /// the fetches under way.
-    func invalidate(_ keys: [[UInt8]], in txn: borrowing LMDB.WriteTransaction, result: inout ApplyResult) throws {
+    /// the fetches under way. `countingTag`: the call invalidates a tag made here (counted once).
+    func invalidate(
+        _ keys: [[UInt8]], countingTag: Bool = false, in txn: borrowing LMDB.WriteTransaction,
+        result: inout ApplyResult
+    ) throws {
         let expireAs = keptExpiry()
         var writer = try store.writer(of: collection, database: database, in: txn)
         for key in keys where !key.isEmpty && key.count <= store.environment.maxKeySize {
@@ -37,6 +40,7 @@ struct InvalidationTarget {
             }
             if try writer.remove(key, reason, in: txn) { result.removed += 1 }
         }
+        if countingTag { writer.countTagInvalidation() }
         try writer.finish(in: txn)
         store.replicationState.invalidations.noteRemoved(collection: collection, keys: keys)
         // A key whose last fetch failed is fetched again at its next read: the failure said
@@ -58,13 +62,8 @@ struct InvalidationTarget {
             writer.countTagInvalidation()
             return try writer.finish(in: txn)
         }
-        guard let index = try store.tagIndex(of: collection, in: txn) else { return }
-        try invalidate(try index.keys(tagged: tag, in: txn), in: txn, result: &result)
-        if reason == .invalidated {
-            var writer = try store.writer(of: collection, database: database, in: txn)
-            writer.countTagInvalidation()
-            try writer.finish(in: txn)
-        }
+        let keys = try store.tagIndex(of: collection, in: txn)?.keys(tagged: tag, in: txn) ?? []
+        try invalidate(keys, countingTag: reason == .invalidated, in: txn, result: &result)
     }
 
     /// Invalidates every record of the collection.
