@@ -19,6 +19,8 @@ need() {  # need COMMAND PACKAGE
 build_example() {  # build_example CONFIG [ARGS…]
     local config="$1" scratch="$repo_dir/.build" log
     shift
+    # Run on its own, on a fresh machine, a script needs liblmdb as the test command does.
+    source "$repo_dir/tools/scripts/ensure-deps.sh"
     # shellcheck disable=SC2206
     local flags=(${HOARD_BUILD_FLAGS:-})
     set -- "${flags[@]}" "$@"

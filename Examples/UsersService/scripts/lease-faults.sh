@@ -35,9 +35,18 @@ work=$(mktemp -d)
 pids=()
 proxies=()
 cleanup() {
+    local status=$?
     kill -CONT "${pids[@]}" 2>/dev/null || true
     kill "${pids[@]}" "${proxies[@]}" "${upstream_pid:-}" "${load_pid:-}" 2>/dev/null || true
     hoard_pg_stop
+    # A failed run keeps what the replicas and the load said, to find the reads it names.
+    if [ "$status" != 0 ] && [ -d "$work" ]; then
+        kept="${TMPDIR:-/tmp}/lease-faults-$(date +%Y%m%dT%H%M%S)"
+        mkdir -p "$kept"
+        for n in 1 2 3; do cp "$work/r$n/service.log" "$kept/r$n.log" 2>/dev/null || true; done
+        cp "$work/load.out" "$kept/" 2>/dev/null || true
+        echo "lease-faults: the replicas' logs and the load's output are kept in $kept" >&2
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -113,7 +122,7 @@ while true; do
         kind="${kinds[$((RANDOM % ${#kinds[@]}))]}"
     fi
     n=$((RANDOM % 3 + 1))
-    at=$(($(date +%s) - began))
+    at="$(($(date +%s) - began))s (at $(date -u +%T) UTC)"
     case "$kind" in
     partition)
         ways=(none to-server to-client)
@@ -122,32 +131,32 @@ while true; do
         echo "$way" >"$work/p$n.control"
         sleep "$length"
         echo both >"$work/p$n.control"
-        echo "  ${at}s partition: r$n, forwarding $way, ${length} s"
+        echo "  ${at} partition: r$n, forwarding $way, ${length} s"
         ;;
     pause)
         length=$((lease_ms / 1000 + 1 + RANDOM % 3))
         kill -STOP "${pids[$n]}"
         sleep "$length"
         kill -CONT "${pids[$n]}"
-        echo "  ${at}s pause: r$n stopped for ${length} s"
+        echo "  ${at} pause: r$n stopped for ${length} s"
         ;;
     immediate)
         start=$(now_ms)
         pg_ctl restart -m immediate -l "$pg_log"
-        echo "  ${at}s immediate: PostgreSQL back after $(($(now_ms) - start)) ms"
+        echo "  ${at} immediate: PostgreSQL back after $(($(now_ms) - start)) ms"
         ;;
     down)
         pg_ctl stop -m fast
         sleep 30
         pg_start
-        echo "  ${at}s down: PostgreSQL stopped for 30 s"
+        echo "  ${at} down: PostgreSQL stopped for 30 s"
         ;;
     sigkill)
         kill -KILL "${pids[$n]}"
         wait "${pids[$n]}" 2>/dev/null || true
         start=$(now_ms)
         start_replica "$n"
-        echo "  ${at}s sigkill: r$n killed, listening again after $(($(now_ms) - start)) ms"
+        echo "  ${at} sigkill: r$n killed, listening again after $(($(now_ms) - start)) ms"
         ;;
     esac
     pg_running

@@ -166,8 +166,17 @@ struct PacedReaders: Sendable {
                         throw Unexpected(description: "GET /users/\(asked.id) on :\(asked.port): \(status)")
                     }
                     let user = try decoder.decode(User.self, from: Data(body), keySet: .api)
-                    seen.add(
-                        ContinuousClock.now - asked.began, stale: user.version < asked.floor, checked: asked.floor > 0)
+                    let latency = ContinuousClock.now - asked.began
+                    if user.version < asked.floor {
+                        let began = Date(timeIntervalSinceNow: -latency.seconds).ISO8601Format(
+                            .iso8601.time(includingFractionalSeconds: true))
+                        seen.addStale(
+                            latency,
+                            "user \(asked.id) on :\(asked.port), version \(user.version) below \(asked.floor), "
+                                + "asked at \(began) UTC, answered in \(Int(latency.seconds * 1_000)) ms")
+                    } else {
+                        seen.add(latency, stale: false, checked: asked.floor > 0)
+                    }
                 } catch {
                     seen.fail(error)
                 }

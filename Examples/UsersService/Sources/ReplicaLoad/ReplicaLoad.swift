@@ -286,11 +286,19 @@ final class Tally: Sendable {
         /// Reads answered by another replica than the one first asked.
         var rerouted = 0
         var firstError: String?
+        /// The first stale outcomes, each described, to find them in the replicas' logs.
+        var staleOnes: [String] = []
 
         mutating func add(_ latency: Duration, stale: Bool, checked: Bool = false) {
             latencies.append(latency.seconds * 1_000)
             if stale { self.stale += 1 }
             if checked { self.checked += 1 }
+        }
+
+        /// A stale outcome, described by `what` (kept for the first 20).
+        mutating func addStale(_ latency: Duration, _ what: @autoclosure () -> String) {
+            add(latency, stale: true, checked: true)
+            if staleOnes.count < 20 { staleOnes.append(what()) }
         }
 
         mutating func fail(_ error: any Error) {
@@ -315,6 +323,7 @@ final class Tally: Sendable {
             $0.stale += part.stale
             $0.checked += part.checked
             $0.rerouted += part.rerouted
+            $0.staleOnes += part.staleOnes.prefix(max(0, 20 - $0.staleOnes.count))
             if $0.firstError == nil { $0.firstError = part.firstError }
         }
     }
@@ -332,6 +341,7 @@ final class Tally: Sendable {
                 + (state.checked > 0 ? ", \(state.checked) checked against a write applied everywhere" : "")
                 + (state.rerouted > 0 ? ", \(state.rerouted) rerouted to another replica" : "")
                 + (state.firstError.map { " (first failure: \($0))" } ?? "")
+                + state.staleOnes.map { "\n  stale: \($0)" }.joined()
         }
     }
 }
