@@ -27,7 +27,7 @@ final class AccessBuffer: Sendable {
     private let tails = CounterTable(count: stripes * tailStride, alignment: 64)
 
     static let stripes = 8
-    /// Accesses counted at once (16 and 64 measured the same).
+    /// Accesses counted at once.
     static let batch = 32
     private static let tailStride = 8
 

@@ -167,9 +167,8 @@ extension EvictionPolicy {
 
         /// Asks for the sketch's lines of the next `count` candidates and of probation's first
         /// keys, which the settle will weigh against each other: each is a random line in a table
-        /// of megabytes, and one look-up after another would wait for each in turn (a third of an
-        /// evicting put). The candidates' lines are asked for all at once (asking a stretch ahead
-        /// of each, as for victims, made their part of a bulk put a quarter slower); victims'
+        /// of megabytes, and one look-up after another would wait for each in turn. The
+        /// candidates' lines are asked for all at once (a stretch ahead of each was slower); victims'
         /// recent-use lines are asked for as they come (``prefetchVictims()``). A candidate's own
         /// recent-use line is read only if it was asked for (``weigh(_:_:_:in:)``), and recency
         /// weighs nothing. The candidates' hashes are left in `hashes`, in order, for their turn.

@@ -41,8 +41,7 @@ final class EvictionPolicy: Sendable {
     let sketch: FrequencySketch
     let recentUse: RecentUse
 
-    /// The share of the records kept in the window, and in probation (at 10%, probation kept
-    /// fewer hits).
+    /// The share of the records kept in the window, and in probation.
     static let windowShare = 0.01
     static let probationShare = 0.25
     /// The most records the hand passes to find one to move to probation; past it, the record
@@ -86,8 +85,8 @@ final class EvictionPolicy: Sendable {
         /// The keys in the window, by hash. A key written again while in the window or in
         /// probation has an older entry there, which is passed over when it comes first: in the
         /// window, the entry whose key is no longer in this set; in probation, one whose key is
-        /// in the window again. Probation's keys are not kept here (their memory was a third of
-        /// the policy's at 1,000,000 records): a key the hand finds that is already in probation
+        /// in the window again. Probation's keys are not kept here (they would be most of the
+        /// policy's memory): a key the hand finds that is already in probation
         /// is queued twice, and its second entry finds its record gone or read.
         var inWindow = KeyHashSet()
         /// The key the hand is at in the main part.

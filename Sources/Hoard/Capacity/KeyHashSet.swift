@@ -2,14 +2,12 @@ internal import CCRC32
 
 /// A set of key hashes (``keyHash(_:)``) in one flat array of words: open addressing with linear
 /// probing, and removal by shifting the entries after a hole back (no tombstones to clean up).
-/// The eviction policy keeps the window's keys this way, and a write the keys it wrote. A `Set`
-/// of the hashes hashed every hash again (SipHash) and took about a tenth of an evicting bulk put
-/// (BENCHMARKS.md).
+/// The eviction policy keeps the window's keys this way, and a write the keys it wrote (a `Set`
+/// would hash every hash again).
 ///
 /// An entry is the hash with bit 0 set (bit 0 of a key hash is always 0), so that no entry is 0,
-/// the mark of an empty slot. The table grows when it is half full: grown at three quarters, its
-/// probes and removals' shifts ran longer, and the policy's part of an evicting bulk put was a
-/// fifth larger (capacity-bench); the window's set stays under a third of a byte a record.
+/// the mark of an empty slot. The table grows when it is half full, which keeps probes and
+/// removals' shifts short.
 struct KeyHashSet {
     private var slots: [UInt64]
     private(set) var count = 0

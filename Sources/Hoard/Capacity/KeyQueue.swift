@@ -2,8 +2,7 @@
 /// then the key), so that a queue of a hundred thousand short keys costs a few bytes more than
 /// the keys themselves, not an allocation each. Past 64 KiB the ring grows by a quarter when full,
 /// and it shrinks when three quarters of it are free, so a long queue's memory stays within about
-/// a quarter of its keys' (a buffer consumed from the front and slid back now and then held up
-/// to twice their size, and doubled as it grew).
+/// a quarter of its keys'.
 struct KeyQueue {
     private var ring: [UInt8] = []
     /// Where the first key's length starts in `ring`.

@@ -13,8 +13,7 @@ internal import Synchronization
 /// The simulations run whatever the collection does, so the choice can turn back as well as away.
 /// Why not a window in front of the sketch that grows and shrinks with the hit ratio (Caffeine's
 /// hill climber): the window's keys live in memory, so it could not grow far within the policy's
-/// 16 bytes a record, and a climber measured on the hit ratio lost up to 1.9 points on scans and
-/// loops (BENCHMARKS.md).
+/// memory budget, and a climber on the hit ratio lost points on scans and loops.
 ///
 /// The sample: every key when the bound is at most ``sampledKeys`` records, else about that many
 /// keys' share (a key is sampled by bits of its hash that nothing else in the policy uses), so the
@@ -111,10 +110,8 @@ struct MiniatureCache {
 
     init(capacity: Int, segmented: Bool) {
         self.capacity = capacity
-        // A window of 1%, as W-TinyLFU's, and half the rest protected, where W-TinyLFU protects
-        // 80%: the miniature stands for the collection's policy, whose hand lets go of a record
-        // not read for three passes, and a larger protected part kept a moved hot set's old keys
-        // for longer.
+        // Half the rest protected, not W-TinyLFU's 80%: the miniature stands for the collection's
+        // policy, whose hand lets go of a record not read for three passes.
         windowCapacity = segmented ? max(1, capacity / 100) : capacity
         protectedCapacity = (capacity - windowCapacity) / 2
         nodes = []

@@ -29,8 +29,8 @@ extension HoardCollection {
     /// the model's generated code itself, before this, to hand its bytes straight to LMDB.)
     ///
     /// The key set is chosen for the call (`withStorageKeySet`, a thread-local slot) rather than
-    /// through the coder's `userInfo`: looking `userInfo` up and casting its `Any` cost about 600
-    /// instructions per model, and a caller's own `withKeySet` around a store call would take
+    /// through the coder's `userInfo`: looking `userInfo` up and casting its `Any` would cost every
+    /// model, and a caller's own `withKeySet` around a store call would take
     /// precedence over `userInfo` (the innermost choice wins this way). It is `.local(current)`,
     /// not `.currentLocal`: a nested VariablyCodable value is then written with the key set
     /// reading will use (the record stamps only the outer version), even when the nested type

@@ -11,8 +11,8 @@ extension HoardCollection {
     ///   be decoded (``HoardError/corruptRecord(collection:key:reason:)``, ``HoardError/newerRecord(collection:key:version:current:)``,
     ///   ``HoardError/decoding(collection:key:version:underlying:)``), or the ID is too long for a key; ``HoardError/storage(_:)`` when the storage fails.
     public func get(_ id: Model.ID) throws -> Model? {
-        // Timed here, not in `get(_:in:)`: two clock reads (some 50 ns) would add a tenth to a get
-        // inside a caller's transaction, where a program reads many records at once.
+        // Timed here, not in `get(_:in:)`: two clock reads would show in the gets of a caller's
+        // transaction, where a program reads many records at once.
         // (`defer`, not a local: a `Model?` held in unspecialized generic code costs a run-time
         // lookup of its type metadata.)
         let start = monotonicNanoseconds()

@@ -65,7 +65,7 @@ extension HoardCollection {
             return try announce(models.map { $0.id.keyBytes }, in: txn)
         }
         let batch = try batch(request, writes: models.underestimatedCount, in: txn)
-        // Counted once a call (a counter call per record would add a few percent to a bulk put).
+        // Counted once a call, not a counter call per record.
         var stored = 0
         defer {
             state.counters.add(.puts, stored)

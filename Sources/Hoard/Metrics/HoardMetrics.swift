@@ -98,8 +98,7 @@ final class StoreMetrics: Sendable {
     }
 }
 
-/// Nanoseconds of a monotonic clock, for timers (two calls cost some 40 ns, against a
-/// `ContinuousClock` instant's arithmetic).
+/// Nanoseconds of a monotonic clock, for timers (cheaper than a `ContinuousClock` instant's arithmetic).
 @inline(__always)
 func monotonicNanoseconds() -> UInt64 {
     var now = timespec()

@@ -137,8 +137,7 @@ final class ChangeJournal: TransactionJournal, @unchecked Sendable {
 /// The journals kept for the next write transactions (``Observation/takeJournal()``): two, so
 /// that a subscriber has a whole commit more to let go of a batch's buffers before they are
 /// needed again. A journal whose buffers a subscriber still holds would copy them when emptied
-/// (an allocation the writer makes and the consumer's thread frees, which each cost about what
-/// the rest of recording a small commit does).
+/// (an allocation the writer makes and the consumer's thread frees).
 struct SpareJournals {
     private var older: ChangeJournal?
     private var newer: ChangeJournal?

@@ -79,10 +79,9 @@ struct ChangeRecorder {
     /// record again (and yields only if its bytes changed). Only when just the observed keys are
     /// kept (a `changes()` subscriber or the change log gets every key), and the write is so
     /// large that checking each of its keys costs more than those reads:
-    /// - The writer saves the check of each key (about 24 instructions) and pays at most one
-    ///   wake-up (``CollectionState/publish(_:)``), about 7 µs: worth it from about 1,000 records.
-    /// - Each subscriber pays a read and a decode, a few µs, on its own thread: with 128 records
-    ///   or more a key observed, a few percent of what the write itself takes.
+    /// - The writer saves the check of each key and pays at most one wake-up
+    ///   (``CollectionState/publish(_:)``).
+    /// - Each subscriber pays a read and a decode on its own thread, small beside the write.
     /// This is how GRDB's `ValueObservation` works for every write to a table it observes.
     func forWrite(of count: Int, in txn: borrowing LMDB.WriteTransaction) -> ChangeRecorder? {
         guard journal == nil else { return self }
@@ -102,9 +101,8 @@ struct ChangeRecorder {
 /// written key up: first in a bitmap with one bit set for each observed key (a few instructions
 /// tell most keys apart, with no hash of the whole key), then by the key's hash.
 struct ObservedKeys {
-    /// The bitmap's size in words: 4,096 bits, 512 bytes. With 8 keys observed, 1 key in 500
-    /// that nobody observes gets past it to the hash (with a single word, it was 1 in 8, and each
-    /// such key cost about 90 instructions more, four times the rest of the check).
+    /// The bitmap's size in words: 4,096 bits, 512 bytes, so that with a few keys observed,
+    /// few keys that nobody observes get past it to the dearer hash.
     static let bitmapWords = 64
     private static let indexShift: UInt64 = 52  // 64 - log2(4,096)
 

@@ -17,10 +17,8 @@ final class ChangeSubscriber: Sendable {
     private let batchWaits = Atomic<Bool>(false)
 
     /// How long a consumer of every change looks for the next batch before it parks. Waking a
-    /// parked consumer is a system call on the committing thread (`futex`, `try_to_wake_up`:
-    /// about 7 µs on this project's machine, more than a small commit costs); a consumer that
-    /// keeps up with a stream of commits is found looking, and a commit then only merges its
-    /// batch. The consumer's thread pays the wait, at most this long after each batch.
+    /// parked consumer is a system call on the committing thread, dearer than a small commit; a
+    /// consumer found looking costs the commit only a merge. Its own thread pays the wait.
     static let lookBeforeParking: UInt64 = 20_000
     /// How long this subscriber's consumer looks: ``lookBeforeParking``, or what a test sets.
     private let lookLength: UInt64
@@ -44,10 +42,8 @@ final class ChangeSubscriber: Sendable {
 
     /// Whether a consumer whose last `fruitless` looks found nothing looks again: after three
     /// in a row, only every 32nd time. When commits come further apart than a look lasts, each
-    /// look wastes the consumer's thread, a cooperative one which other tasks may be waiting for
-    /// (with commits a millisecond apart, the consumer's threads spent 24 µs a commit when every
-    /// look ran, 5 µs now), and the writer pays the wake-up all the same. The occasional look, or
-    /// a batch found waiting, tells when commits come close together again.
+    /// look wastes a cooperative thread, and the writer pays the wake-up all the same. The
+    /// occasional look, or a batch found waiting, tells when commits come close together again.
     static func looks(after fruitless: Int) -> Bool {
         fruitless < 3 || fruitless % 32 == 0
     }
@@ -60,10 +56,8 @@ final class ChangeSubscriber: Sendable {
     }
 
     /// A parked consumer and the batch to resume it with. The continuation is an unsafe one, whose
-    /// layout the compiler knows: a checked one's is resilient, and moving it in a value cost
-    /// every delivery calls for its type's metadata (a single put with a `changes()` subscriber
-    /// measured 1% slower). Each is taken from ``State/waiter`` under the lock, so it is resumed
-    /// once.
+    /// layout the compiler knows (a checked one's is resilient: every delivery would look up its
+    /// type's metadata). Each is taken from ``State/waiter`` under the lock, so it is resumed once.
     struct Wake {
         let waiter: UnsafeContinuation<RawChanges?, Never>
         let batch: RawChanges
@@ -163,8 +157,7 @@ final class ChangeSubscriber: Sendable {
     /// Looks for the next batch a moment before parking (``lookBeforeParking``), if looking has
     /// been finding batches (``looks(after:)``), pausing between looks: a loop that only loads
     /// takes execution units from the writer when the two share a physical core (a virtual
-    /// machine's two vCPUs often do), and cost a single put about 7% of its time more than the
-    /// loop that pauses.
+    /// machine's two vCPUs often do).
     private func lookBeforeParking() {
         let fruitless = fruitlessLooks.load(ordering: .relaxed)
         if batchWaits.load(ordering: .acquiring) {

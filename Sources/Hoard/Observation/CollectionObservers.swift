@@ -66,11 +66,8 @@ extension CollectionState {
     /// keeps reading (``ChangeSubscriber/deliverLater(_:)`` never blocks).
     ///
     /// The consumers found parked are resumed after the lock: one on this thread, more than one
-    /// by a job on the global queue. Each resume may wake a thread of the concurrency runtime,
-    /// and a wake is a system call on this thread, the writer's (about 7 µs on this project's
-    /// machine when the woken thread's core is idle): eight `observe(id)` consumers cost a commit
-    /// 2.4 of them, 0.6% of a put of 10,000; the job costs it one. A single consumer, the
-    /// common case and the one whose latency is measured, is resumed at once.
+    /// by a job on the global queue. Each resume may wake a thread of the concurrency runtime, a
+    /// system call on the writer's thread: the job costs the writer one, however many consumers.
     func publish(_ batch: RawChanges) {
         var first: ChangeSubscriber.Wake?
         // Allocated only for a second consumer found parked.

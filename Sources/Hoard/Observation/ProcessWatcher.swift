@@ -22,8 +22,7 @@ internal import Darwin
 ///
 /// The inotify watch fires once and is then set again (`IN_ONESHOT`), at most every
 /// ``rearmInterval``. A watched file costs every `pwrite` to it in any process, in that process:
-/// the kernel makes an event and wakes the watch (a single put took about 1.8 times as long while
-/// its own process watched the file). An unset watch costs nothing, so a stream of commits pays
+/// the kernel makes an event and wakes the watch. An unset watch costs nothing, so a stream of commits pays
 /// for one event an interval; a commit made while it was not set is found by the look at the
 /// transaction id that follows each setting of it. After it woke for this process's commits
 /// only, the watch stays unset and looks at the transaction id every ``ownCommitsPoll``
@@ -56,17 +55,13 @@ final class ProcessWatcher: @unchecked Sendable {
     /// cost to one event an interval.
     static let rearmInterval: UInt64 = 100_000
     /// How often the watch looks, in milliseconds, while it is left unset for this process's
-    /// commits: another process's commit made meanwhile waits up to that long. (Set again 1 ms
-    /// after each wake-up for this process's commits, the watch cost a writer observed in its own
-    /// process an event and a wake-up of the watch each time.)
+    /// commits: another process's commit made meanwhile waits up to that long.
     static let ownCommitsPoll: Int32 = 1
     /// Whether the watch is left unset while this process commits (``ownCommitsPoll``).
     private var unsetForOwnCommits = false
-    /// How long the watch stays unset after a look last found this process's commits. A put of
-    /// 10,000 records takes about 3 ms, and the look between its commits finds none under way
-    /// (LMDB's transaction id moves at the commit): set again after that look, the watch cost
-    /// every such put a wake-up of it, on the writer's thread. The price is ten looks on the
-    /// watch's timer after this process's last commit.
+    /// How long the watch stays unset after a look last found this process's commits: longer than
+    /// a large put, between whose commits a look finds none under way (set again then, the watch
+    /// would cost every such put a wake-up). The price is a few looks after the last commit.
     static let ownCommitsQuiet: UInt64 = 10_000_000
     /// When a look last found this process's commits (monotonic nanoseconds).
     private var ownCommitSeenAt: UInt64 = 0
@@ -312,9 +307,7 @@ final class ProcessWatcher: @unchecked Sendable {
         if ledger.entry(next) == .beingMade {
             // This process's commit, its meta page written and its outcome not noted yet: the
             // ledger wakes the watch when it is, and the commits after it wait till then. Passed
-            // as this process's own, so that the watch stays unset while this process commits
-            // (looking on with read transactions and setting the watch 100 µs later took a
-            // writer observed in its own process an event every few commits).
+            // as this process's own, so that the watch stays unset while this process commits.
             waitForSettle(of: next)
             return .ownOnly
         }

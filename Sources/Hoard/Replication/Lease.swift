@@ -17,9 +17,8 @@ internal import Darwin
 // moments after it resumes, before any timer of its own has run.
 
 /// An instant of the clock a store counts its lease on: the system's monotonic clock, which
-/// never jumps with the wall clock, read coarsely (on Linux `CLOCK_MONOTONIC_COARSE`, about 5 ns
-/// a reading against 23 ns for the precise clock, measured here), so that a get on a store that
-/// holds its lease pays almost nothing for the check.
+/// never jumps with the wall clock, read coarsely (on Linux `CLOCK_MONOTONIC_COARSE`), so that a
+/// get on a store that holds its lease pays almost nothing for the check.
 ///
 /// A reading may lag the true time by up to ``resolution``; a bus subtracts that from every
 /// deadline it sets, so that a lagging reading never stretches a lease.

@@ -266,14 +266,9 @@ public final class Store: Sendable {
 
     package var logger: Logger { options.logger }
 
-    /// Milliseconds since 1970 from the system clock, as of the kernel's last tick on Linux.
-    ///
-    /// Linux's coarse clock (`CLOCK_REALTIME_COARSE`) lags the precise one by at most one tick
-    /// (1 to 4 ms, `CONFIG_HZ`) and costs a fraction of it: every put stamps its record, where the
-    /// precise clock showed in a put's time. Stamps and expiries are accurate to a few ms, as in caches that
-    /// keep a cached clock (memcached's is updated once a second); pass another `clock` in
-    /// ``Options`` for more. (In milliseconds, as records store times: for comparing with a
-    /// ``RecordHeader``'s.)
+    /// Milliseconds since 1970 from the system clock, as of the kernel's last tick on Linux
+    /// (`CLOCK_REALTIME_COARSE`, one tick behind at most): every put stamps its record, and the
+    /// precise clock showed in a put's time. Pass another `clock` in ``Options`` for more.
     public static let systemClock: @Sendable () -> Int64 = {
         var now = timespec()
         #if os(Linux)
