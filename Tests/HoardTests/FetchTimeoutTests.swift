@@ -247,7 +247,7 @@ struct FetchTimeoutTests {
         }
     }
 
-    @Test("an invalidation ends a key's retry period: the record it kept is not served without a fetch")
+    @Test("an invalidation ends a key's retry period: the next read fetches at once, and is not served stale")
     func invalidationEndsTheRetryPeriod() async throws {
         let clock = ManualClock()
         try await withTemporaryStore(options: .testing(clock: clock)) { store in
@@ -262,7 +262,7 @@ struct FetchTimeoutTests {
             #expect(try await notes.get(1, orFetch: fetch)?.text == "old")
             #expect(try await notes.get(1, orFetch: fetch)?.text == "old")
             #expect(await upstream.calls.count == 1, "the second read is within the retry period")
-            try await notes.invalidate(1)  // the record is kept, marked expired
+            try await notes.invalidate(1)  // the record is removed
             await upstream.set(text: "new")
             #expect(try await notes.get(1, orFetch: fetch)?.text == "new", "fetched at once, not served stale")
             #expect(await upstream.calls.count == 2)

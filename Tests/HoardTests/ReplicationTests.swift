@@ -250,7 +250,8 @@ import Testing
     }
 
     /// A log recreated, or trimmed past a replica's position: the replica resets, and no record
-    /// written before is served as fresh afterwards; stale-if-error may still serve it.
+    /// written before is served afterwards, as fresh or stale-if-error (it may hold a value a
+    /// change the replica missed replaced): a failed fetch throws.
     @Test(arguments: ["recreated", "trimmed"])
     func aReplicaThatCannotCatchUpResets(_ how: String) async throws {
         let clock = ManualClock()
@@ -264,9 +265,9 @@ import Testing
             try await notesB.put((1...100).map { Self.note($0, "before") })
             log.append([RemoteChange(origin: nil, collection: "Note", keys: [Int64(1).keyBytes])])
             try await busB.catchUp()
-            // Kept, expired, for stale-if-error.
             #expect(try notesB.get(1) == nil)
             #expect(try notesB.get(3)?.text == "before")
+            #expect(try notesB.count() == 99)
             // Changes B never sees: the log forgets them.
             log.append([RemoteChange(origin: nil, collection: "Note", keys: [Int64(2).keyBytes])])
             if how == "recreated" { log.recreate() } else { log.trim(through: log.head) }
@@ -278,20 +279,20 @@ import Testing
             #expect(fresh.isEmpty, "served as fresh after the reset: \(fresh)")
             #expect(try notesB.contains(50) == false)
             #expect(try notesB.scan().isEmpty)
-            #expect(try notesB.count() == 100, "the reset deletes nothing")
-            let stale = try await notesB.get(50, orFetch: { try await failing.fetchOne($0) })
-            #expect(stale?.text == "before")
+            #expect(try notesB.count() == 99, "the reset deletes nothing")
+            await #expect(throws: FakeUpstream.Failure.self) {
+                try await notesB.get(50, orFetch: { try await failing.fetchOne($0) })
+            }
             clock.advance(by: .milliseconds(5))
             try await notesB.put(Self.note(7, "after"))
             #expect(try notesB.get(7)?.text == "after")
         }
     }
 
-    /// Stale-if-error collections keep an invalidated record, expired, for a failed fetch; a
-    /// successful fetch replaces it; a plain read never returns it. (The manual clock: on the real
-    /// one, a machine slow enough to take 5 s between the put and the catch-up would put
-    /// "`staleWhileRevalidate` ago" after the write itself.)
-    @Test func staleIfErrorKeepsTheRecordExpired() async throws {
+    /// An invalidation removes a record even where stale-if-error would serve it: it says the
+    /// value is wrong, so a failed fetch throws rather than serve it; a successful one stores the
+    /// new value.
+    @Test func staleIfErrorDoesNotKeepAnInvalidatedRecord() async throws {
         let clock = ManualClock()
         try await Self.withReplicas(clock: clock) { a, b, log in
             let notesA = try a.collection(Note.self)
@@ -300,32 +301,20 @@ import Testing
             let busB = InMemoryBus(store: b, log: log)
             try await busB.catchUp()
             try await notesB.put(Self.note(1, "old"))
-            let original = try #require(try notesB.header(of: 1))
             try await notesA.invalidate(1)
             try await InMemoryBus(store: a, log: log).publish()
             clock.advance(by: .milliseconds(5))
             let result = try await busB.catchUp()
-            #expect(result.markedExpired == 1 && result.removed == 0)
-            #expect(try notesB.get(1) == nil)
-            #expect(try notesB.count() == 1)
-            // Re-stamped with an expiry in the past; its write time and version kept.
-            let marked = try #require(try notesB.header(of: 1))
-            #expect(marked.writtenAt == original.writtenAt && marked.version == original.version)
-            #expect(try #require(marked.expiresAt) < original.writtenAt)
-            // Invalidated again: it expires earlier already, and is left as it is.
-            try await notesA.invalidate(1)
-            try await InMemoryBus(store: a, log: log).publish()
-            let again = try await busB.catchUp()
-            #expect(again.markedExpired == 1 && again.removed == 0)
-            #expect(try notesB.header(of: 1) == marked)
+            #expect(result.removed == 1)
+            #expect(try notesB.count() == 0)
 
             let upstream = FakeUpstream(open: true)
             await upstream.set(text: nil)
-            let onError = try await notesB.get(1, orFetch: { try await upstream.fetchOne($0) })
-            #expect(onError?.text == "old")
+            await #expect(throws: (any Error).self) {
+                try await notesB.get(1, orFetch: { try await upstream.fetchOne($0) })
+            }
             await upstream.set(text: "new")
             clock.advance(by: .seconds(1))  // past the failed fetch's retry period
-            // Not served stale-while-revalidate: the fetch's result comes back.
             let fetched = try await notesB.get(1, orFetch: { try await upstream.fetchOne($0) })
             #expect(fetched?.text == "new")
         }
@@ -334,11 +323,11 @@ import Testing
     @Test(
         "an invalidation leaves the same on the writer and on the others: by ID, by tag, and a clear",
         arguments: ["id", "tag", "all"], [true, false])
-    func invalidationsAgreeAcrossReplicas(kind: String, keepsStale: Bool) async throws {
+    func invalidationsAgreeAcrossReplicas(kind: String, withStaleIfError: Bool) async throws {
         let clock = ManualClock()
         try await Self.withReplicas(clock: clock) { a, b, log in
             let freshness =
-                keepsStale
+                withStaleIfError
                 ? Freshness(staleWhileRevalidate: .seconds(5), staleIfError: .seconds(600))
                 : Freshness(staleWhileRevalidate: .seconds(5))
             let (notesA, notesB) = (
@@ -358,7 +347,7 @@ import Testing
             try await busA.publish()
             try await busB.catchUp()
             let kept = (try notesA.count(), try notesB.count())
-            #expect(kept.0 == kept.1 && kept.0 == (keepsStale ? 3 : 0), "records kept: \(kept)")
+            #expect(kept.0 == 0 && kept.1 == 0, "records kept: \(kept)")
 
             let upstream = FakeUpstream(open: true)
             let fetch: @Sendable (Int64) async throws -> Note? = { try await upstream.fetchOne($0) }
@@ -376,7 +365,7 @@ import Testing
             await upstream.set(text: nil)  // down
             let down = (await answers(notesA), await answers(notesB))
             #expect(down.0 == down.1)
-            #expect(down.0 == Array(repeating: keepsStale ? "old" : "error", count: 3))
+            #expect(down.0 == ["error", "error", "error"], "never the invalidated value")
             await upstream.set(text: "new")  // up again, once the failed fetches' retry period is over
             clock.advance(by: .seconds(1))
             let up = (await answers(notesA), await answers(notesB))

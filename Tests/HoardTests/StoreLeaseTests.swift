@@ -94,4 +94,51 @@ import Testing
             #expect(try store.read { txn in try notes.get(3, in: txn) } != nil)
         }
     }
+
+    /// Without a lease the store may have missed an invalidation: a failed fetch throws rather than
+    /// serve the record stale-if-error, which the same collection does under a lease.
+    @Test func withoutALeaseAFailedFetchServesNothingStale() async throws {
+        let clock = ManualClock()
+        try await withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(
+                Note.self, timeToLive: .seconds(10), freshness: Freshness(staleIfError: .seconds(600)))
+            try await notes.put(Self.note(1))
+            clock.advance(by: .seconds(11))
+            let upstream = FakeUpstream(open: true)
+            await upstream.set(text: nil)
+            let fetch: @Sendable (Int64) async throws -> Note? = { try await upstream.fetchOne($0) }
+            #expect(try await notes.get(1, orFetch: fetch)?.text == "note 1", "held to no lease: stale-if-error")
+            clock.advance(by: .seconds(1))  // past the failed fetch's retry period
+            store.replication.requireLease()
+            await #expect(throws: FakeUpstream.Failure.self) { try await notes.get(1, orFetch: fetch) }
+            #expect(await upstream.calls.count == 2)
+            #expect(try notes.count() == 1, "nothing is deleted")
+        }
+    }
+
+    /// A fetch begun while the store held its lease may have read the upstream before a change the
+    /// store has not seen since: a read without the lease does not join it, and its result is not
+    /// stored.
+    @Test func withoutALeaseAReadJoinsNoEarlierFetch() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(Note.self)
+            let upstream = FakeUpstream()
+            await upstream.set(text: "before")
+            try await withThrowingTaskGroup(of: String?.self) { group in
+                group.addTask { try await notes.get(7, orFetch: { try await upstream.fetchOne($0) })?.text }
+                try await eventually("the first fetch called the upstream") { await upstream.calls.count == 1 }
+                store.replication.requireLease()
+                group.addTask { try await notes.get(7, orFetch: { try await upstream.fetchOne($0) })?.text }
+                try await eventually("the second read fetched on its own") { await upstream.calls.count == 2 }
+                #expect(notes.statistics().coalesced == 0)
+                await upstream.release()
+                var texts: [String?] = []
+                for try await text in group { texts.append(text) }
+                #expect(texts == ["before", "before"])
+            }
+            #expect(store.replication.discardedFills == 1, "the first fetch's result, which may be old")
+            try store.replication.beginLease(until: LeaseInstant.now().advanced(by: .seconds(3_600)))
+            #expect(try notes.get(7)?.text == "before", "the second read's own fetch is stored")
+        }
+    }
 }

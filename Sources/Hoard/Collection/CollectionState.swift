@@ -51,15 +51,7 @@ final class CollectionState: Sendable {
     func keepStale(for freshness: Freshness) {
         let window = max(freshness.staleWhileRevalidate ?? .zero, freshness.staleIfError ?? .zero)
         purgeGrace.max(window.storedMilliseconds, ordering: .relaxed)
-        revalidateWindow.max((freshness.staleWhileRevalidate ?? .zero).storedMilliseconds, ordering: .relaxed)
-        staleIfErrorWindow.max((freshness.staleIfError ?? .zero).storedMilliseconds, ordering: .relaxed)
     }
-
-    /// The longest ``Freshness/staleWhileRevalidate`` and ``Freshness/staleIfError`` windows of the
-    /// handles opened in this process, in milliseconds: a remote invalidation keeps a record marked
-    /// expired, rather than removing it, only where stale-if-error outlasts stale-while-revalidate.
-    let revalidateWindow = Atomic<Int64>(0)
-    let staleIfErrorWindow = Atomic<Int64>(0)
 
     /// How many keys the last write to the collection (bounded) had written when it ended: the
     /// size the next write's ``WrittenKeys`` starts at.

@@ -80,7 +80,7 @@ public struct Freshness: Sendable {
 /// ```
 public struct FetchTimeouts: Sendable, Hashable {
     /// How long a read waits before it returns the stale record it has (one past its expiry
-    /// within ``Freshness/staleIfError``, or one kept while the store holds no lease); the fetch
+    /// within ``Freshness/staleIfError``, which the store vouches for); the fetch
     /// goes on in the background and stores its result. A read without such a record is not
     /// bound by it.
     public var soft: Duration?
@@ -220,8 +220,7 @@ public struct RemovalCounts: Sendable, Hashable {
     /// Removed by an invalidation made here: by ID, by tag or of the whole collection
     /// (`reason="invalidated"`).
     public var invalidated = 0
-    /// Removed by another replica's invalidation, applied from a bus (`reason="remote"`); a
-    /// record kept marked expired instead is not removed.
+    /// Removed by another replica's invalidation, applied from a bus (`reason="remote"`).
     public var remote = 0
     /// Removed by a synchronize: not in the fresh collection, or undecodable (`reason="synchronized"`).
     public var synchronized = 0

@@ -48,8 +48,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     ) async throws -> Model? {
         // The hit path is a plain get; only a miss or an expired record goes further. Inlinable,
         // so that it is specialized for the model in the caller's module: unspecialized, handling
-        // a `Model?` here would look up its type metadata at run time on every call (a hash-table
-        // lookup that cost a third of a get).
+        // a `Model?` here would look up its type metadata at run time on every call.
         // (The get counts the hit or the miss in the statistics.)
         if freshness.refreshAhead == nil {
             if let model = try? get(id) { return model }
@@ -231,10 +230,12 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
 
     // MARK: - Reading what is stored
 
-    /// A stored record as read-through sees it: its model and expiry, expired or not.
+    /// A stored record as read-through sees it: its model and expiry, expired or not, and
+    /// whether the store vouches for it (``ReadRule/vouches(for:)``).
     struct Stored {
         var model: Model
         var expiresAt: Int64?
+        var vouched: Bool
     }
 
     /// The record under `key`, expired or not; `nil` when there is none, or when it is damaged or
@@ -243,12 +244,19 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         try store.readLMDB { txn in try storedForReadThrough(key, in: txn) }
     }
 
+    ///
+    /// A store without its lease may have missed invalidations: the read then counts as one of
+    /// `key` for the race guard, so that it joins no fetch begun before it, which might return a
+    /// value older than a change the store has not seen (nor is such a fetch's result stored).
     func storedForReadThrough(_ key: [UInt8], in txn: borrowing LMDB.ReadTransaction) throws -> Stored? {
         let rule = readRule(in: txn)
+        let vouched = rule.unvouchedExpiry == nil
+        if !vouched { store.replicationState.invalidations.noteRemoved(collection: name, keys: [key]) }
         do {
             return try txn.withValue(forKey: key, in: database) { record -> Stored? in
                 guard let model = try decode(record, key: { key }) else { return nil }
-                return Stored(model: model, expiresAt: rule.expiry(of: record))
+                return Stored(
+                    model: model, expiresAt: rule.expiry(of: record), vouched: vouched && rule.vouches(for: record))
             } ?? nil
         } catch let error as HoardError where error.kind == .corruptRecord || error.kind == .decoding {
             store.logger.warning(

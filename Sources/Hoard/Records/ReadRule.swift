@@ -5,10 +5,10 @@ internal import LMDB
 // — and differs only in what it does with the answer. The rule has two parts:
 //   1. `ReadRule.expiry(of:)`: when a record stops being fresh. Its own expiry; for a record
 //      written before the store's last reset, the reset; and while the store holds no lease
-//      (Lease.swift), `staleWhileRevalidate` ago, as if every record had just been invalidated.
+//      (Lease.swift), `staleWhileRevalidate` ago: read-through fetches every record then.
 //   2. `Freshness.serving(expiry:now:)`: what read-through does with an expired record: serve it
 //      stale while refreshing (`staleWhileRevalidate`), keep it to serve if the fetch fails
-//      (`staleIfError`), or fetch.
+//      (`staleIfError`, and only a record the store vouches for), or fetch.
 
 /// When the records of one read snapshot stop being fresh (see the top of this file). Made once a
 /// snapshot (``HoardCollection/readRule(in:startedAt:lease:)``): a get pays one atomic load for
@@ -37,6 +37,13 @@ struct ReadRule {
         let expiresAt = RecordHeader.peekExpiry(record)
         guard resetAt != 0 || unvouchedExpiry != nil else { return expiresAt }
         return expiry(writtenAt: RecordHeader.peekWrittenAt(record) ?? 0, expiresAt: expiresAt)
+    }
+
+    /// Whether the store vouches for a record's bytes: it holds its lease, and the record was
+    /// written after the last reset. One it does not vouch for may hold a value that a change the
+    /// store missed replaced, and is never served stale-if-error.
+    func vouches(for record: UnsafeRawBufferPointer) -> Bool {
+        unvouchedExpiry == nil && (resetAt == 0 || (RecordHeader.peekWrittenAt(record) ?? 0) >= resetAt)
     }
 
     /// ``expiry(writtenAt:expiresAt:)`` of a parsed header.
@@ -75,9 +82,12 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         }
     }
 
-    /// The stale model to return for a failed fetch, within ``Freshness/staleIfError``.
+    /// The stale model to return for a failed fetch, within ``Freshness/staleIfError``; never one
+    /// the store does not vouch for (``ReadRule/vouches(for:)``).
     func staleIfError(_ found: Stored?, now: Int64) -> Model? {
-        guard let found, case .fetchKeepingForError = freshness.serving(expiry: found.expiresAt, now: now) else {
+        guard let found, found.vouched,
+            case .fetchKeepingForError = freshness.serving(expiry: found.expiresAt, now: now)
+        else {
             return nil
         }
         return found.model

@@ -269,19 +269,18 @@ package struct RecordWriter {
 
     /// Rewrites the header of the record under `key`, its version and payload kept (same size).
     /// `header` gets the stored write time and expiry and returns the new header, or `nil` to
-    /// leave the record as it is. `told`: the change observers hear of, `nil` for none (a
-    /// renewal does not change a record's value). Returns `nil` when there is no valid record (a
-    /// damaged one is not given a fresh checksum), `false` when `header` declined, `true` when
-    /// rewritten.
+    /// leave the record as it is. Observers hear of nothing: a renewal does not change a record's
+    /// value. Returns `nil` when there is no valid record (a damaged one is not given a fresh
+    /// checksum), `false` when `header` declined, `true` when rewritten.
     ///
     /// One search: a cursor the transaction keeps finds the record and replaces it in place. The
     /// new record is made on the stack (when small) before the write, since the bytes a read
     /// returns are LMDB's only until the next write.
     func restamp(
-        _ key: UnsafeRawBufferPointer, told: RecordedKind? = nil, in txn: borrowing LMDB.WriteTransaction,
+        _ key: UnsafeRawBufferPointer, in txn: borrowing LMDB.WriteTransaction,
         header: (_ writtenAt: Int64, _ expiresAt: Int64?) -> RecordHeader?
     ) throws -> Bool? {
-        let rewritten: Bool? = try txn.withKeptCursor(in: database) { cursor in
+        try txn.withKeptCursor(in: database) { cursor in
             guard let record = try cursor.seek(exactly: key)?.value else { return nil }
             // The stored times are read before the record is checked: `renew` checks it.
             guard let new = header(RecordHeader.peekWrittenAt(record) ?? 0, RecordHeader.peekExpiry(record)) else {
@@ -295,8 +294,6 @@ package struct RecordWriter {
                 return true
             }
         }
-        if rewritten == true, let told { effects.recorder?.record(key: key, told, in: txn) }
-        return rewritten
     }
 
     // MARK: - Removing

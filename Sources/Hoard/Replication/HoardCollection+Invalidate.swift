@@ -3,20 +3,17 @@ internal import LMDB
 // Invalidation: records changed in the source of truth. The local records are invalidated, and
 // what changed (keys, a tag, the whole collection) enters the store's outbox in the same
 // transaction, for a bus to announce to the other replicas, which invalidate theirs by the same
-// rule (InvalidationTarget.swift): removed, or, where a failed fetch serves stale records (the
-// collection's staleIfError longer than its staleWhileRevalidate), kept marked expired for that
-// alone. A fetch under way for a record invalidated does not store its result. Each in three
-// forms: a transaction of its own, a caller's, one write of the store's next group commit.
+// rule (InvalidationTarget.swift): removed. A fetch under way for a record invalidated does not
+// store its result. Each in three forms: a transaction of its own, a caller's, one write of the
+// store's next group commit.
 
 extension HoardCollection {
     /// Invalidates the records of `ids` in a transaction of its own and records, in the same
     /// transaction, that the change must be announced to the other replicas (the store's outbox:
     /// one entry per key, however often it changes, until a bus has published it).
     ///
-    /// Every replica, this one included, leaves the same: the records are removed, or, in a
-    /// collection whose ``Freshness/staleIfError`` is longer than its `staleWhileRevalidate`, kept
-    /// marked expired `staleWhileRevalidate` ago, so that a read serves them only when its fetch
-    /// fails.
+    /// Every replica, this one included, removes the records: none serves the old value again,
+    /// not even stale-if-error when a fetch fails.
     ///
     /// Call it after the source of truth has the change: the other replicas drop their copies when
     /// a bus delivers the announcement, and their next read fetches the new value. To keep the new
@@ -97,14 +94,14 @@ extension HoardCollection {
         var result = ApplyResult()
         try invalidations.invalidate(tag: tag, in: txn, result: &result)
         try announce(.tag(tag), in: txn)
-        return result.removed + result.markedExpired
+        return result.removed
     }
 
     func invalidateAll(in txn: borrowing LMDB.WriteTransaction) throws -> Int {
         var result = ApplyResult()
         try invalidations.invalidateAll(in: txn, result: &result)
         try announce(.all, in: txn)
-        return result.removed + result.markedExpired
+        return result.removed
     }
 
     /// Records in `txn` that the records of `keys` changed, for the other replicas, without

@@ -29,10 +29,7 @@ extension Replication {
     /// are no longer served as current, and the same batch is never applied twice, even when the
     /// process is killed and the bus delivers it again.
     ///
-    /// A record is removed; in a collection opened in this process with a ``Freshness/staleIfError``
-    /// window longer than its `staleWhileRevalidate`, it is kept but marked expired instead, as of
-    /// `staleWhileRevalidate` ago, so that read-through fetches it anew and serves the old record
-    /// only when that fetch fails. Changes whose origin is this store (unless `includingOwn`), and
+    /// The records are removed, as on the replica that made the change. Changes whose origin is this store (unless `includingOwn`), and
     /// changes of collections it does not have, are skipped (the position still advances). A fetch
     /// under way for one of the keys does not store its (possibly older) result.
     ///

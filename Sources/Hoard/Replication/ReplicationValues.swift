@@ -64,9 +64,6 @@ public struct RemoteChange: Sendable, Hashable {
 public struct ApplyResult: Sendable, Hashable {
     /// Records removed.
     public var removed = 0
-    /// Records kept but marked expired, for a collection that serves stale records when a fetch
-    /// fails (its ``Freshness/staleIfError`` window longer than its `staleWhileRevalidate`).
-    public var markedExpired = 0
     /// Changes this store announced itself, skipped.
     public var ownSkipped = 0
     /// Changes of collections this store does not have, skipped.
