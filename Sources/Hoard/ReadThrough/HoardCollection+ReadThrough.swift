@@ -244,8 +244,8 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         try store.readLMDB { txn in try storedForReadThrough(key, in: txn) }
     }
 
-    ///
-    /// A store without its lease may have missed invalidations: the read then counts as one of
+    /// The record under `key` in `txn`. A store without its lease may have missed invalidations:
+    /// the read then counts as one of
     /// `key` for the race guard, so that it joins no fetch begun before it, which might return a
     /// value older than a change the store has not seen (nor is such a fetch's result stored).
     func storedForReadThrough(_ key: [UInt8], in txn: borrowing LMDB.ReadTransaction) throws -> Stored? {
@@ -256,7 +256,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
             return try txn.withValue(forKey: key, in: database) { record -> Stored? in
                 guard let model = try decode(record, key: { key }) else { return nil }
                 return Stored(
-                    model: model, expiresAt: rule.expiry(of: record), vouched: vouched && rule.vouches(for: record))
+                    model: model, expiresAt: rule.expiry(of: record), vouched: rule.vouches(for: record))
             } ?? nil
         } catch let error as HoardError where error.kind == .corruptRecord || error.kind == .decoding {
             store.logger.warning(
