@@ -22,9 +22,9 @@ internal import Darwin
 ///
 /// The inotify watch fires once and is then set again (`IN_ONESHOT`), at most every
 /// ``rearmInterval``. A watched file costs every `pwrite` to it in any process, in that process:
-/// the kernel makes an event and wakes the watch. An unset watch costs nothing, so a stream of commits pays
-/// for one event an interval; a commit made while it was not set is found by the look at the
-/// transaction id that follows each setting of it. After it woke for this process's commits
+/// the kernel makes an event and wakes the watch. An unset watch costs nothing, so a stream of
+/// commits pays for one event an interval; a commit made while it was not set is found by the
+/// look at the transaction id that follows each setting of it. After it woke for this process's commits
 /// only, the watch stays unset and looks at the transaction id every ``ownCommitsPoll``
 /// milliseconds instead, on its own timer, until a look finds another process's commit or the
 /// looks have found none for ``ownCommitsQuiet``: a process that commits all the time pays for

@@ -245,9 +245,9 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     }
 
     /// The record under `key` in `txn`. A store without its lease may have missed invalidations:
-    /// the read then counts as one of
-    /// `key` for the race guard, so that it joins no fetch begun before it, which might return a
-    /// value older than a change the store has not seen (nor is such a fetch's result stored).
+    /// the read then counts as one of `key` for the race guard, so that it joins no fetch begun
+    /// before it, which might return a value older than a change the store has not seen (nor is
+    /// such a fetch's result stored).
     func storedForReadThrough(_ key: [UInt8], in txn: borrowing LMDB.ReadTransaction) throws -> Stored? {
         let rule = readRule(in: txn)
         let vouched = rule.unvouchedExpiry == nil
@@ -405,8 +405,8 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     }
 
     /// Remembers that the fetch of `keys` (which took `ticket`) failed, until the retry period is
-    /// over, or forgets it. A key invalidated while the fetch ran is not remembered: the stale
-    /// record its invalidation may have kept is served only if a fetch begun after it fails too.
+    /// over, or forgets it. A key invalidated while the fetch ran is not remembered: the failure
+    /// says nothing of the value that replaced the one invalidated.
     func noteFetch(of keys: [[UInt8]], failed: Bool, ticket: UInt64) {
         let until = store.options.now().addingSaturating(freshness.retryFailedFetchAfter.storedMilliseconds)
         let invalidations = store.replicationState.invalidations

@@ -29,9 +29,10 @@ extension Replication {
     /// are no longer served as current, and the same batch is never applied twice, even when the
     /// process is killed and the bus delivers it again.
     ///
-    /// The records are removed, as on the replica that made the change. Changes whose origin is this store (unless `includingOwn`), and
-    /// changes of collections it does not have, are skipped (the position still advances). A fetch
-    /// under way for one of the keys does not store its (possibly older) result.
+    /// The records are removed, as on the replica that made the change. Changes whose origin is
+    /// this store (unless `includingOwn`), and changes of collections it does not have, are skipped
+    /// (the position still advances). A fetch under way for one of the keys does not store its
+    /// (possibly older) result.
     ///
     /// - Parameters:
     ///   - changes: the changes, in the log's order.
