@@ -56,42 +56,10 @@ public enum HoardError: Error, CustomStringConvertible, @unchecked Sendable {
 
     /// The cases without their values, to match on (`catch let error as HoardError where error.kind == .newerRecord`).
     public enum Kind: Sendable, Hashable {
-        /// ``HoardError/notAHoardStore(path:found:)``
-        case notAHoardStore
-        /// ``HoardError/newerFormat(path:found:supported:)``
-        case newerFormat
-        /// ``HoardError/newerRecord(collection:key:version:current:)``
-        case newerRecord
-        /// ``HoardError/corruptRecord(collection:key:reason:)``
-        case corruptRecord
-        /// ``HoardError/keySetChanged(type:collection:version:differences:)``
-        case keySetChanged
-        /// ``HoardError/decoding(collection:key:version:underlying:)``
-        case decoding
-        /// ``HoardError/keyKindChanged(type:collection:recorded:now:)``
-        case keyKindChanged
-        /// ``HoardError/corruptRegistry(collection:reason:)``
-        case corruptRegistry
-        /// ``HoardError/encoding(collection:key:underlying:)``
-        case encoding
-        /// ``HoardError/invalidID(collection:reason:)``
-        case invalidID
-        /// ``HoardError/invalidTag(collection:tag:reason:)``
-        case invalidTag
-        /// ``HoardError/invalidCapacity(collection:reason:)``
-        case invalidCapacity
-        /// ``HoardError/overCapacity(collection:reason:)``
-        case overCapacity
-        /// ``HoardError/busPosition(bus:reason:)``
-        case busPosition
-        /// ``HoardError/observation(reason:)``
-        case observation
-        /// ``HoardError/fetchTimedOut(collection:key:after:)``
-        case fetchTimedOut
-        /// ``HoardError/storage(_:)``
-        case storage
-        /// ``HoardError/alreadyStored(collection:key:)``
-        case alreadyStored
+        /// The ``HoardError`` case of the same name.
+        case notAHoardStore, newerFormat, newerRecord, corruptRecord, keySetChanged, decoding, keyKindChanged,
+            corruptRegistry, encoding, invalidID, invalidTag, invalidCapacity, overCapacity, busPosition,
+            observation, fetchTimedOut, storage, alreadyStored
     }
 
     /// Which case this is.

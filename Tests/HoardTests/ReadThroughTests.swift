@@ -260,25 +260,25 @@ struct ReadThroughTests {
         }
     }
 
-    @Test("a damaged record is fetched again and replaced; a loader given at open reads through and refreshes")
-    func damagedAndLoader() async throws {
+    @Test("a damaged record is fetched again and replaced; a stale one is refreshed by the read's fetcher")
+    func damagedAndRefreshed() async throws {
         let clock = ManualClock()
         try await withTemporaryStore(options: .testing(clock: clock)) { store in
             let upstream = FakeUpstream(open: true)
             let notes = try store.collection(
-                Note.self, timeToLive: .seconds(60), freshness: Freshness(staleWhileRevalidate: .seconds(60))
-            ) { id in try await upstream.fetchOne(id) }
+                Note.self, timeToLive: .seconds(60), freshness: Freshness(staleWhileRevalidate: .seconds(60)))
+            let fetch: @Sendable (Int64) async throws -> Note? = { id in try await upstream.fetchOne(id) }
             let database = try #require(try store.recordDatabase(of: "Note"))
             try store.writeLMDB { txn in try txn.put([0xDE, 0xAD], forKey: 3.keyBytes, in: database) }
-            #expect(try await notes.get(3)?.text == "v1")
-            #expect(try notes.collection.get(3)?.text == "v1")
+            #expect(try await notes.get(3, orFetch: fetch)?.text == "v1")
+            #expect(try notes.get(3)?.text == "v1")
 
             clock.advance(by: .seconds(70))
             await upstream.set(text: "v2")
-            #expect(try await notes.get(3)?.text == "v1")  // stale, refreshed by the loader
-            try await eventually("the loader refreshed it") { notes.statistics().fetchesInFlight == 0 }
-            #expect(try notes.collection.get(3)?.text == "v2")
-            let both = try await notes.get([3, 4])
+            #expect(try await notes.get(3, orFetch: fetch)?.text == "v1")  // stale, refreshed by `fetch`
+            try await eventually("the fetcher refreshed it") { notes.statistics().fetchesInFlight == 0 }
+            #expect(try notes.get(3)?.text == "v2")
+            let both = try await notes.get([3, 4]) { ids in try await upstream.fetch(ids) }
             #expect(both.map(\.text) == ["v2", "v2"])
             #expect(await upstream.calls.count == 3)
         }

@@ -9,18 +9,13 @@ internal import Darwin
 /// Gets' accesses on their way to the eviction policy's counts: a get writes its key's hash into
 /// a slot here, and the get that fills a batch counts the whole batch.
 ///
-/// Why not count each access at once: the sketch's block and the recent-use bucket of a key are
-/// two random lines in tables of megabytes, so counting one access waits for two cache misses in
-/// a row (a compare-and-swap waits for its line, and nothing else goes on meanwhile). Counting
-/// 32 at once first asks for all their lines (prefetches, whose misses overlap), then updates
-/// them from cache.
+/// Why batches: a key's sketch block and recent-use bucket are two random lines in tables of
+/// megabytes. Counting 32 at once first prefetches all their lines, whose misses overlap.
 ///
-/// Each thread writes to one of a few stripes (chosen by its thread ID), so that threads rarely
-/// share a slot counter. Every slot is written and emptied by exchanges, so each access is
-/// counted once, by whoever takes it out of its slot: the get that fills the batch, a later get
-/// that finds it still there (written after its batch was taken), or ``drain(_:)``, which counts
-/// every access in the buffer; the policy calls it before it decides anything. (Plain loads and
-/// stores lost a quarter of the accesses of four threads writing as fast as they could.)
+/// Each thread writes to one of a few stripes (by its thread ID). Slots are written and emptied
+/// by exchanges, not plain stores, so each access is counted once, by whoever takes it out: the
+/// get that fills the batch, a later get that finds it still there, or ``drain(_:)``, which the
+/// policy calls before it decides anything.
 final class AccessBuffer: Sendable {
     private let slots = CounterTable(count: stripes * batch)
     /// Each stripe's count of accesses written, one per cache line (8 words apart).
@@ -34,9 +29,8 @@ final class AccessBuffer: Sendable {
     /// The memory the buffer takes, in bytes.
     var byteCount: Int { slots.byteCount + tails.byteCount }
 
-    /// Writes `entry` (a key hash, whose bit 0 is free, with bit 0 set for a hit; never 0) into
-    /// the calling thread's stripe; when that fills a batch, calls `count` with the batch's
-    /// entries (those other threads wrote meanwhile included).
+    /// Writes `entry` (a key hash with bit 0 set for a hit; never 0) into the calling thread's
+    /// stripe; when that fills a batch, calls `count` with the batch's entries.
     @inline(__always)
     func record(_ entry: UInt64, _ count: (UnsafeBufferPointer<UInt64>) -> Void) {
         let stripe = Int(truncatingIfNeeded: mix64(UInt64(truncatingIfNeeded: threadToken()))) & (Self.stripes - 1)

@@ -10,17 +10,13 @@ final class WrittenKeys {
     @exclusivity(unchecked) private var hashes: KeyHashSet
     /// Hashes added since the set was last asked: they go into it together, at the next question.
     @exclusivity(unchecked) private var added: [UInt64] = []
-    /// A filter in front of the set: two bits of one word a key (16 to 32 bits a key in all).
-    /// Eviction asks about every key it weighs, and almost none was written by the transaction:
-    /// the filter answers those from a table an eighth the set's size, which stays in the
-    /// first-level caches where the set does not. It has no false negatives, so it only saves
-    /// look-ups.
+    /// A filter in front of the set (two bits of one word a key), without false negatives:
+    /// eviction asks about every key it weighs, almost none written by the transaction, and the
+    /// filter, an eighth the set's size, answers those from the first-level caches.
     @exclusivity(unchecked) private var filter: [UInt64]
 
-    /// A set sized for `expected` keys: as many as the collection's last write wrote, so that a
-    /// bulk put like the last one does not grow its set key by key (growing from empty, with the
-    /// fresh memory each doubling touched, took a sixth of the policy's part of an evicting bulk
-    /// put of 1,000 records).
+    /// A set sized for `expected` keys (as many as the collection's last write wrote), so that a
+    /// bulk put like the last one does not grow its set doubling by doubling.
     init(expected: Int) {
         hashes = KeyHashSet(capacity: expected)
         added.reserveCapacity(min(expected, 4_096))
@@ -94,11 +90,9 @@ final class WrittenKeys {
 /// One write's bookkeeping on a bounded collection: what the write stores and removes, and, at
 /// its end (``finish(in:)``), eviction back within the bound and the recorded usage.
 ///
-/// The ``RecordWriter`` of every write makes one (`nil` when the collection has no capacity, which
-/// costs one look-up in the meta database), and the records it evicts go through the writer's
-/// ``RemovalEffects``. The number of records is LMDB's own count; the bytes are a sum kept in the
-/// capacity's record, so only a collection bounded in bytes pays a look-up of the old record on
-/// each write.
+/// The ``RecordWriter`` of every write makes one (`nil` without a capacity); what it evicts goes
+/// through the writer's ``RemovalEffects``. Records are LMDB's own count; bytes are a sum kept in
+/// the capacity's record, so only a bound in bytes costs a look-up of the old record a write.
 final class BoundTracker: EvictionSource {
     let collection: String
     let keyKind: KeyKind
@@ -166,10 +160,8 @@ final class BoundTracker: EvictionSource {
 
     var tracksBytes: Bool { bound.capacity.bytes != nil }
 
-    /// How many records a bulk put stores between evictions: a sixteenth of the records the
-    /// bound allows, and at least 1,024, so that a put runs at most that far over the bound before
-    /// it evicts. The deletes of an eviction in the middle of a write cost LMDB more than the
-    /// same deletes at its end, so it is not more often (capacity-bench measures both).
+    /// How many records a bulk put stores between evictions (a sixteenth of the bound, at least
+    /// 1,024): deletes in the middle of a write cost LMDB more than the same deletes at its end.
     let settleInterval: Int
 
     var isOverCapacity: Bool {
@@ -201,9 +193,7 @@ final class BoundTracker: EvictionSource {
             bound.usedBytes += key.count + recordSize - (old.map { key.count + $0 } ?? 0)
         }
         let hash = keyHash(key)
-        // Both: the pin lasts the whole transaction (across trackers, and should a caller go on
-        // after a put that threw before its `finish`), the batch only until this tracker's next
-        // settle.
+        // The pin lasts the whole transaction, the batch until this tracker's next settle.
         if pin { written.insert(hash) }
         stored.append(key, hash: hash)
     }
@@ -240,9 +230,8 @@ final class BoundTracker: EvictionSource {
         var source = self
         _ = try policy.settle(&source, written: &stored, partial: partial, in: txn)
         try flushEvictions(in: txn)
-        // A record chosen for eviction that was gone already (deleted while its key was queued)
-        // left the count over: settle again while the settle finds any to choose. Each round
-        // either deletes a record or uses up queued keys whose records are gone, so it ends.
+        // A record chosen for eviction that was gone already left the count over: settle again
+        // while a settle finds any to choose (each round deletes or uses up queued keys).
         while isOverCapacity {
             recordCount = try txn.count(in: database)
             guard try policy.settle(&source, in: txn) > 0 else { break }
@@ -338,8 +327,7 @@ final class BoundTracker: EvictionSource {
     }
 
     /// Deletes the records ``evict(_:hash:in:)`` chose, in key order with one cursor (a delete
-    /// leaves the cursor on the next record, often the next to go; else a cursor on the page of
-    /// the next key finds it without a search from the root); a record already gone counts back in.
+    /// leaves it on the next record, often the next to go); a record already gone counts back in.
     func flushEvictions(in txn: borrowing LMDB.WriteTransaction) throws {
         guard !evicting.isEmpty else { return }
         if !evictingSorted {

@@ -1,8 +1,7 @@
 internal import Synchronization
 
-/// A table of 64-bit atomic words, all zero at first, for the eviction policy's counts (the
-/// frequency sketch, the recent-use table): allocated once, read and written only through the
-/// atomics, freed with the table.
+/// A table of 64-bit atomic words, all zero at first, for the eviction policy's counts: allocated
+/// once, read and written only through the atomics.
 final class CounterTable: @unchecked Sendable {
     // @unchecked: `words` is only read and written through its atomics, allocated in init and
     // freed in deinit.

@@ -7,25 +7,19 @@ extension EvictionPolicy {
         var state: State
         var evicted = 0
         var probationTarget = 1
-        /// Probation is refilled (to its target) once it is below this: one walk of the main
-        /// part for several victims, not one a victim (each walk opens a cursor, searches for the
-        /// hand and deletes what the settle chose so far). It may fall ``refillBatch`` keys short,
-        /// or as many as the collection is over its bound (up to half of probation): a settle
-        /// that must evict a thousand records walks once for them, not sixty times.
+        /// Probation is refilled (to its target) once below this, so that one walk of the main
+        /// part serves many victims: it may fall ``refillBatch`` keys short, or as many as the
+        /// collection is over its bound (up to half of probation).
         var refillBelow = 1
         var records = 0
-        /// Probation's first key while it stays first (in `victimKey`), with its estimate once a
-        /// candidate is weighed against it: every candidate of a settle is weighed against it
-        /// until it goes, so it is looked up once. (A victim taken with no candidate to weigh,
-        /// after the candidates or for a write larger than the window, needs no estimate: its
-        /// line of the sketch was a miss of its own.)
+        /// Probation's first key while it stays first (in `victimKey`), and its estimate once
+        /// looked up: every candidate of a settle is weighed against it until it goes.
         var victim: (hash: UInt64, estimate: Int?)?
         var victimKey: [UInt8] = []
         /// How many of probation's first keys had their recent-use lines asked for.
         var prefetchedVictims = 0
-        /// Whether every candidate is kept, recency having the upper hand (``PolicyTrial``): read
-        /// once a settle rather than once a candidate (the trial turns as gets are counted, which
-        /// a settle does before it starts).
+        /// Whether every candidate is kept, recency having the upper hand (``PolicyTrial``), read
+        /// once a settle.
         let keepsEveryKey: Bool
 
         init(policy: EvictionPolicy, state: State) {
@@ -62,9 +56,8 @@ extension EvictionPolicy {
             // Many candidates: each is taken out of the window's set, whose lines the write's own
             // work pushed out of the caches; streamed in at once, they cost less than a wait each.
             if fromWindow > 64 { state.inWindow.prefetchAll() }
-            // The key just out of the window, its memory reused from one key to the next. A local,
-            // not a property: handing a property to a mutating method copies it (a retain and a
-            // release a key).
+            // The key just out of the window, its memory reused (a local: a property handed to a
+            // mutating method would be copied).
             var candidate: [UInt8] = []
             // Candidates leave the window whether or not the collection is full, so that the
             // window stays the newest records.
@@ -79,9 +72,8 @@ extension EvictionPolicy {
                     keep(candidate)
                 }
             }
-            // The write's first keys would leave the window in this same settle, pinned: they go
-            // to probation at once, without entering the window's set only to leave it. The rest
-            // enter the window, or, in a partial settle, wait in `written` for the next.
+            // The write's first keys would leave the window in this same settle: they go to
+            // probation at once. The rest enter the window, or, in a partial settle, wait.
             let direct = leaving - fromWindow
             // Within the bound, as many as probation lacks (as `keep` takes them).
             let admitted =
@@ -135,17 +127,12 @@ extension EvictionPolicy {
             for _ in 0...records {
                 guard let victim = try probationVictim(&source, in: txn) else { break }
                 guard !policy.admitsByFrequency || keepsEveryKey || estimate > victimEstimate(victim) else {
-                    // A victim counted more than three times as often as a candidate asked for
-                    // twice or more, yet not read since the hand last passed it, was popular
-                    // before: its counts are halved, so that after a few such candidates the
-                    // new keys can win (BENCHMARKS.md).
+                    // Popular before, not now (``EvictionPolicy/staleVictimRatio``): halved.
                     if EvictionPolicy.isOldPopularity(victim: victimEstimate(victim), candidate: estimate) {
                         policy.forgetOldPopularity(victim)
                         self.victim?.estimate = nil
                     }
-                    // A candidate the sketch never saw asked for was not read since it was
-                    // written (unless before the sketch's last halving): it has no recent-use
-                    // count to clear, and the look-up is spared.
+                    // A candidate the sketch never saw asked for has no recent-use count to clear.
                     try evict(candidate, hash, &source, clearingCount: estimate > 0, in: txn)
                     return
                 }
@@ -156,22 +143,17 @@ extension EvictionPolicy {
                 }
             }
             if keepsEveryKey {
-                // Into the main part, with a pass of the hand's grace: in probation, a new key
-                // that was not read again before probation's turn came went, as under the
-                // frequency rule; recency wants it kept about as long as the rest.
+                // Into the main part, with a pass of the hand's grace: recency wants it kept about
+                // as long as the rest, where probation would let it go unread.
                 policy.recentUse.touch(hash)
             } else {
                 admit(candidate)
             }
         }
 
-        /// Asks for the sketch's lines of the next `count` candidates and of probation's first
-        /// keys, which the settle will weigh against each other: each is a random line in a table
-        /// of megabytes, and one look-up after another would wait for each in turn. The
-        /// candidates' lines are asked for all at once (a stretch ahead of each was slower); victims'
-        /// recent-use lines are asked for as they come (``prefetchVictims()``). A candidate's own
-        /// recent-use line is read only if it was asked for (``weigh(_:_:_:in:)``), and recency
-        /// weighs nothing. The candidates' hashes are left in `hashes`, in order, for their turn.
+        /// Prefetches the sketch's lines of the next `count` candidates and of probation's first
+        /// keys, so that their misses overlap; victims' recent-use lines come later
+        /// (``prefetchVictims()``). Leaves the candidates' hashes in `hashes`, in order.
         func prefetch(_ count: Int, hashes: inout [UInt64]) {
             guard policy.admitsByFrequency else { return }
             let sketch = policy.sketch
@@ -199,9 +181,8 @@ extension EvictionPolicy {
         }
 
         /// A key out of the window while the collection is within its bound: into probation
-        /// while it is short of its share, else into the main part (no queue: the hand will find
-        /// it). Letting probation take every record while a collection fills kept a few more
-        /// hits, but its memory grew to a key for every record, three times the aim.
+        /// while it is short of its share (which bounds the policy's memory), else into the main
+        /// part, where the hand will find it.
         mutating func keep(_ key: some Collection<UInt8>) {
             if state.probation.count < probationTarget { admit(key) }
         }
@@ -211,9 +192,8 @@ extension EvictionPolicy {
             state.probation.append(key)
         }
 
-        /// Removes the victim from probation's front. Its recent-use count was read as 0 when it
-        /// was chosen, so it has no entry to free (a get that counted it since leaves an entry the
-        /// table reuses in time).
+        /// Removes the victim from probation's front (its recent-use count was 0 when it was
+        /// chosen: no entry to free).
         mutating func dropVictim() {
             victim = nil
             dropProbationFront()
@@ -225,10 +205,8 @@ extension EvictionPolicy {
             prefetchedVictims = max(0, prefetchedVictims - 1)
         }
 
-        /// Asks for the recent-use lines of the probation keys that will be victims next, a
-        /// stretch ahead of the one looked at: each is a random line of a table larger than the
-        /// cache, and asked for all at the settle's start, the first were pushed out again by the
-        /// last before they were read (half of finding a victim went waiting for its line).
+        /// Prefetches the recent-use lines of the next victims, a stretch ahead of the one looked
+        /// at (all at the settle's start, the last would push the first out of the cache).
         mutating func prefetchVictims() {
             guard prefetchedVictims < EvictionPolicy.victimLookahead / 2 else { return }
             let recentUse = policy.recentUse
@@ -264,11 +242,9 @@ extension EvictionPolicy {
         /// last passed them to probation until probation is full; a record read since has its
         /// count lowered and stays. Past `sweepLimit` records without one to move, the record
         /// under the hand moves even if read, so that one write never sweeps for long. The
-        /// running transaction's own records are not visited: queued, they came back as victims
-        /// that could not go, and a write about as large as the bound could pass over as many as
-        /// there are records and stop, over its bound, before the hand reached the older ones
-        /// (`writeAsLargeAsBound`); after every record was read, they were also most of what the
-        /// hand moved.
+        /// running transaction's own records are passed over: queued, they would come back as
+        /// victims that cannot go, and a write as large as the bound would stop before the hand
+        /// reached the older ones (`writeAsLargeAsBound`).
         mutating func refill(_ source: inout some EvictionSource, in txn: borrowing LMDB.WriteTransaction) throws {
             var steps = 0
             var sinceMoved = 0

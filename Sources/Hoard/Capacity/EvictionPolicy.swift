@@ -22,21 +22,14 @@ internal import LMDB
 /// main part in key order: a record read since the hand last passed has its count lowered and
 /// stays; the first one not read moves to probation.
 ///
-/// The key order stands in for the recency order a list would keep (which LMDB could only keep
-/// by writing on every read); the counts up to 3 give a record read often several passes of
-/// grace, which is what lets the design match W-TinyLFU's hit ratios (BENCHMARKS.md).
-///
+/// The key order stands in for the recency order a list would keep (which LMDB could keep only
+/// by writing on every read); counts up to 3 give a record read often several passes of grace.
 /// Expired records go first: a write that must evict first walks the next ``expiryWalk`` records
-/// in key order (resuming where the last walk stopped) and removes the expired ones.
+/// in key order and removes the expired ones. ``EvictionStrategy/recency`` keeps the same places
+/// without the sketch: every candidate is admitted, and the counts are reference bits (CLOCK).
 ///
-/// ``EvictionStrategy/recency`` keeps the same places without the sketch: every candidate is
-/// admitted and the victim goes, and the counts are single reference bits (CLOCK).
-///
-/// After a restart, the window and probation are empty and every count is zero: the first
-/// evictions come from the main part in key order, and the sketch learns again from the
-/// traffic, reaching its steady state after about `sampleMultiple` × the records' number of
-/// accesses. The trial starts empty, with the sketch deciding, and can turn to recency once its
-/// miniature caches have filled.
+/// After a restart the queues are empty and every count zero: the first evictions come from the
+/// main part in key order while the sketch and the trial learn the traffic again.
 final class EvictionPolicy: Sendable {
     let sketch: FrequencySketch
     let recentUse: RecentUse
@@ -47,15 +40,11 @@ final class EvictionPolicy: Sendable {
     /// The most records the hand passes to find one to move to probation; past it, the record
     /// under the hand moves even if it was read. Bounds the time one write can spend sweeping.
     static let sweepLimit = 128
-    /// How many keys short probation may fall before the hand refills it: few, since the walk
-    /// that refills it may pass `sweepLimit` read records for each key it moves, and one write
-    /// should not sweep a large part of the collection (a sixteenth of probation, first tried,
-    /// could let one write walk the whole collection twice when every record had been read). A
-    /// settle that must evict more waits for as many as it must (`Settling.refillBelow`): those
-    /// it would walk for anyway.
+    /// How many keys short probation may fall before the hand refills it: few, since the walk may
+    /// pass `sweepLimit` read records for each key it moves. A settle that must evict more waits
+    /// for as many as it must (`Settling.refillBelow`).
     static let refillBatch = 16
-    /// The records the expiry walk looks at in each write that must evict (about 16 cursor
-    /// steps with a look at each header: a fraction of a put), so that it passes the whole
+    /// The records the expiry walk looks at in each write that must evict: it passes the whole
     /// collection every records / 16 evicting writes.
     static let expiryWalk = 16
     /// How many of probation's first keys have their recent-use lines asked for ahead of the
@@ -64,10 +53,8 @@ final class EvictionPolicy: Sendable {
     /// A victim that beats a candidate the sketch counted at least `staleCandidateMinimum` times,
     /// by more than `staleVictimRatio` times its count, has its own counts halved: a victim in
     /// probation was not read since the hand last passed it, so so large a lead is popularity
-    /// from before (a hot set that moved, a burst that ended), which the sketch's halving of all
-    /// would forget only after many more accesses. A smaller ratio halved victims whose lead was
-    /// the sketch's noise. A candidate counted once (a one-hit wonder, a scan) halves nothing,
-    /// nor does a tie (a loop, where every key is counted alike).
+    /// from before (a hot set that moved), which the sketch's halving of all would forget only
+    /// much later. A candidate counted once (a scan) halves nothing, nor does a tie (a loop).
     static let staleCandidateMinimum = 2
     static let staleVictimRatio = 3
 
@@ -82,12 +69,10 @@ final class EvictionPolicy: Sendable {
     struct State {
         var window = KeyQueue()
         var probation = KeyQueue()
-        /// The keys in the window, by hash. A key written again while in the window or in
-        /// probation has an older entry there, which is passed over when it comes first: in the
-        /// window, the entry whose key is no longer in this set; in probation, one whose key is
-        /// in the window again. Probation's keys are not kept here (they would be most of the
-        /// policy's memory): a key the hand finds that is already in probation
-        /// is queued twice, and its second entry finds its record gone or read.
+        /// The keys in the window, by hash. A key written again has an older entry in its queue,
+        /// passed over when it comes first: in the window, one whose key is not in this set; in
+        /// probation, one whose key is in the window again. Probation's keys are not kept here
+        /// (they would be most of the policy's memory): one the hand queues twice is passed over.
         var inWindow = KeyHashSet()
         /// The key the hand is at in the main part.
         var hand: [UInt8]?
@@ -104,9 +89,8 @@ final class EvictionPolicy: Sendable {
     /// A policy for a collection of about `records` records.
     init(records: Int, strategy: EvictionStrategy = .frequency) {
         admitsByFrequency = strategy == .frequency
-        // Recency needs no sketch (a token one is kept, so the read path has no branch to make)
-        // and a plain reference bit; frequency's counts up to 3 let often-read records survive
-        // several passes of the hand.
+        // Recency needs no sketch (a token one, so the read path has no branch) and a plain
+        // reference bit; frequency's counts up to 3 give often-read records several passes.
         sketch = FrequencySketch(records: admitsByFrequency ? records : 1)
         recentUse = RecentUse(records: records, maximum: admitsByFrequency ? 3 : 1)
         trial = admitsByFrequency ? PolicyTrial(records: records) : nil
@@ -118,9 +102,8 @@ final class EvictionPolicy: Sendable {
 
     /// Gets' accesses not counted yet (counted 32 at a time, for the caches' sake).
     private let accesses = AccessBuffer()
-    /// Held while a batch of accesses is counted: the sketch counts one batch at a time, which
-    /// spares it a compare-and-swap a counter (the recent-use table, which eviction changes
-    /// under the other lock too, keeps its compare-and-swap).
+    /// Held while a batch of accesses is counted: the sketch counts one batch at a time, with no
+    /// compare-and-swap (the recent-use table, which eviction changes too, keeps its own).
     private let counting = Mutex(())
 
     /// Counts a get of the key with `hash`; `hit` when a record was found. The count lands in the
@@ -147,9 +130,8 @@ final class EvictionPolicy: Sendable {
         }
     }
 
-    /// Halves the sketch's counts of the key with `hash`, whose popularity is old
-    /// (``Settling/weigh(_:_:_:in:)``), under the counting lock: the sketch counts on one thread
-    /// at a time.
+    /// Halves the sketch's counts of the key with `hash`, whose popularity is old, under the
+    /// counting lock (the sketch counts on one thread at a time).
     func forgetOldPopularity(_ hash: UInt64) {
         counting.withLock { _ in sketch.halve(hash) }
     }
@@ -171,10 +153,8 @@ final class EvictionPolicy: Sendable {
     /// exceeds the bound.
     ///
     /// With `partial` (a bulk put part way through), the write's newest keys, up to the window's
-    /// size, stay in `written` for the next settle instead of entering the window: the running
-    /// transaction's keys could only leave the window pinned, for probation, and a bulk put's
-    /// every part would move the last part's keys there one by one. Its older keys go to
-    /// probation at once; the rest of `written` is taken.
+    /// size, stay in `written` for the next settle (pinned, they could only leave the window for
+    /// probation); its older keys go to probation at once.
     func settle(
         _ source: inout some EvictionSource, written: inout WrittenBatch, partial: Bool = false,
         in txn: borrowing LMDB.WriteTransaction

@@ -26,9 +26,7 @@ final class FrequencySketch: @unchecked Sendable {
     static let depth = 4
 
     /// A sketch for about `records` tracked keys, with `countersPerRecord` 4-bit counters for
-    /// each (the memory is `records × countersPerRecord / 2` bytes, rounded up to a power of two
-    /// words), halving after `sampleMultiple × records` accesses.
-    /// Sixteen counters per record (8 bytes): with eight, collisions raised the estimates of rare keys.
+    /// each (rounded up to a power of two words), halving after `sampleMultiple × records` accesses.
     init(records: Int, countersPerRecord: Int = 16, sampleMultiple: Int = 20) {
         let counters = max(records, 1) * countersPerRecord
         var count = 8

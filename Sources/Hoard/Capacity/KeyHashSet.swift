@@ -29,9 +29,7 @@ struct KeyHashSet {
         for entry in slots where entry != 0 { body(entry & ~1) }
     }
 
-    /// Asks for the whole table, line after line: before many look-ups in a table that the work
-    /// since its last use pushed out of the caches (one wait for a stream of lines, not one a
-    /// look-up).
+    /// Prefetches the whole table, before many look-ups in a table the caches have lost.
     func prefetchAll() {
         slots.withUnsafeBufferPointer { slots in
             guard let base = slots.baseAddress else { return }

@@ -1,8 +1,6 @@
-/// A first-in, first-out queue of keys kept back to back in one ring of bytes (a 2-byte length,
-/// then the key), so that a queue of a hundred thousand short keys costs a few bytes more than
-/// the keys themselves, not an allocation each. Past 64 KiB the ring grows by a quarter when full,
-/// and it shrinks when three quarters of it are free, so a long queue's memory stays within about
-/// a quarter of its keys'.
+/// A first-in, first-out queue of keys back to back in one ring of bytes (a 2-byte length, then
+/// the key): a few bytes a key more than the keys, not an allocation each. Past 64 KiB the ring
+/// grows by a quarter when full and shrinks when three quarters are free.
 struct KeyQueue {
     private var ring: [UInt8] = []
     /// Where the first key's length starts in `ring`.
@@ -47,8 +45,7 @@ struct KeyQueue {
     }
 
     /// Queues the keys of `other` at the positions in `keys` (counted from its first, from 0), in
-    /// order: their bytes are copied as they lie, in at most four runs, not key by key (a write's
-    /// keys into the window or probation).
+    /// order, copying their bytes as they lie, in at most four runs.
     mutating func append(contentsOf other: KeyQueue, keys: Range<Int>) {
         let keys = keys.clamped(to: 0..<other.count)
         guard !keys.isEmpty else { return }
@@ -103,9 +100,8 @@ struct KeyQueue {
     /// Removes the first key without copying it out (a victim, whose key the caller holds).
     mutating func dropFirst() { dropFirst(1) }
 
-    /// Removes the first `keys` keys (a write's first keys, gone to probation): their lengths
-    /// are read, nothing else, and the ring's size is checked once. A queue that drained
-    /// (probation after a collection filled) gives memory back.
+    /// Removes the first `keys` keys, reading only their lengths; a queue that drained gives
+    /// memory back.
     mutating func dropFirst(_ keys: Int) {
         let keys = min(keys, count)
         guard keys > 0 else { return }
@@ -160,8 +156,7 @@ struct KeyQueue {
         let length = Int(ring[index]) << 8 | Int(ring[wrapped(index + 1)])
         let start = wrapped(index + 2)
         // `key` is resized (keys are mostly of one length, so mostly not) and its bytes copied
-        // over from the ring's memory: emptying it and appending slices of the ring went through
-        // generic paths, and the copies out of the queues were half of a settle's time.
+        // over from the ring's memory, not appended as slices (generic paths).
         if key.count > length {
             key.removeLast(key.count - length)
         } else if key.count < length {

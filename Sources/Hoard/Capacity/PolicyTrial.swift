@@ -8,25 +8,18 @@ internal import Synchronization
 /// (``prefersRecency``). This is the miniature simulation of Waldspurger et al. (USENIX ATC 2017),
 /// here choosing between two policies rather than tuning one.
 ///
-/// Why two simulations rather than the collection's own hit ratio: a policy that switched to
-/// recency would see recency's hits only, and could not tell when frequency would do better again.
-/// The simulations run whatever the collection does, so the choice can turn back as well as away.
-/// Why not a window in front of the sketch that grows and shrinks with the hit ratio (Caffeine's
-/// hill climber): the window's keys live in memory, so it could not grow far within the policy's
-/// memory budget, and a climber on the hit ratio lost points on scans and loops.
+/// Why simulations rather than the collection's own hit ratio: a policy that switched to recency
+/// would see recency's hits only, and could not tell when frequency would do better again. Why
+/// not Caffeine's hill-climbing window: the window's keys live in memory, so it could not grow far
+/// within the policy's memory budget.
 ///
-/// The sample: every key when the bound is at most ``sampledKeys`` records, else about that many
-/// keys' share (a key is sampled by bits of its hash that nothing else in the policy uses), so the
-/// two caches hold about 1,024 entries each at most (24 bytes a node and an index), whatever the
+/// The sample is about ``sampledKeys`` keys (by bits of the hash nothing else uses), whatever the
 /// bound. Hit counts are halved every ``halvingMultiple`` × the miniature size of sampled
-/// accesses, so the choice follows the traffic's last turn over the cache, and it flips as soon as
-/// the other cache has more hits. Only the thread counting a
-/// batch of accesses touches the caches (under the policy's counting lock); a settle reads the
-/// choice.
+/// accesses, so the choice follows the traffic's last turn over the cache. Only the thread
+/// counting a batch of accesses touches the caches (under the counting lock).
 final class PolicyTrial: @unchecked Sendable {
-    // @unchecked: the caches and counts are touched only under the policy's counting lock;
-    // `prefersRecencyFlag` is atomic. Exclusivity unchecked for the same reason: the runtime's
-    // checks of each access to the caches showed in a get's time.
+    // @unchecked and exclusivity unchecked: the caches and counts are touched only under the
+    // policy's counting lock; `prefersRecencyFlag` is atomic.
     @exclusivity(unchecked) private var recency: MiniatureCache
     @exclusivity(unchecked) private var frequency: MiniatureCache
     @exclusivity(unchecked) private var recencyHits = 0
@@ -38,9 +31,8 @@ final class PolicyTrial: @unchecked Sendable {
 
     /// The most keys each miniature cache holds.
     static let sampledKeys = 1_024
-    /// Once, not twice, and the choice flips at any lead, where it first waited for 1/32 of the
-    /// hits: after a hot set moved, the sketch's side, recovering, now wins the trial back while
-    /// there is traffic left to gain from it.
+    /// Short, and the choice flips at any lead: after a hot set moved, the sketch's side wins the
+    /// trial back while there is traffic left to gain from it.
     static let halvingMultiple = 1
 
     /// A trial for a collection bounded to about `records` records.

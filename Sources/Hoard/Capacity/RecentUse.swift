@@ -7,10 +7,7 @@ internal import Synchronization
 /// The table is a row of 64-bit words, each a bucket of eight 1-byte entries: a 6-bit
 /// fingerprint of the key and its count. A key's hash picks its bucket; its entry is the one with
 /// its fingerprint and a count above 0 (an entry at 0 is free). So two keys in one bucket keep
-/// counts of their own, and a key that was never read reads 0 unless another key in its bucket
-/// has the same fingerprint (about one lookup in twenty at the default size). Without the
-/// fingerprints (a plain 2-bit counter per hashed slot), a cold record that shared a hot one's
-/// slot was kept as if hot.
+/// counts of their own: a cold record that shares a hot one's bucket is not kept as if hot.
 ///
 /// Every operation is one compare-and-swap on one word: a hit counts without a lock.
 final class RecentUse: @unchecked Sendable {

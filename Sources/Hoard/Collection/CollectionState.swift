@@ -96,16 +96,13 @@ final class CollectionState: Sendable {
     /// Raised, under the lock of ``observers``, whenever the keys observed change.
     let observedKeysVersion = Atomic<Int>(0)
     /// The keys observed as the writer last took them (`nil`: every key), and their version
-    /// (``refreshWritersKeys()``).
-    /// Only the thread that holds the store's write transaction reads or writes these: LMDB lets
-    /// one write transaction run at a time, and its lock orders one writer's changes before the
-    /// next one's reads.
+    /// (``refreshWritersKeys()``). Only the thread holding the write transaction touches these
+    /// (LMDB's writer lock orders them).
     nonisolated(unsafe) var writersKeys: ObservedKeys?
     nonisolated(unsafe) var writersKeysVersion = -1
     /// ``writersKeys``' bits (``ObservedKeys/bitmapWords`` words, all set when every key is
-    /// wanted), and whether every key is wanted: what a writer reads of them for a key nobody
-    /// observes. Allocated once with the state, and rewritten in place, so that a writer reads it
-    /// through a pointer that stays valid as long as the state.
+    /// wanted), and whether every key is wanted: allocated once with the state and rewritten in
+    /// place, so that a writer reads it through a pointer valid as long as the state.
     nonisolated(unsafe) let writersKeysBitmap: UnsafeMutablePointer<UInt64> = {
         let words = UnsafeMutablePointer<UInt64>.allocate(capacity: ObservedKeys.bitmapWords)
         words.initialize(repeating: 0, count: ObservedKeys.bitmapWords)

@@ -28,13 +28,10 @@ extension HoardCollection {
     /// Encodes a payload: deterministic CBOR with the current local key set. (`put` also tries
     /// the model's generated code itself, before this, to hand its bytes straight to LMDB.)
     ///
-    /// The key set is chosen for the call (`withStorageKeySet`, a thread-local slot) rather than
-    /// through the coder's `userInfo`: looking `userInfo` up and casting its `Any` would cost every
-    /// model, and a caller's own `withKeySet` around a store call would take
-    /// precedence over `userInfo` (the innermost choice wins this way). It is `.local(current)`,
+    /// The key set is chosen for the call (`withStorageKeySet`, a thread-local slot, where the
+    /// innermost choice wins) rather than through the coder's `userInfo`. It is `.local(current)`,
     /// not `.currentLocal`: a nested VariablyCodable value is then written with the key set
-    /// reading will use (the record stamps only the outer version), even when the nested type
-    /// has a newer version of its own.
+    /// reading will use (the record stamps only the outer version).
     ///
     /// A model's generated code (`emit`, from `@VariablyCoded`) goes first; otherwise a flat key
     /// set is encoded field by field (``PayloadFields``). The bytes are the same as through

@@ -57,8 +57,7 @@ extension HoardCollection {
 
     /// Rewrites the records remembered for a lazy migration, as one write of the store's next group commit.
     ///
-    /// - Throws: as the synchronous form does, or the ``HoardError/storage(_:)`` of a commit that failed
-    ///   (then nothing of the batch is stored).
+    /// - Throws: as the synchronous form does, or a failed commit's ``HoardError/storage(_:)`` (nothing of it stored).
     @discardableResult
     public func flushMigrations() async throws -> Int where Model: Sendable {
         try await store.submit(nested: false) { txn in try self.migratePending(in: txn) }
@@ -106,10 +105,9 @@ extension HoardCollection {
     /// Rewrites every record of an older version in the current one, in batches of
     /// `batchSize` records per write transaction.
     ///
-    /// Each batch commits together with a checkpoint in the meta database, so a migration that
-    /// is stopped — `progress` returning `false`, an error, or the process being killed — goes
-    /// on from the last committed batch when `migrate` is called again. Records that cannot be
-    /// migrated here (damaged, or written by a newer version) are counted and left alone.
+    /// Each batch commits with a checkpoint in the meta database, so a migration that is stopped
+    /// (`progress` returning `false`, an error, a kill) goes on from the last committed batch at
+    /// the next call. Records that cannot be migrated (damaged, newer) are counted and left alone.
     ///
     /// - Parameters:
     ///   - batchSize: how many records one write transaction rewrites.

@@ -57,8 +57,7 @@ extension HoardCollection {
     /// Stores `model` as one write of the store's next group commit (see ``Store/write(_:)-9ctiz``),
     /// with the records a lazy migration remembered, and the options of ``put(_:expiry:tags:insertOnly:announce:)-3byoj``.
     ///
-    /// - Throws: as the synchronous form does, or the ``HoardError/storage(_:)`` of a commit that
-    ///   failed (then nothing of the batch is stored).
+    /// - Throws: as the synchronous form does, or a failed commit's ``HoardError/storage(_:)`` (nothing of it stored).
     public func put(
         _ model: Model, expiry: Expiry = .collectionDefault, tags: [String]? = nil, insertOnly: Bool = false,
         announce: Bool = false
@@ -108,8 +107,7 @@ extension HoardCollection {
 
     /// Stores `models` together, as one write of the store's next group commit: all or none.
     ///
-    /// - Throws: as the synchronous form does, or the ``HoardError/storage(_:)`` of a commit that
-    ///   failed (then nothing of the batch is stored).
+    /// - Throws: as the synchronous form does, or a failed commit's ``HoardError/storage(_:)`` (nothing of it stored).
     public func put(
         _ models: [Model], expiry: Expiry = .collectionDefault, tags: [String]? = nil, insertOnly: Bool = false,
         announce: Bool = false

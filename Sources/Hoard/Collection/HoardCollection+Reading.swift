@@ -11,10 +11,8 @@ extension HoardCollection {
     ///   be decoded (``HoardError/corruptRecord(collection:key:reason:)``, ``HoardError/newerRecord(collection:key:version:current:)``,
     ///   ``HoardError/decoding(collection:key:version:underlying:)``), or the ID is too long for a key; ``HoardError/storage(_:)`` when the storage fails.
     public func get(_ id: Model.ID) throws -> Model? {
-        // Timed here, not in `get(_:in:)`: two clock reads would show in the gets of a caller's
-        // transaction, where a program reads many records at once.
-        // (`defer`, not a local: a `Model?` held in unspecialized generic code costs a run-time
-        // lookup of its type metadata.)
+        // Timed here, not in `get(_:in:)` (a caller's transaction reads many records at once), in
+        // a `defer`: a `Model?` local in unspecialized code costs a metadata lookup.
         let start = monotonicNanoseconds()
         defer { state.metrics.getDuration.recordSince(start) }
         var unused = false
@@ -42,12 +40,10 @@ extension HoardCollection {
         _ id: Model.ID, in txn: borrowing LMDB.Transaction<Access>, refreshDue: inout Bool, checkingRefresh: Bool,
         startedAt: UInt64?
     ) throws -> Model? {
-        // The key is lent from the stack, and the record's bytes are taken out of the closure:
-        // they stay valid while `txn` is open and unchanged, which it is for the rest of this
-        // call. (A closure returning `Model?` would make this unspecialized generic code look up
-        // the metadata of `Model?` at run time on every call, which costs more than LMDB's own
-        // lookup.)
-        // A bounded collection's policy learns of the access here (a few atomic counters).
+        // The key is lent from the stack, and the record's bytes are taken out of the closure
+        // (valid while `txn` is unchanged): a closure returning `Model?` would make this
+        // unspecialized code look up `Model?`'s metadata on every call. A bounded collection's
+        // policy learns of the access here.
         let found = try id.withKeyBytes { key in
             try checkKeySize(key.count)
             let record = try txn.withValue(forKey: key, in: database, { $0 })
@@ -61,10 +57,8 @@ extension HoardCollection {
             counters.misses.add(1, ordering: .relaxed)
             return nil
         }
-        // Hit or miss (expired, or a store without its lease) by the read rule, from the header,
-        // before the decode: unwrapping the decoded `Model?` here, in unspecialized generic code,
-        // would look up its type metadata on every call (a quarter of a get). The clock is read
-        // only for a record with an expiry.
+        // Hit or miss by the read rule, from the header, before the decode (unwrapping a decoded
+        // `Model?` here would look up its metadata). The clock is read only for a record with an expiry.
         let expiry = readRule(in: txn, startedAt: startedAt).expiry(of: record)
         let now = expiry == nil ? 0 : store.options.now()
         let expired = expiry.map { $0 <= now } ?? false

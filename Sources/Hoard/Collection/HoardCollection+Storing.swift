@@ -6,8 +6,7 @@ internal import CBOR
 // then the writer's storing part. A bulk put shares its clock read and emit buffer.
 
 /// What the records of one put call share. Outside the generic collection, so that a put moves it
-/// without asking the runtime for its generic type's metadata (as a member of `HoardCollection<Model>`,
-/// it did once it held more than one reference: a few hundred instructions a put).
+/// without asking the runtime for a generic type's metadata.
 private struct PutBatch {
     let header: RecordHeader
     let options: PutOptions

@@ -78,8 +78,7 @@ extension HoardCollection {
 
     /// Removes the record under `id` as one write of the store's next group commit; returns whether there was one.
     ///
-    /// - Throws: as the synchronous form does, or the ``HoardError/storage(_:)`` of a commit that failed
-    ///   (then nothing of the batch is stored).
+    /// - Throws: as the synchronous form does, or a failed commit's ``HoardError/storage(_:)`` (nothing of it stored).
     @discardableResult
     public func delete(_ id: Model.ID) async throws -> Bool where Model: Sendable {
         let key = try keyBytes(id)
@@ -148,8 +147,7 @@ extension HoardCollection {
 
     /// Deletes the expired records, as one write of the store's next group commit; returns how many.
     ///
-    /// - Throws: as the synchronous form does, or the ``HoardError/storage(_:)`` of a commit that failed
-    ///   (then nothing of the batch is stored).
+    /// - Throws: as the synchronous form does, or a failed commit's ``HoardError/storage(_:)`` (nothing of it stored).
     @discardableResult
     public func purgeExpired() async throws -> Int where Model: Sendable {
         try await store.submit(nested: false) { txn in try self.purgeExpired(in: txn) }

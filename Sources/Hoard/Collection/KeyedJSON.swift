@@ -1,8 +1,6 @@
-// The record of the framework adapters (HoardVapor's cache, HoardHummingbird's persist driver):
-// a string key and a value as JSON text. Declared here, once, with its coding written out (the
-// adapters build without the `@VariablyCoded` macro, so that their users need no swift-syntax),
-// including the field-by-number scan and emit the macro would write for two strings: a cache hit
-// is a get of one of these.
+// The record of the framework adapters (HoardVapor's cache, HoardHummingbird's persist driver): a
+// string key and a value as JSON text, its coding written out (the adapters build without the
+// `@VariablyCoded` macro, so that their users need no swift-syntax).
 
 /// A key and a value's JSON text, in a collection of the framework adapters.
 package struct KeyedJSON: Identifiable, Sendable, Equatable {

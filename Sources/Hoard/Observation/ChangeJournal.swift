@@ -1,19 +1,14 @@
 internal import LMDB
 
 /// The changes one write transaction made to observed collections, kept with the transaction
-/// (``Transaction/local(_:make:)``) and published when it commits: one ``RawChanges`` a
-/// collection, built as the writes go (keys back to back in one buffer), so that publishing
-/// copies nothing. It is taken by the first change a transaction records (``ChangeRecorder``),
-/// so that a write of a key nobody observes allocates nothing, and it is one of the store's spare
-/// journals when one is free (``Observation/takeJournal()``). A nested
-/// transaction that is undone takes its entries with it (``TransactionJournal``), and a write
-/// that LMDB runs again after growing the map starts with a new journal.
+/// and published when it commits: one ``RawChanges`` a collection, built as the writes go, so
+/// that publishing copies nothing. Taken by the first change recorded (``ChangeRecorder``), from
+/// the store's spares when one is free. An undone nested transaction takes its entries with it
+/// (``TransactionJournal``); a write LMDB runs again after growing the map starts a new journal.
 final class ChangeJournal: TransactionJournal, @unchecked Sendable {
     // Unchecked: a journal belongs to one write transaction on one thread at a time (the next
-    // takes it through the spare's lock), and the checks of exclusive access cost more than the
-    // rest of recording a change.
-    /// The collection changed first, and its batch, held inline: most transactions change one
-    /// collection, and arrays of collections and batches were three allocations a commit.
+    // takes it through the spare's lock).
+    /// The collection changed first, and its batch, held inline: most transactions change one.
     @exclusivity(unchecked) private var firstState: CollectionState?
     @exclusivity(unchecked) private var firstBatch = RawChanges(first: 0, last: 0, origin: .thisProcess)
     /// The other collections changed, and their batches.
@@ -35,9 +30,8 @@ final class ChangeJournal: TransactionJournal, @unchecked Sendable {
     /// (``Observation/announce(_:)``); 0 until its transaction is about to commit.
     var publication = 0
 
-    /// Empties the journal for another transaction. Its buffers are kept when the subscribers
-    /// that were handed them let them go, so that a writer whose subscribers keep up allocates
-    /// nothing for them (``Observation/takeJournal()``).
+    /// Empties the journal for another transaction, keeping its buffers when the subscribers let
+    /// them go (``Observation/takeJournal()``).
     func reset() {
         publication = 0
         firstState = nil
@@ -74,9 +68,8 @@ final class ChangeJournal: TransactionJournal, @unchecked Sendable {
         }
     }
 
-    /// Records that which records of `collection` changed is not known. An entry like the
-    /// others, so that undoing a nested transaction takes it away too; ``stamp(transaction:)``
-    /// turns a batch that has one into an unknown batch.
+    /// Records that which records of `collection` changed is not known: an entry like the others
+    /// (undone with a nested transaction), which ``stamp(transaction:)`` makes an unknown batch.
     func recordUnknown(_ collection: CollectionState) {
         record(inAnyBatch: collection, key: UnsafeRawBufferPointer(start: nil, count: 0), .unknown)
         recordedUnknown = true
@@ -136,8 +129,7 @@ final class ChangeJournal: TransactionJournal, @unchecked Sendable {
 
 /// The journals kept for the next write transactions (``Observation/takeJournal()``): two, so
 /// that a subscriber has a whole commit more to let go of a batch's buffers before they are
-/// needed again. A journal whose buffers a subscriber still holds would copy them when emptied
-/// (an allocation the writer makes and the consumer's thread frees).
+/// needed again (emptied while held, they would be copied).
 struct SpareJournals {
     private var older: ChangeJournal?
     private var newer: ChangeJournal?
@@ -174,10 +166,9 @@ enum RecordedKind: UInt8, Sendable {
     var kind: ChangeKind? { ChangeKind(rawValue: rawValue) }
 }
 
-/// A batch of changes to one collection before it is handed to a subscriber: keys as bytes,
-/// back to back in the order they changed (a ``RecordedKind/cleared`` entry empties what came
-/// before it). An entry is its key's end and its kind: its key starts where the entry before it
-/// ends.
+/// A batch of changes to one collection before it is handed to a subscriber: keys back to back
+/// in the order they changed (a ``RecordedKind/cleared`` entry empties what came before it); an
+/// entry is its key's end and its kind.
 struct RawChanges: Sendable {
     var first: Int
     var last: Int

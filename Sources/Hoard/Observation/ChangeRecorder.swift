@@ -18,15 +18,12 @@ extension Store {
     }
 }
 
-/// Records a write transaction's changes to one collection in the transaction's ``ChangeJournal``:
-/// every change when the store keeps a change log or a subscriber wants them all (the journal is
-/// taken at once), otherwise only those of the keys observed (``ObservedKeys``). The journal is
-/// then taken by the first change kept, so that a write of a key nobody observes allocates nothing.
+/// Records a write transaction's changes to one collection in its ``ChangeJournal``: every change
+/// when the store keeps a change log or a subscriber wants them all, otherwise only the observed
+/// keys' (``ObservedKeys``), so that a write of a key nobody observes allocates nothing.
 struct ChangeRecorder {
     // Unmanaged: a recorder lives within one write transaction, which the collection's state,
-    // the store's observation and the transaction's journal all outlive. Held strongly (or
-    // unowned), each use of them counted a reference, and that was most of what recording cost
-    // a write of a key nobody observes.
+    // the store's observation and the transaction's journal all outlive; no reference counting.
     private let state: Unmanaged<CollectionState>
     private let observation: Unmanaged<Observation>
     /// The journal, when every change is kept.
@@ -76,13 +73,9 @@ struct ChangeRecorder {
 
     /// The recorder for a write of about `count` records: this one, or `nil` once it recorded
     /// that which records changed is not known, so that each `observe(id)` subscriber reads its
-    /// record again (and yields only if its bytes changed). Only when just the observed keys are
-    /// kept (a `changes()` subscriber or the change log gets every key), and the write is so
-    /// large that checking each of its keys costs more than those reads:
-    /// - The writer saves the check of each key and pays at most one wake-up
-    ///   (``CollectionState/publish(_:)``).
-    /// - Each subscriber pays a read and a decode on its own thread, small beside the write.
-    /// This is how GRDB's `ValueObservation` works for every write to a table it observes.
+    /// record again (yielding only if its bytes changed). Only when just the observed keys are
+    /// kept, and the write is so large that checking each key costs more than those reads (each
+    /// on its subscriber's thread), as GRDB's `ValueObservation` does for every write.
     func forWrite(of count: Int, in txn: borrowing LMDB.WriteTransaction) -> ChangeRecorder? {
         guard journal == nil else { return self }
         let observed = state._withUnsafeGuaranteedRef { $0.writersKeys?.count } ?? 0

@@ -40,10 +40,9 @@ final class ChangeSubscriber: Sendable {
         self.lookLength = lookLength
     }
 
-    /// Whether a consumer whose last `fruitless` looks found nothing looks again: after three
-    /// in a row, only every 32nd time. When commits come further apart than a look lasts, each
-    /// look wastes a cooperative thread, and the writer pays the wake-up all the same. The
-    /// occasional look, or a batch found waiting, tells when commits come close together again.
+    /// Whether a consumer whose last `fruitless` looks found nothing looks again: after three in
+    /// a row, only every 32nd time (commits further apart than a look waste it), until a look or
+    /// a batch found waiting shows commits close together again.
     static func looks(after fruitless: Int) -> Bool {
         fruitless < 3 || fruitless % 32 == 0
     }
@@ -89,9 +88,8 @@ final class ChangeSubscriber: Sendable {
         }
     }
 
-    /// Hands on `batch` as it is. Its buffers are shared with the writer's journal and, once
-    /// taken, with the consumer's thread: each count of a reference to them is a cache line that
-    /// moves between cores, so the batch is copied only into where it waits.
+    /// Hands on `batch` as it is, copied only into where it waits (its buffers are shared with
+    /// the writer's journal and the consumer's thread).
     private func hand(_ batch: RawChanges) -> Wake? {
         let limit = self.limit
         let waiter = state.withLock { state -> UnsafeContinuation<RawChanges?, Never>? in
@@ -154,10 +152,8 @@ final class ChangeSubscriber: Sendable {
         }
     }
 
-    /// Looks for the next batch a moment before parking (``lookBeforeParking``), if looking has
-    /// been finding batches (``looks(after:)``), pausing between looks: a loop that only loads
-    /// takes execution units from the writer when the two share a physical core (a virtual
-    /// machine's two vCPUs often do).
+    /// Looks for the next batch a moment before parking, if looking has been finding batches
+    /// (``looks(after:)``), pausing between looks (a loop of loads slows a writer on the same core).
     private func lookBeforeParking() {
         let fruitless = fruitlessLooks.load(ordering: .relaxed)
         if batchWaits.load(ordering: .acquiring) {

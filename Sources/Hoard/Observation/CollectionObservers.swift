@@ -61,13 +61,10 @@ extension CollectionState {
         writersKeysVersion = version
     }
 
-    /// Hands `batch` to every subscriber. Under the lock, rather than on a copy of the
-    /// subscribers: a copy counts a reference to each subscriber, whose cache line its consumer
-    /// keeps reading (``ChangeSubscriber/deliverLater(_:)`` never blocks).
-    ///
-    /// The consumers found parked are resumed after the lock: one on this thread, more than one
-    /// by a job on the global queue. Each resume may wake a thread of the concurrency runtime, a
-    /// system call on the writer's thread: the job costs the writer one, however many consumers.
+    /// Hands `batch` to every subscriber, under the lock (a copy of the subscribers would count a
+    /// reference to each; ``ChangeSubscriber/deliverLater(_:)`` never blocks). Consumers found
+    /// parked are resumed after it: one on this thread, more by one job on the global queue, so
+    /// that the writer pays one wake-up however many consumers.
     func publish(_ batch: RawChanges) {
         var first: ChangeSubscriber.Wake?
         // Allocated only for a second consumer found parked.

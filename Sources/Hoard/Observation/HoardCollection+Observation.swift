@@ -17,10 +17,9 @@ extension HoardCollection {
     /// ```
     ///
     /// The subscription starts with this call: every commit that returns after it is delivered,
-    /// and only commits are (nothing of an aborted transaction, or of a group-commit write that
-    /// threw and was undone alone). A batch is queued before the write that made it returns.
-    /// Ending the loop, cancelling its task or dropping the sequence ends the subscription. A
-    /// lazy migration's rewrite of a record is not a change.
+    /// and only commits (nothing undone). A batch is queued before the write that made it returns.
+    /// Ending the loop, cancelling its task or dropping the sequence ends the subscription. A lazy
+    /// migration's rewrite of a record is not a change.
     ///
     /// - Parameter limit: the most record changes kept for a consumer that lags; past it, its
     ///   next batch is ``ChangeBatch/Content/unknown``.

@@ -1,7 +1,5 @@
-/// Keys back to back in one buffer (a batch's changes, the records a settle evicts) that copies
-/// share until one of them changes (copy on write, as an array). Appending a key is a check of the
-/// buffer and a copy of its bytes: an array's `append(contentsOf:)` of a buffer pointer took about
-/// four times the instructions, and a writer that records every change appends one key a record.
+/// Keys back to back in one buffer (a batch's changes, the records a settle evicts), copy on
+/// write as an array; appending a key is a check of the buffer and a copy of its bytes.
 struct KeyBytes: @unchecked Sendable {
     // @unchecked: the buffer is changed only through the one copy that holds it (copy on write),
     // so a copy handed to another thread never sees a change.

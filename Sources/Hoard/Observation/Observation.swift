@@ -8,12 +8,10 @@ internal import Darwin
 internal import Logging
 internal import Synchronization
 
-// Change observation. Every write site that changes a record records it in the transaction's
-// ChangeJournal, but only while the collection has subscribers or the store keeps a change log
-// (an atomic load otherwise). The store listens to its environment's commits: just before one,
-// it writes the change log entry; once it committed, it hands each subscriber of each changed
-// collection its batch, on the committing thread, before the write returns (and before any
-// group-commit caller resumes). Commits of other processes are found by ProcessWatcher.
+// Change observation. The writer records each change in the transaction's ChangeJournal while
+// the collection has subscribers or the store keeps a change log. Just before a commit the store
+// writes the change log entry; once committed, it hands each subscriber its batch on the
+// committing thread, before the write returns. Other processes' commits: ProcessWatcher.
 
 /// What a store does for observers: the subscribers of each collection, the commit listener,
 /// the change log and the watch of other processes' commits.
@@ -58,9 +56,8 @@ final class Observation: CommitListener, @unchecked Sendable {
 
     // MARK: Commits
 
-    /// A journal for a write transaction: a spare one emptied, or a new one. Only one write
-    /// transaction runs at a time, but the last one may still be publishing on another thread,
-    /// hence the lock.
+    /// A journal for a write transaction: a spare one emptied, or a new one (under a lock: the
+    /// last transaction may still be publishing on another thread).
     func takeJournal() -> ChangeJournal {
         guard let journal = spareJournals.withLock({ $0.take() }) else { return ChangeJournal() }
         journal.reset()
@@ -105,12 +102,9 @@ final class Observation: CommitListener, @unchecked Sendable {
     // MARK: Order of publication
 
     // LMDB releases its writer lock inside the commit, before the committing thread publishes:
-    // another thread of this process can commit the next transaction and publish it first. A
-    // subscriber would then get the later batch first, and a merged batch would give an ID the
-    // kind of its earlier change. So each journal takes a place as its transaction is about to
-    // commit (under the writer lock, so in the order of the commits), and is published only
-    // after the journal before it. The wait is for another writer's few instructions between its
-    // commit and its publication, never for a consumer.
+    // another thread could commit the next transaction and publish it first. So each journal
+    // takes a place as its transaction is about to commit (under the writer lock), and is
+    // published only after the one before it: a wait for another writer, never for a consumer.
 
     /// Gives `journal` the next place in the order of publication.
     func announce(_ journal: ChangeJournal) {
@@ -205,10 +199,8 @@ final class Observation: CommitListener, @unchecked Sendable {
         if started { watcher.start() } else { watcher.stop() }
     }
 
-    /// Whether the listener must hear of every commit: to write the change log entry of each.
-    /// Otherwise it hears only of the transactions that kept a journal, and a write of a key
-    /// nobody observes makes no call (this process's commits are noted for the watch by the
-    /// environment itself, ``OwnCommitLedger``).
+    /// Whether the listener must hear of every commit (to write each one's change log entry), or
+    /// only of the transactions that kept a journal.
     var hearsEveryCommit: Bool { logsChanges }
 
     /// Hands `batch` to every subscriber of collection `name`.

@@ -10,25 +10,17 @@ internal import Darwin
 
 /// Notices other processes' commits, while a collection of the store has subscribers.
 ///
-/// LMDB writes its data file with `pwrite` (Hoard never maps it writable), the meta page last,
-/// so every commit of every process modifies the file: on Linux an inotify watch of the file
-/// wakes the watch when another process commits; elsewhere, or with
-/// ``Store/OtherProcessChanges/poll(every:)``, the watch reads the last transaction id on an
-/// interval. Either way, on waking it opens a read transaction and takes that transaction's own
-/// id as its mark (the environment's "last transaction id" can run ahead of what a new read
-/// transaction sees). The commits between the old mark and the new one that this process did not
-/// make are other processes': the change log names their keys when it has them, and otherwise
-/// every observed collection gets an "unknown" batch for the range.
+/// Every commit of every process writes the data file (`pwrite`, the meta page last): on Linux
+/// an inotify watch of it wakes on another process's commit; elsewhere, or with
+/// ``Store/OtherProcessChanges/poll(every:)``, the watch polls the last transaction id. On waking
+/// it takes a new read transaction's id as its mark; the commits since the old mark that this
+/// process did not make are other processes': the change log names their keys when it has them,
+/// else every observed collection gets an "unknown" batch for the range.
 ///
-/// The inotify watch fires once and is then set again (`IN_ONESHOT`), at most every
-/// ``rearmInterval``. A watched file costs every `pwrite` to it in any process, in that process:
-/// the kernel makes an event and wakes the watch. An unset watch costs nothing, so a stream of
-/// commits pays for one event an interval; a commit made while it was not set is found by the
-/// look at the transaction id that follows each setting of it. After it woke for this process's commits
-/// only, the watch stays unset and looks at the transaction id every ``ownCommitsPoll``
-/// milliseconds instead, on its own timer, until a look finds another process's commit or the
-/// looks have found none for ``ownCommitsQuiet``: a process that commits all the time pays for
-/// no event at all.
+/// A watched file costs every `pwrite` to it an event, so the watch is one-shot (`IN_ONESHOT`),
+/// set again at most every ``rearmInterval``, with a look at the transaction id after each
+/// setting for commits made while unset. Woken by this process's commits only, it stays unset and
+/// polls every ``ownCommitsPoll`` ms until another process commits or ``ownCommitsQuiet`` passes.
 final class ProcessWatcher: @unchecked Sendable {
     // @unchecked: `mark`, `inotify` and `changeLog` belong to the watch's own queue; the rest is
     // immutable or atomic.
@@ -50,9 +42,8 @@ final class ProcessWatcher: @unchecked Sendable {
     private var watchedFile: (device: UInt64, inode: UInt64)?
     /// When the watch was last set (monotonic nanoseconds).
     private var armedAt: UInt64 = 0
-    /// How long at least between two settings of the watch: what a stream of other processes'
-    /// commits waits at most to be noticed beyond the watch's own work, and what keeps their
-    /// cost to one event an interval.
+    /// How long at least between two settings of the watch: the most a commit waits to be noticed
+    /// beyond the watch's own work, and what keeps a stream of commits to one event an interval.
     static let rearmInterval: UInt64 = 100_000
     /// How often the watch looks, in milliseconds, while it is left unset for this process's
     /// commits: another process's commit made meanwhile waits up to that long.
@@ -60,8 +51,7 @@ final class ProcessWatcher: @unchecked Sendable {
     /// Whether the watch is left unset while this process commits (``ownCommitsPoll``).
     private var unsetForOwnCommits = false
     /// How long the watch stays unset after a look last found this process's commits: longer than
-    /// a large put, between whose commits a look finds none under way (set again then, the watch
-    /// would cost every such put a wake-up). The price is a few looks after the last commit.
+    /// the gaps between a large put's commits, which would otherwise each pay a wake-up.
     static let ownCommitsQuiet: UInt64 = 10_000_000
     /// When a look last found this process's commits (monotonic nanoseconds).
     private var ownCommitSeenAt: UInt64 = 0
@@ -311,11 +301,9 @@ final class ProcessWatcher: @unchecked Sendable {
             waitForSettle(of: next)
             return .ownOnly
         }
-        // LMDB's window: a writer writes its meta page (the change the file watch sees) before it
-        // publishes the new transaction to readers in the lock file (which no watch sees). When
-        // the meta page is ahead of what a read transaction sees, the commit is that close to
-        // visible: look again until it is (bounded, for a writer killed in between, whose
-        // commit the next writer makes visible).
+        // A writer writes its meta page (what the watch sees) before it publishes the transaction
+        // to readers in the lock file: look again until it is visible (bounded, for a writer
+        // killed in between, whose commit the next writer makes visible).
         var now = try environment.read { $0.id }
         var waited = 0
         while committed > now, waited < 200 {

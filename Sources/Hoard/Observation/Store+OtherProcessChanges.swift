@@ -10,11 +10,10 @@ extension Store {
         let mode: Mode
 
         /// Watch the data file (inotify on Linux): a commit of another process wakes the watch,
-        /// and no commit means no wake-up. The kernel charges each write to a watched file an
-        /// event, so the watch is set for one event at a time, again at most every 100 µs (every
-        /// millisecond after it woke for this process's commits only): a commit made while it is
-        /// not set waits for the next setting. Where the file cannot be watched (other
-        /// platforms, or a file replaced under the store), poll every 100 ms.
+        /// and no commit means no wake-up. The watch is set for one event at a time, again at most
+        /// every 100 µs: a commit made while it is not set waits for the next setting. Where the
+        /// file cannot be watched (other platforms, a file replaced under the store), poll every
+        /// 100 ms.
         public static let watchFile = OtherProcessChanges(mode: .watchFile(fallback: .milliseconds(100)))
         /// Read the last transaction id every `interval`.
         public static func poll(every interval: Duration) -> OtherProcessChanges {

@@ -26,10 +26,8 @@ public struct Freshness: Sendable {
     public var timeouts: FetchTimeouts
     /// The fraction of a record's time to live (between 0 and 1, exclusive) after which a
     /// read-through hit starts a background refresh of it, so that a record read often is
-    /// replaced before it expires and no read waits for the upstream; `nil` (the default), or a
-    /// value outside (0, 1), never refreshes ahead. The hit returns at once; the refresh is single
-    /// flight (none starts while the key is being fetched), is not announced to other replicas,
-    /// and when it fails the record stays as it is (``CollectionStatistics/fetchErrors``).
+    /// replaced before it expires; `nil` (the default), or a value outside (0, 1), never. The
+    /// refresh is single flight and not announced; when it fails the record stays as it is.
     public var refreshAhead: Double?
     /// How long after a key's fetch failed no background refresh of it starts (ahead of expiry or
     /// within `staleWhileRevalidate`), and a read within `staleIfError` returns the stale record

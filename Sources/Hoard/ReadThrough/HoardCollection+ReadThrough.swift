@@ -46,10 +46,8 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         _ id: Model.ID, timeouts: FetchTimeouts? = nil,
         orFetch fetch: @escaping @Sendable (Model.ID) async throws -> Model?
     ) async throws -> Model? {
-        // The hit path is a plain get; only a miss or an expired record goes further. Inlinable,
-        // so that it is specialized for the model in the caller's module: unspecialized, handling
-        // a `Model?` here would look up its type metadata at run time on every call.
-        // (The get counts the hit or the miss in the statistics.)
+        // The hit path is a plain get (which counts the hit or miss), inlinable so that it is
+        // specialized in the caller's module: unspecialized, a `Model?` costs a metadata lookup.
         if freshness.refreshAhead == nil {
             if let model = try? get(id) { return model }
         } else if let model = try? getRefreshingAhead(id, { _ in Self.one(fetch) }) {
@@ -245,9 +243,8 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     }
 
     /// The record under `key` in `txn`. A store without its lease may have missed invalidations:
-    /// the read then counts as one of `key` for the race guard, so that it joins no fetch begun
-    /// before it, which might return a value older than a change the store has not seen (nor is
-    /// such a fetch's result stored).
+    /// the read then counts as one of `key` for the race guard, so that it joins no earlier fetch
+    /// (nor is such a fetch's result stored).
     func storedForReadThrough(_ key: [UInt8], in txn: borrowing LMDB.ReadTransaction) throws -> Stored? {
         let rule = readRule(in: txn)
         let vouched = rule.unvouchedExpiry == nil

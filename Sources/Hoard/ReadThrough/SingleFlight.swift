@@ -5,9 +5,8 @@ internal import Synchronization
 /// for one key share one fetch (single flight).
 ///
 /// A *flight* is the fetch of one key as its waiters see it; a *group* is one call of a fetcher,
-/// which answers one flight (`get(_:timeouts:orFetch:)`) or many (`get(_:timeouts:orFetchMissing:)`). Everything
-/// is under one lock: joining, waiting, leaving and finishing are each a few dictionary
-/// operations, and a lock per flight would need an order between flight and group locks.
+/// which answers one flight (`get(_:timeouts:orFetch:)`) or many (`get(_:timeouts:orFetchMissing:)`).
+/// Everything is under one lock (each operation is a few dictionary operations).
 ///
 /// Cancellation: a waiter whose task is cancelled stops waiting at once (it gets
 /// `CancellationError`); the group's task is cancelled only when no flight of the group has a
@@ -182,8 +181,7 @@ final class SingleFlight<Model: Sendable>: Sendable {
     /// and the wait goes on for it (a timeout bounds the upstream, not the store's commit). With
     /// `keepingItRunning`, a timed-out waiter first makes its group run to its end whoever waits.
     ///
-    /// A timer resumes the waiter itself: one hand-over to the waiting task, where a race of two
-    /// child tasks (the wait and a sleep) takes several before the read can return.
+    /// A timer resumes the waiter itself: one hand-over, where a race of two child tasks takes several.
     func wait(_ ticket: Ticket, until deadline: DispatchTime, keepingItRunning: Bool) async throws -> Model? {
         let timer = DispatchSource.makeTimerSource(flags: .strict, queue: timerQueue)
         defer { timer.cancel() }
@@ -208,8 +206,7 @@ final class SingleFlight<Model: Sendable>: Sendable {
 
     /// At a bounded wait's deadline: gives up `ticket`'s place (its waiter resumes with
     /// `TimedOut`) unless its flight has a result or its upstream has answered. Returns `false`
-    /// when the group's task has not called the upstream yet (a process whose threads are all busy
-    /// has not run it): the timeout bounds the upstream, so the timer looks again a moment later.
+    /// when the group's task has not called the upstream yet: the timer looks again a moment later.
     private func timeOut(_ ticket: Ticket, keepingItRunning: Bool) -> Bool {
         let (decided, waiter, abandonGroup) = state.withLock { state -> (Bool, Waiter?, Int?) in
             guard var flight = state.flights[ticket.flight], flight.result == nil,

@@ -11,8 +11,8 @@ internal import LMDB
 //      (`staleIfError`, and only a record the store vouches for), or fetch.
 
 /// When the records of one read snapshot stop being fresh (see the top of this file). Made once a
-/// snapshot (``HoardCollection/readRule(in:startedAt:lease:)``): a get pays one atomic load for
-/// the lease and one for the reset, as before the rule.
+/// snapshot (``HoardCollection/readRule(in:startedAt:lease:)``): one atomic load for the lease,
+/// one for the reset.
 struct ReadRule {
     /// One millisecond past the store's last reset; 0 when it was never reset.
     let resetAt: Int64
@@ -54,9 +54,7 @@ struct ReadRule {
 extension HoardCollection {
     /// The read rule of snapshot `txn`. `startedAt`: the ``monotonicNanoseconds()`` reading a get
     /// began with, at which the lease is judged (``Store/vouches(for:startedAt:)``). `lease:
-    /// false` leaves the lease out: for an observer, which is told what a record holds, not
-    /// served it as fresh (and would otherwise be told of a removal the lease's return undoes
-    /// with no commit to tell it).
+    /// false` leaves the lease out: for an observer, which is told what a record holds.
     @inline(__always)
     func readRule<Access>(
         in txn: borrowing LMDB.Transaction<Access>, startedAt: UInt64? = nil, lease: Bool = true

@@ -175,16 +175,13 @@ func loadBigEndian<T: FixedWidthInteger>(_ type: T.Type, at offset: Int, in buff
 
 /// CRC-32 (IEEE 802.3 polynomial, reflected; the checksum of zlib, gzip and PNG).
 ///
-/// Every stored record is checked on every read, so both ways of computing it are fast: runs of
-/// 32 bytes or more are folded with carry-less multiplies where the processor has them
-/// (`CCRC32`, x86-64), and the rest goes through slicing-by-8 tables (eight 256-entry tables fold
-/// eight bytes with eight lookups, about four times faster than a byte at a time).
+/// Every record is checked on every read: runs of 32 bytes or more are folded with carry-less
+/// multiplies where the processor has them (`CCRC32`, x86-64), the rest with slicing-by-8 tables.
 struct CRC32 {
     private(set) var state: UInt32 = 0xFFFF_FFFF
 
     /// Table k maps a byte to its CRC contribution k bytes further on; table 0 is the classic one.
-    /// (Raw memory, made once and kept for the process: an array would be retained and
-    /// bounds-checked around every record's checksum.)
+    /// Raw memory, made once for the process: no retain or bounds check around a checksum.
     nonisolated(unsafe) static let tables: UnsafePointer<UInt32> = {
         let tables = UnsafeMutablePointer<UInt32>.allocate(capacity: 8 * 256)
         tables.initialize(repeating: 0, count: 8 * 256)

@@ -28,17 +28,8 @@ package enum RecordRemoval: Int, CaseIterable, Sendable {
     /// Evicted to keep a bounded collection within its capacity.
     case evicted
 
-    /// The metric's `reason` label.
-    var label: String {
-        switch self {
-        case .deleted: "deleted"
-        case .invalidated: "invalidated"
-        case .remote: "remote"
-        case .synchronized: "synchronized"
-        case .expired: "expired"
-        case .evicted: "evicted"
-        }
-    }
+    /// The metric's `reason` label: the case's name.
+    var label: String { "\(self)" }
 
     /// The change observers see.
     var recordedKind: RecordedKind {
@@ -154,8 +145,7 @@ struct RemovalEffects {
 /// that a put lends it to every record it writes. A put opens this alone (without the writer's
 /// removal part, which it never uses) and ends with ``finish(in:partial:)``.
 struct RecordStoring {
-    // Only what a store reads (no database, no collection state: the caller has them), so that
-    // lending it to a record, which a generic put does by copying, costs the fewest references.
+    // Only what a store reads, so that lending it to a record (a copy) counts few references.
     /// The bound's bookkeeping; `nil` for a collection without a capacity.
     let tracker: BoundTracker?
     let recorder: ChangeRecorder?
@@ -273,9 +263,8 @@ package struct RecordWriter {
     /// value. Returns `nil` when there is no valid record (a damaged one is not given a fresh
     /// checksum), `false` when `header` declined, `true` when rewritten.
     ///
-    /// One search: a cursor the transaction keeps finds the record and replaces it in place. The
-    /// new record is made on the stack (when small) before the write, since the bytes a read
-    /// returns are LMDB's only until the next write.
+    /// One search: a cursor finds the record and replaces it in place, the new record made first
+    /// (the bytes a read returns are LMDB's only until the next write).
     func restamp(
         _ key: UnsafeRawBufferPointer, in txn: borrowing LMDB.WriteTransaction,
         header: (_ writtenAt: Int64, _ expiresAt: Int64?) -> RecordHeader?

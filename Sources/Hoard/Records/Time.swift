@@ -4,11 +4,9 @@ internal import FoundationEssentials
 internal import Foundation
 #endif
 
-// The public API speaks `Duration` (with minutes, hours and days added to the standard library's
-// units) and `Date`; records keep milliseconds since 1970
-// (docs/FORMAT.md). These are the only conversions between the two, to the nearest millisecond
-// and saturating at Int64's ends (a duration of `.seconds(Int64.max)` means "as good as never",
-// not a trap).
+// The public API speaks `Duration` and `Date`; records keep milliseconds since 1970. These are
+// the only conversions, to the nearest millisecond and saturating at Int64's ends (a duration of
+// `.seconds(Int64.max)` means "as good as never", not a trap).
 
 extension Duration {
     /// `minutes` minutes, for a time to live or an expiry: `.minutes(5)`.

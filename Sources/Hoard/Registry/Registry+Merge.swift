@@ -11,10 +11,8 @@ internal import CBOR
 extension Registry {
     /// Checks `Model`'s key sets against the recorded ones and records what is new.
     ///
-    /// The check is made first in a read transaction: when the registry already records all of
-    /// it, there is nothing to write, and no other process can change what is recorded (entries
-    /// only grow). Otherwise the check is made again, and the entry written, in one write
-    /// transaction.
+    /// Checked first in a read transaction (entries only grow, so a registry that records it all
+    /// needs no write); otherwise checked again and written in one write transaction.
     static func check<Model: VariablyCodable>(
         _ type: Model.Type, collection: String, keyKind: KeyKind, in store: Store
     ) throws {
@@ -102,11 +100,9 @@ extension Registry {
     /// ones, as ``check(_:collection:keyKind:in:)`` does the model's own; returns what to record
     /// (`nil` when there is nothing).
     ///
-    /// Two changes are refused: other key names for a recorded version of a nested type, and an
-    /// outer version that would now be read with another version of a nested type than the one
-    /// its records were written with (a nested type's new version numbered at or below an outer
-    /// version already in use). A path recorded but no longer nested is kept and not checked:
-    /// the model's own ledger covers its properties.
+    /// Refused: other key names for a recorded version of a nested type, and an outer version
+    /// that would now read a nested type with another version than its records were written with.
+    /// A path recorded but no longer nested is kept and not checked.
     static func merge(
         nested now: [NestedKeySets], recorded: [String: RegistryEntry.NestedEntry], type: String, collection: String
     ) throws -> [String: RegistryEntry.NestedEntry]? {
@@ -145,11 +141,9 @@ extension Registry {
         return result.isEmpty ? nil : result
     }
 
-    /// Checks the enums' aliases (`now`, from the code or a dump) against the recorded ones:
-    /// the raw values a recorded version writes never change (an alias added, changed or
-    /// removed would read its stored records differently; "none" is recorded too, since an
-    /// alias added later can take over another case's raw value). Returns what to record (`nil`
-    /// when there are no enums).
+    /// Checks the enums' aliases (`now`, from the code or a dump) against the recorded ones: the
+    /// raw values a recorded version writes never change ("none" is recorded too: an alias added
+    /// later could take over another case's raw value). Returns what to record (`nil`: no enums).
     static func merge(
         enums now: [StoredEnumAliases], recorded: [String: RegistryEntry.EnumEntry], type: String, collection: String
     ) throws -> [String: RegistryEntry.EnumEntry]? {

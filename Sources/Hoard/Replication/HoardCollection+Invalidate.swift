@@ -1,11 +1,9 @@
 internal import LMDB
 
-// Invalidation: records changed in the source of truth. The local records are invalidated, and
-// what changed (keys, a tag, the whole collection) enters the store's outbox in the same
-// transaction, for a bus to announce to the other replicas, which invalidate theirs by the same
-// rule (InvalidationTarget.swift): removed. A fetch under way for a record invalidated does not
-// store its result. Each in three forms: a transaction of its own, a caller's, one write of the
-// store's next group commit.
+// Invalidation: records changed in the source of truth. The local records are removed, and what
+// changed (keys, a tag, the whole collection) enters the store's outbox in the same transaction,
+// for a bus to announce to the other replicas, which apply the same rule (InvalidationTarget).
+// A fetch under way for a record invalidated does not store its result.
 
 extension HoardCollection {
     /// Invalidates the records of `ids` in a transaction of its own and records, in the same
@@ -13,10 +11,7 @@ extension HoardCollection {
     /// one entry per key, however often it changes, until a bus has published it).
     ///
     /// Every replica, this one included, removes the records: none serves the old value again,
-    /// not even stale-if-error when a fetch fails.
-    ///
-    /// Call it after the source of truth has the change: the other replicas drop their copies when
-    /// a bus delivers the announcement, and their next read fetches the new value. To keep the new
+    /// not even stale-if-error. Call it after the source of truth has the change; to keep the new
     /// value here, put it with `announce: true` instead.
     ///
     /// - Throws: ``HoardError/invalidID(collection:reason:)`` for an ID too long for a key;
@@ -40,9 +35,8 @@ extension HoardCollection {
     }
 
     /// Invalidates every record that carries `tag` in a transaction of its own (as
-    /// ``invalidate(_:)-3713m`` invalidates a record), and records in the same transaction that the
-    /// tag must be announced to the other replicas, which invalidate their records of the tag when
-    /// a bus delivers it. Returns how many records were invalidated here.
+    /// ``invalidate(_:)-3713m`` invalidates a record), announcing the tag to the other replicas in
+    /// the same transaction. Returns how many records were invalidated here.
     ///
     /// - Throws: ``HoardError/invalidTag(collection:tag:reason:)`` for a tag no record can carry
     ///   (empty, or longer than 128 bytes); ``HoardError/storage(_:)`` when the storage fails.
@@ -141,8 +135,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     /// Removes the records of `ids` and announces the change (see ``invalidate(_:)-3713m``), as one
     /// write of the store's next group commit.
     ///
-    /// - Throws: as the synchronous form does, or the ``HoardError/storage(_:)`` of a commit that
-    ///   failed (then nothing is removed or announced).
+    /// - Throws: as the synchronous form does, or a failed commit's ``HoardError/storage(_:)`` (nothing of it stored).
     public func invalidate(_ ids: [Model.ID]) async throws {
         let keys = try ids.map { try keyBytes($0) }
         try await store.submit(nested: false) { txn in try self.invalidate(keys, in: txn) }
@@ -156,8 +149,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     /// Removes every record that carries `tag` and announces the tag (see ``invalidate(tag:)-1cd3z``),
     /// as one write of the store's next group commit; returns how many records were removed here.
     ///
-    /// - Throws: as the synchronous form does, or the ``HoardError/storage(_:)`` of a commit that
-    ///   failed (then nothing is removed or announced).
+    /// - Throws: as the synchronous form does, or a failed commit's ``HoardError/storage(_:)`` (nothing of it stored).
     @discardableResult
     public func invalidate(tag: String) async throws -> Int {
         let tag = try TagIndex.normalized([tag], collection: name)[0]
@@ -172,8 +164,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     /// Removes every record of the collection and announces it (see ``invalidateAll()-2h2zi``), as
     /// one write of the store's next group commit; returns how many records were removed here.
     ///
-    /// - Throws: the ``HoardError/storage(_:)`` of a commit that failed (then nothing is removed or
-    ///   announced).
+    /// - Throws: a failed commit's ``HoardError/storage(_:)`` (nothing of it stored).
     @discardableResult
     public func invalidateAll() async throws -> Int {
         try await store.withSpan("invalidate_all", collection: name) { span in

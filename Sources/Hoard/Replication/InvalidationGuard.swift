@@ -6,11 +6,9 @@ internal import Synchronization
 /// before it calls the upstream, invalidations note their keys with a higher number, and the
 /// fetch's write stores no model whose key was noted after its ticket.
 ///
-/// Exact because both sides run inside LMDB write transactions, which LMDB serializes: an
-/// invalidation is noted in its transaction, the check is made in the fill's, so the fill either
-/// committed before the invalidation (which then removes what it stored) or sees the note.
-/// Keys are noted only while a fetch is under way, and forgotten once no fetch that began before
-/// them is, so memory holds only the invalidations that overlap fetches.
+/// Exact because both sides run in LMDB write transactions, which LMDB serializes: the fill
+/// either committed before the invalidation (which then removes what it stored) or sees the note.
+/// Keys are noted only while a fetch is under way, and forgotten once no earlier fetch is.
 final class InvalidationGuard: Sendable {
     private struct State {
         /// The number of the last invalidation noted.

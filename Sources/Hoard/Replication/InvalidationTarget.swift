@@ -2,10 +2,9 @@ internal import LMDB
 
 /// Where the invalidations of one collection are applied, without its model type: those made
 /// here (``HoardCollection/invalidate(_:)-3713m`` and the others) and those another replica made
-/// (``Replication/apply(_:through:bus:expecting:includingOwn:)``). One rule for what they leave,
-/// so that every replica answers alike: the records are removed (an invalidation says that their
-/// value is wrong; none is served again, not even when a fetch fails), the race guard notes them,
-/// and a key's retry period after a failed fetch ends.
+/// (``Replication/apply(_:through:bus:expecting:includingOwn:)``), by one rule, so that every
+/// replica answers alike: the records are removed, the race guard notes them, and a key's retry
+/// period after a failed fetch ends.
 struct InvalidationTarget {
     let store: Store
     let collection: String

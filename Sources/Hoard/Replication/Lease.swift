@@ -7,14 +7,10 @@ internal import Darwin
 #endif
 
 // The lease: a store that follows a bus vouches for its records only while the bus holds a lease
-// from the other replicas' meeting point (docs/REPLICAS.md, "The lease"). Once a writer's wait
-// for the replicas has stopped counting this one, because its lease ran out, the store must not
-// serve a record as fresh: it may have missed an invalidation. Without a lease every record reads
-// as if it had just been invalidated.
-//
-// The check is on the read path, against the clock, and not only the work of a timer: a process
-// that was stopped (SIGSTOP, a long pause) past its lease must not serve a record in the first
-// moments after it resumes, before any timer of its own has run.
+// (docs/REPLICAS.md, "The lease"). Once a writer's wait has stopped counting this replica, it
+// may have missed an invalidation, and must not serve a record as fresh. The check is on the read
+// path, against the clock, not a timer's: a process stopped past its lease (SIGSTOP, a long
+// pause) must not serve a record in the moments after it resumes, before any timer has run.
 
 /// An instant of the clock a store counts its lease on: the system's monotonic clock, which
 /// never jumps with the wall clock, read coarsely (on Linux `CLOCK_MONOTONIC_COARSE`), so that a
@@ -93,12 +89,9 @@ extension Store {
     /// lease, and then only while the lease runs and `txn`'s snapshot is no older than the lease's
     /// start. One atomic load on a store without a bus.
     ///
-    /// `startedAt`, when given, is the ``monotonicNanoseconds()`` reading a get takes as it begins
-    /// (to time itself): the lease is judged at that instant, and the check reads no clock of its
-    /// own. The precise monotonic clock counts from the same origin as the lease clock and is never
-    /// behind it, so such a reading ends a lease no later than the lease clock would; and a read
-    /// that began before its lease ran out began before any wait that stopped counting this
-    /// replica returned (docs/REPLICAS.md, "Why it holds").
+    /// `startedAt`, when given, is the ``monotonicNanoseconds()`` reading a get takes as it begins:
+    /// the lease is judged at that instant, with no clock read of its own. That clock is never
+    /// behind the lease clock, so it ends a lease no later (docs/REPLICAS.md, "Why it holds").
     @inline(__always)
     func vouches<Access>(for txn: borrowing LMDB.Transaction<Access>, startedAt: UInt64? = nil) -> Bool {
         let until = replicationState.lease.until.load(ordering: .acquiring)
@@ -122,14 +115,10 @@ extension Replication {
     // MARK: - The lease
 
     /// Holds the store to a lease from now on: it serves records as fresh only while a lease that
-    /// a bus began (``beginLease(until:)``) runs. Until then, and whenever the lease runs out,
-    /// every record reads as if it had just been invalidated: a get answers `nil`, read-through
-    /// calls the upstream (a record is still served within its collection's `staleIfError`
-    /// window when that fails, as after an invalidation), scans and visits find nothing. Nothing
-    /// is deleted. Idempotent: a lease under way stays.
-    ///
-    /// For a bus whose replicas promise one another not to serve what a writer's wait says is
-    /// gone (HoardPostgres's `PostgresBus` calls it when it is made). It holds for the store in
+    /// a bus began (``beginLease(until:)``) runs. Until then, and whenever the lease runs out, a
+    /// get answers `nil`, scans and visits find nothing, and read-through calls the upstream (a
+    /// failed fetch throws: no stale-if-error for a record the store cannot vouch for). Nothing
+    /// is deleted. Idempotent. `PostgresBus` calls it when it is made; it holds for the store in
     /// this process, for as long as it is open.
     public func requireLease() {
         _ = store.replicationState.lease.until.compareExchange(

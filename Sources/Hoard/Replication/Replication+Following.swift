@@ -30,9 +30,8 @@ extension Replication {
     /// process is killed and the bus delivers it again.
     ///
     /// The records are removed, as on the replica that made the change. Changes whose origin is
-    /// this store (unless `includingOwn`), and changes of collections it does not have, are skipped
-    /// (the position still advances). A fetch under way for one of the keys does not store its
-    /// (possibly older) result.
+    /// this store (unless `includingOwn`), and of collections it does not have, are skipped (the
+    /// position still advances). A fetch under way for one of the keys does not store its result.
     ///
     /// - Parameters:
     ///   - changes: the changes, in the log's order.
@@ -42,12 +41,10 @@ extension Replication {
     ///     batch to be applied: a bus that knows the changes between that position and `position`
     ///     (from its notifications rather than from reading the log) passes the one it last
     ///     recorded, so that a position another process moved meanwhile is not skipped over.
-    ///   - includingOwn: apply this store's own changes too. A bus passes them for the changes that
-    ///     an earlier run of a bus on this store published: an operating-system crash may have
-    ///     undone the local commit of such a change (durability `.riskLastCommitOnOSCrash` may undo
-    ///     the last commit) while the log kept it. Applied again to a store that kept it, an own
-    ///     change only removes what was written since (the store's position passes its own
-    ///     changes within a heartbeat).
+    ///   - includingOwn: apply this store's own changes too: for those an earlier run of a bus on
+    ///     this store published, whose local commit an operating-system crash may have undone
+    ///     (`.riskLastCommitOnOSCrash`) while the log kept it. Applied again to a store that kept
+    ///     it, an own change only removes what was written since.
     /// - Returns: what was done; ``ApplyResult/alreadyApplied`` when the store had applied this
     ///   position, ``ApplyResult/unexpectedPosition`` when it is not at `expected`.
     /// - Throws: ``HoardError/busPosition(bus:reason:)`` when `position` is of another log than the
@@ -119,8 +116,8 @@ extension Replication {
 
     /// Starts following `bus` anew at `position`, when the store cannot catch up exactly (the log
     /// was recreated, or trimmed past the store's position): every record written before now is
-    /// treated as expired from now on (never served as fresh; still served within a collection's
-    /// stale windows), without deleting anything. One transaction of the group commit.
+    /// treated as expired from now on (served within `staleWhileRevalidate` at most, never
+    /// stale-if-error), without deleting anything. One transaction of the group commit.
     ///
     /// A process that had the store open before another process reset it learns of the reset when
     /// it opens the store again.

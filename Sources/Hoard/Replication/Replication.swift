@@ -7,13 +7,10 @@ public import Foundation
 #endif
 internal import Synchronization
 
-// Replicas that agree. A service runs as several replicas, each with its own store; when a record
-// changes, the others must drop their copy. Hoard's part is engine-neutral: an outbox of the keys
-// to announce, written in the same LMDB transaction as the local change (so nothing is lost while
-// the bus is down, and a key changed a thousand times is one entry), and the application of
-// remote changes together with the bus's position (so each change applies exactly once, across
-// crashes). A bus (HoardPostgres's PostgresBus, HoardTesting's InMemoryBus) carries the keys
-// between stores through this API; nothing here knows the engine.
+// Replicas that agree. Hoard's part is engine-neutral: an outbox of the keys to announce, written
+// in the same transaction as the local change (nothing is lost while the bus is down; a key
+// changed a thousand times is one entry), and remote changes applied together with the bus's
+// position (each exactly once, across crashes). A bus (PostgresBus, InMemoryBus) carries the keys.
 
 /// A store's side of replication: its identity, its outbox of announcements, and the changes of
 /// other replicas applied with a bus's position. Reached through ``Store/replication``.
@@ -100,8 +97,7 @@ public struct Replication: Sendable {
     /// Removes the announced keys from the outbox, except those written again since they were read
     /// (a later change of the same key must still be announced).
     ///
-    /// The removal rides on the store's next commit, or commits on its own within
-    /// 10 milliseconds: a publication is not worth a flush of its own. Until then
+    /// The removal rides on the store's next commit, or commits on its own within 10 ms; until then
     /// ``pendingAnnouncements(limit:)`` and ``pendingCount()`` leave the keys out. Should the
     /// process end first, they are announced again, which is harmless.
     ///

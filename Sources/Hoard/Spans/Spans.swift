@@ -47,9 +47,8 @@ enum SpanKey {
 
 extension SpanDestination {
     /// The tracer the spans go to, resolved when a store opens; `nil` when they are off or go to
-    /// swift-distributed-tracing's no-op tracer (nothing bootstrapped), so that a store without
-    /// tracing skips the instrumentation altogether: the system's tracer is looked up under a lock
-    /// with a dynamic cast, and even a no-op span's attributes are built in a dictionary.
+    /// swift-distributed-tracing's no-op tracer, so that a store without tracing skips the
+    /// instrumentation altogether (even a no-op span's attributes are built in a dictionary).
     var resolved: (any Tracer)? {
         let tracer: any Tracer
         switch self {

@@ -1,17 +1,9 @@
 internal import LMDB
 
-// Async writes. LMDB serializes writers with a lock that may be held by another thread or
-// process for a while; a task that waited for it on Swift's cooperative thread pool would take a
-// pool thread away from every other task. So async writes run on the store's own serial writer
-// queue (a Dispatch thread, not a pool thread) and the task suspends until they are done; writes
-// of many tasks are gathered into one commit there (Store+GroupCommit.swift).
-// Reads never wait for the writer lock, so the synchronous reads serve async code as they are.
-//
-// Which to use: the synchronous calls are one call, one transaction, one commit, run on the
-// calling thread; use them from threads of your own, for a transaction that must hold several
-// calls together, and where writes come one at a time. The async calls suit a service, where
-// many requests write at once: each caller waits only for the commit that carries its write,
-// and one flush serves them all.
+// Async writes. A task that waited for LMDB's writer lock on Swift's cooperative pool would take
+// a pool thread from every other task, so async writes run on the store's own serial writer
+// queue, gathered into one commit (Store+GroupCommit.swift), and the task suspends. Reads never
+// wait for the writer lock: the synchronous reads serve async code as they are.
 
 extension Store {
     /// Runs `body` as one write of the store's next group commit, suspending the calling task

@@ -2,22 +2,14 @@ internal import Dispatch
 internal import LMDB
 internal import Synchronization
 
-// Group commit. LMDB has one writer at a time, and a durable commit costs one or two flushes
-// (hundreds of microseconds), whatever it holds. So the async writes of many tasks are gathered:
-// while a commit is in flight, new writes queue; the next transaction takes every queued write
-// (up to a bound) and one commit makes them all durable. A lone writer finds the queue empty and
-// commits at once: nothing ever waits on a timer to gather more.
+// Group commit. A durable commit costs one or two flushes whatever it holds, so while a commit is
+// in flight new writes queue, and the next transaction takes every queued write (up to a bound):
+// one commit makes them all durable. A lone writer finds the queue empty and commits at once.
 //
-// A write that throws is undone alone and reported to its caller; the others commit. A caller's
-// own closure (`store.write { }`) runs in a transaction nested in the batch's (LMDB's nested
-// transactions), which undoes it alone. Hoard's own writes (a put, a delete) run in the batch's
-// transaction directly: a nested transaction copies every page the write touches that the batch
-// has already touched and allocates some 3 MB of lists, about a quarter of what a write costs on the
-// writer thread, and these writes almost never throw. When one does, the batch's transaction is
-// abandoned and the batch runs again from its first write, with that one nested: it is undone
-// alone all the same, at the price of one more run of the batch (no flush). The batch runs on
-// the store's serial writer queue, a Dispatch thread, so waiting for LMDB's writer lock never
-// blocks a thread of Swift's cooperative pool.
+// A write that throws is undone alone; the others commit. A caller's closure (`store.write { }`)
+// runs in a nested transaction. Hoard's own writes (a put, a delete), which almost never throw,
+// run in the batch's transaction directly, since a nested transaction copies the pages it
+// touches: when one does throw, the batch runs again from its first write with that one nested.
 
 /// How the store's group commit has gone so far (``Store/writeStatistics``).
 public struct WriteStatistics: Sendable, Hashable {
@@ -93,14 +85,10 @@ extension Store {
         }
     }
 
-    /// Queues `body` to ride on the store's next group commit, without starting one: a write
-    /// that no caller waits for and that may wait (the removal of published outbox entries).
-    /// When no other write comes within `delay`, it commits on its own. `finish` is told the
-    /// outcome; a store let go before then drops it untold.
-    ///
-    /// `body` runs in the batch's transaction, not nested (as Hoard's own writes do): a write
-    /// that rides on another's commit must not make that commit dearer. `body` must not hold the
-    /// store: a queued write that did would keep the store open past its last user's reference.
+    /// Queues `body` to ride on the store's next group commit, without starting one (the removal
+    /// of published outbox entries); with no other write within `delay`, it commits on its own.
+    /// `finish` is told the outcome; a store let go before then drops it untold. `body` runs
+    /// un-nested and must not hold the store (it would keep the store open past its last user).
     func submitDeferred(
         within delay: DispatchTimeInterval,
         _ body: @escaping @Sendable (borrowing LMDB.WriteTransaction) throws -> Void,
@@ -121,11 +109,9 @@ extension Store {
     private func drain() {
         let queue = groupCommit
         writerQueue.async { [weak self] in
-            // The writer holds the store only while it commits, and looks at the queue alone
-            // after callers resume: a caller that resumes and lets go of the last reference
-            // closes the store there and then, so that this process can open it again at once
-            // (a process opens an environment once). While writes are queued, their callers hold
-            // the store.
+            // The writer holds the store only while it commits: a caller that resumes and lets
+            // go of the last reference closes the store there and then (queued writes' callers
+            // hold it meanwhile).
             repeat {
                 let finish: () -> Void
                 do {
@@ -177,10 +163,8 @@ extension Store {
                 }
             }
         } catch {
-            // The batch did not commit (nothing of it is stored): every caller gets the error.
-            // When the transaction could not even begin (a read-only store, no reader slot for
-            // the writer), nothing was taken yet: the queued writes get the error, so that the
-            // drain does not try them again and again.
+            // Nothing of the batch is stored: every caller gets the error. When the transaction
+            // could not even begin, the queued writes get it, or the drain would retry forever.
             committed = false
             span?.recordFailure(error)
             if taken.isEmpty {
@@ -235,8 +219,7 @@ final class GroupCommit: Sendable {
     }
 
     /// Thrown out of a batch's transaction when the write at `index`, run directly in it, threw:
-    /// the transaction holds part of that write and cannot commit, so it is abandoned and the
-    /// batch runs again with that write nested.
+    /// the batch runs again with that write nested.
     struct RunNested: Error {
         let index: Int
     }

@@ -1,20 +1,16 @@
 package import LMDB
 
-// Store-wide maintenance: what a service runs on intervals while it is up (purging expired
-// records, clearing reader slots of processes that died, publishing the gauges, and the
-// application's own periodic work such as a lazy migration's write-back), usable on its own
-// (`StoreMaintenance.run()` in a task) or as a swift-service-lifecycle `Service` (the
-// HoardServiceLifecycle module).
+// Store-wide maintenance, run on intervals by a service: purges, stale reader slots, gauges and
+// the application's own periodic work (StoreMaintenance; HoardServiceLifecycle makes it a Service).
 
 extension Store {
     /// Deletes the expired records of every collection, each collection in a write transaction of
     /// its own; returns how many went, by collection (collections without any left out).
     ///
-    /// It needs no model types: a record's expiry is in its header. A record whose header cannot
-    /// be read is damaged, not expired, and stays. A record that read-through may still serve
-    /// stale stays until that window has passed too: the longest `staleWhileRevalidate` or
-    /// `staleIfError` of the ``Freshness`` its collection was opened with in this process (a
-    /// process that never opened the collection, such as `hoard purge-expired`, purges at expiry).
+    /// It needs no model types: a record's expiry is in its header. A damaged record stays. So
+    /// does one that read-through may still serve stale: within the longest window of the
+    /// ``Freshness`` its collection was opened with in this process (`hoard purge-expired`, which
+    /// opens none, purges at expiry).
     ///
     /// - Throws: ``HoardError/storage(_:)`` when the storage fails (the collections purged before stay purged).
     @discardableResult
@@ -34,11 +30,9 @@ extension Store {
     /// each looking at no more than `batchSize` records; returns how many went, by collection.
     /// What stays is what ``purgeExpired()`` keeps.
     ///
-    /// This is the form for a running service (``StoreMaintenance`` uses it): the calling task
-    /// suspends instead of holding a thread, and no write holds LMDB's writer lock for longer
-    /// than it takes to look at one batch, so the service's own writes wait little behind a purge
-    /// of a large collection. Each batch commits on its own; a cancelled task stops after the
-    /// batch in progress.
+    /// The form for a running service (``StoreMaintenance`` uses it): no write holds the writer
+    /// lock for longer than one batch takes, so the service's own writes wait little behind a
+    /// purge. Each batch commits on its own; a cancelled task stops after the batch in progress.
     ///
     /// - Throws: ``HoardError/storage(_:)`` when the storage fails (the batches committed before stay purged), or
     ///   `CancellationError` when the task was cancelled between batches.

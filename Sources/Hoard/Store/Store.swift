@@ -63,9 +63,8 @@ public final class Store: Sendable {
         /// its collections has observers (``HoardCollection/changes(limit:)``).
         public var otherProcesses: OtherProcessChanges
         /// How many of the last write transactions the store's change log keeps (docs/FORMAT.md):
-        /// with it, observers in other processes learn which records a commit changed; without
-        /// it (`nil`, the default), they learn only that something changed. Costs a writer one
-        /// more record a commit, and every change is recorded whether observed or not.
+        /// with it, observers in other processes learn which records a commit changed; without it
+        /// (`nil`, the default), only that something changed. Costs a writer one record a commit.
         public var changeLog: Int?
         /// How the store waits until a moment of its ``clock`` (for ``HoardCollection/observe(_:)``
         /// to report a record's expiry, which makes no commit): `nil`, the default, sleeps on the
@@ -75,16 +74,14 @@ public final class Store: Sendable {
         /// `nil`, the default, for the backend the application bootstrapped with swift-metrics'
         /// `MetricsSystem` (none: they cost a call that does nothing).
         public var metricsFactory: (any MetricsFactory)?
-        /// Where the store's spans go (read-through misses and their fetches, background
-        /// refreshes, synchronizes, group commits; the Metrics article lists them): by default to
-        /// the tracer the application bootstrapped with swift-distributed-tracing before opening
-        /// the store, none (and no cost) unless it did.
+        /// Where the store's spans go (the Metrics article lists them): by default to the tracer
+        /// the application bootstrapped with swift-distributed-tracing before opening the store,
+        /// none (and no cost) unless it did.
         public var spans: SpanDestination
 
-        /// The options to choose for a cache: durability `.riskLastCommitOnOSCrash`,
-        /// whose whole risk is that an operating-system crash or power loss may undo the last
-        /// commit made before it (the store stays intact; a process crash loses nothing). It
-        /// makes one flush per commit instead of two (docs/RELIABILITY.md has the costs).
+        /// The options to choose for a cache: durability `.riskLastCommitOnOSCrash` (one flush a
+        /// commit, not two), whose whole risk is that an operating-system crash or power loss may
+        /// undo the last commit; a process crash loses nothing (docs/RELIABILITY.md).
         public static var cache: Options { Options(durability: .riskLastCommitOnOSCrash) }
 
         /// Options with these values; each parameter is the property of the same name.
@@ -219,9 +216,8 @@ public final class Store: Sendable {
                     throw HoardError.newerFormat(path: path, found: format, supported: Self.formatVersion)
                 }
             } else if metaIsEmpty && names == [Self.metaName] {
-                // An empty meta database and nothing else: a store whose creation was cut short
-                // by code that created the meta database and wrote the format in two
-                // transactions. Finish it (read-only, it is simply empty).
+                // An empty meta database and nothing else: a creation cut short by older code,
+                // which wrote the format in a second transaction. Finish it.
                 if !options.readOnly {
                     try environment.write { txn in
                         try txn.put(Array(String(Self.createdFormat).utf8), forKey: formatKey, in: meta)
@@ -267,8 +263,8 @@ public final class Store: Sendable {
     package var logger: Logger { options.logger }
 
     /// Milliseconds since 1970 from the system clock, as of the kernel's last tick on Linux
-    /// (`CLOCK_REALTIME_COARSE`, one tick behind at most): every put stamps its record, and the
-    /// precise clock showed in a put's time. Pass another `clock` in ``Options`` for more.
+    /// (`CLOCK_REALTIME_COARSE`, one tick behind at most: every put stamps its record). Pass
+    /// another `clock` in ``Options`` for more precision.
     public static let systemClock: @Sendable () -> Int64 = {
         var now = timespec()
         #if os(Linux)
@@ -309,9 +305,7 @@ public final class Store: Sendable {
     /// local key set recorded before is unchanged and record new versions.
     ///
     /// Every call returns a new handle, with the settings given here; the handles of one
-    /// collection share its state in this process (the records a lazy migration will rewrite,
-    /// the read-through fetches in flight, the statistics), so any handle's next write rewrites
-    /// what a lazy one remembered.
+    /// collection share its state in this process (lazy migrations, fetches in flight, statistics).
     ///
     /// - Throws: ``HoardError/keySetChanged(type:collection:version:differences:)`` when a recorded
     ///   key set differs from the code's; ``HoardError/invalidCapacity(collection:reason:)`` for a
@@ -390,12 +384,9 @@ public final class Store: Sendable {
     /// changes ends. A later use of this store, or of a collection opened from it, throws
     /// ``HoardError/storage(_:)`` ``StorageFailure/Kind/closed``; a second close does nothing.
     ///
-    /// Without it, a store closes when the last reference to it goes, which a task still holding
-    /// one can put off. Call it where a path must be free again: a service's shutdown, a test
-    /// that opens the same path next.
-    ///
-    /// Closing from inside one of the store's transactions (or an async write's body) is a
-    /// programmer error and traps: the close would wait for itself.
+    /// Without it, a store closes when the last reference to it goes. Call it where a path must be
+    /// free again: a service's shutdown, a test that opens the same path next. Closing from inside
+    /// one of the store's transactions (or an async write's body) traps: it would wait for itself.
     public func close() {
         dispatchPrecondition(condition: .notOnQueue(writerQueue))
         // The writes queued before the close: the writer's drain, scheduled with them, runs first.

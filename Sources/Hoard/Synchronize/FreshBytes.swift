@@ -1,7 +1,6 @@
 /// The fresh side of a synchronize: keys and encoded payloads, each kind in one flat buffer, and
-/// no IDs. Concrete on purpose: `HoardCollection`'s methods run as unspecialized generic code, and
-/// sorting an array of tuples holding the generic ID cost more than everything else together; a
-/// million small arrays kept alive at once cost more in allocation and cache misses than the merge.
+/// no IDs. Concrete on purpose: `HoardCollection`'s methods run as unspecialized generic code, in
+/// which sorting tuples of the generic ID is slow, and a million small arrays cost more than the merge.
 struct FreshBytes {
     var keys: [Range<Int>] = []
     var keyBytes: [UInt8] = []
@@ -37,11 +36,8 @@ struct FreshBytes {
     }
 
     /// The same entries in key order: `self` when they are in order already, else a copy whose
-    /// bytes lie in key order too, so that the merge reads both buffers front to back (reading
-    /// the unsorted buffers at random cost a cache miss or two per model).
-    ///
-    /// Sorts (first 8 key bytes as a number, ranges) entries, comparing whole keys only when the
-    /// first 8 bytes tie; the entries carry their ranges so that the copy reads them in order.
+    /// bytes lie in key order too, so that the merge reads both buffers front to back. Sorts by
+    /// the first 8 key bytes as a number, comparing whole keys only on a tie.
     func sorted() -> FreshBytes {
         if keys.indices.dropFirst().allSatisfy({ !keyPrecedes(key($0), key($0 - 1)) }) { return self }
         var order: [(prefix: UInt64, key: Range<Int>, payload: Range<Int>)] = keys.indices.map {

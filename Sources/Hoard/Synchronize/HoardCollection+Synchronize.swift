@@ -40,9 +40,8 @@ extension HoardCollection {
     /// migrated), removes what is stale, expired, damaged or from a newer version and not in
     /// `fresh`, and leaves the rest untouched. All of it happens, or none of it.
     ///
-    /// Linear: `fresh` is encoded and sorted by key once, then merged with one cursor pass over
-    /// the stored scope; the resulting plan (deletes, writes) is applied after the pass. Memory
-    /// grows with `fresh` (and the IDs reported), not with the stored collection.
+    /// Linear: `fresh` is encoded and sorted once, then merged with one cursor pass over the stored
+    /// scope. Memory grows with `fresh` (and the IDs reported), not with the stored collection.
     ///
     /// - Throws: ``HoardError/invalidID(collection:reason:)`` for an ID given twice or outside the
     ///   scope (before anything is written); an encoding error of a model (nothing is written).
@@ -106,10 +105,8 @@ extension HoardCollection {
     ) throws -> SynchronizeResult<Model.ID> {
         let now = store.options.now()
         let expiresAt = timeToLiveMilliseconds.map { now.addingSaturating($0) }
-        // The plan is made in one pass, then applied: the cursor never walks a tree that
-        // changes under it. Memory: the fresh side and the keys reported, not the stored collection.
-        // A bounded collection: the fresh side alone must fit (it is the server's truth, never
-        // cut short), checked before anything is written.
+        // The plan is made in one pass, then applied: the cursor never walks a tree that changes
+        // under it. A bounded collection: the fresh side alone must fit (it is never cut short).
         let bound = try StoredBound.read(name, in: store, txn: txn)
         if let bound { try checkFits(incoming, bound.capacity) }
         let merged = try plan(incoming, scope, range, now, txn)
@@ -218,12 +215,9 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     /// Makes the stored collection — or the `scope` of it — equal to `fresh`, as
     /// ``synchronize(with:scope:dryRun:)`` does, as one write of the store's next group commit
     /// (see ``Store/write(_:)-9ctiz``): the models are encoded on the calling task, and the merge
-    /// runs on the store's writer, so a service's task neither holds a thread of the cooperative
-    /// pool while it waits for LMDB's writer lock nor delays the writes of other requests for
-    /// longer than the merge takes. All of it happens, or none of it.
+    /// runs on the store's writer. All of it happens, or none of it.
     ///
-    /// - Throws: as the synchronous form does, or the ``HoardError/storage(_:)`` of a commit that failed (then
-    ///   nothing of the batch is stored).
+    /// - Throws: as the synchronous form does, or a failed commit's ``HoardError/storage(_:)`` (nothing of it stored).
     @discardableResult
     public func synchronize(
         with fresh: some Sequence<Model>, scope: SynchronizeScope<Model> = .all

@@ -2,15 +2,10 @@
 package import LMDB
 
 // Tags: names a record carries besides its key ("team:7", "catalog"), so that every record of a
-// group can be invalidated at once. The index lives in one store-wide database, `hoard.tags`
-// (docs/FORMAT.md), written in the same transaction as the records, so that it never says more
-// or less than the records do: every path that removes a record (a delete, an invalidation, an
-// eviction, a purge, synchronize, a replica's change) removes its entries, and a put with tags
-// replaces them (one without leaves them). Tags are compared in Unicode's NFC, as Swift compares
-// strings: "café" with a precomposed é and with e + U+0301 are one tag, stored in NFC's bytes.
-// The database is keyed by collection name, so
-// that paths that reach a collection without its model type (a replica's change, an eviction)
-// keep it too. A store whose index is empty pays one `mdb_stat` a write for it.
+// group can be invalidated at once. The index is one store-wide database, `hoard.tags`
+// (docs/FORMAT.md), keyed by collection name and written by the RecordWriter in the same
+// transaction as the records, so that it never says more or less than they do. Tags compare in
+// Unicode's NFC, as Swift compares strings, and are stored in NFC's bytes.
 
 /// The tags of one collection's records, in the store's `hoard.tags` database.
 package struct TagIndex {
