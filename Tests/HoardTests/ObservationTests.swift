@@ -709,6 +709,11 @@ struct ObservationTests {
                     (error as? HoardError)?.kind == .observation && "\(error)".contains("unknown change kind \(kind)")
                 }
             }
+            // Kind 5, a record marked expired, which only earlier versions wrote: read all the same.
+            var older = whole
+            older[1] = 5
+            let read = try older.withUnsafeBytes { try ChangeLogFormat.batches($0, transaction: last) }
+            #expect(read.count == 1 && read[0].0 == "Tag" && read[0].1.entries.map(\.kind) == [.expired])
         }
     }
 }

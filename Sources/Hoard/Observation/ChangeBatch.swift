@@ -10,8 +10,9 @@ public enum ChangeKind: UInt8, Sendable, Hashable, CaseIterable, CustomStringCon
     case evicted = 3
     /// Removed because it had expired (by a purge, or by a bounded collection making room).
     case purged = 4
-    /// Marked expired by another replica's invalidation, and kept so that read-through can
-    /// serve it stale if the source fails (``Freshness/staleIfError``).
+    /// Marked expired by another replica's invalidation and kept: only in a change log written by
+    /// an earlier version of Hoard, which another process may still run. This version removes such
+    /// a record (``deleted``).
     case expired = 5
 
     /// The kind as `hoard watch` prints it: `stored`, `deleted`, `evicted`, `purged`, `expired`.
