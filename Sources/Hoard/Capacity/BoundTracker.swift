@@ -213,9 +213,6 @@ final class BoundTracker: EvictionSource {
     /// Keeps `key` from eviction for the rest of the transaction, as if the transaction had written it.
     func keep(_ key: [UInt8]) { written.insert(key.withUnsafeBytes(keyHash)) }
 
-    /// Sets the bytes the records occupy, counted by a scan.
-    func recount(_ bytes: Int) { bound.usedBytes = bytes }
-
     /// Call after removing every record.
     func emptied() { bound.usedBytes = 0 }
 

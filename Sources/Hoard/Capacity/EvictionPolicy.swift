@@ -1,35 +1,14 @@
 internal import Synchronization
 internal import LMDB
 
-/// Chooses which records a bounded collection gives up: W-TinyLFU's design (a small window of
-/// new records, a frequency sketch deciding which of two records is worth more), laid over
-/// records that live in LMDB, where a read must not write.
-///
-/// Every record is in one of three places, and only the first two are kept in memory:
-/// - the **window**: the keys written last (1% of the records), oldest first;
-/// - **probation**: keys that left the window or the main part, oldest first (25%);
-/// - the **main part**: every other record, in the collection's key order, swept by a hand.
-///
-/// A get counts the key in the ``FrequencySketch`` and, on a hit, raises its ``RecentUse`` count,
-/// through the ``AccessBuffer`` (32 at a time; nothing else happens on the read path). A write
-/// that puts the collection over its bound then settles it: the window's oldest key is the
-/// candidate; the oldest key in probation that was not read while there is the victim (one that
-/// was read, or written again, is promoted: it leaves probation for the main part); the sketch
-/// decides, and the one asked for less often goes (the victim stays on a tie; one that wins by far
-/// against a candidate asked for again has its counts halved, ``staleVictimRatio``), unless the
-/// ``PolicyTrial`` finds that keeping every new key would hit more now: then the candidate stays,
-/// in the main part with a pass of grace. When probation runs short, the hand moves over the
-/// main part in key order: a record read since the hand last passed has its count lowered and
-/// stays; the first one not read moves to probation.
-///
-/// The key order stands in for the recency order a list would keep (which LMDB could keep only
-/// by writing on every read); counts up to 3 give a record read often several passes of grace.
-/// Expired records go first: a write that must evict first walks the next ``expiryWalk`` records
-/// in key order and removes the expired ones. ``EvictionStrategy/recency`` keeps the same places
-/// without the sketch: every candidate is admitted, and the counts are reference bits (CLOCK).
-///
-/// After a restart the queues are empty and every count zero: the first evictions come from the
-/// main part in key order while the sketch and the trial learn the traffic again.
+/// Chooses which records a bounded collection gives up: W-TinyLFU (a window of new records, a
+/// frequency sketch deciding which of two records is worth more) laid over records that live in
+/// LMDB, where a read must not write. The window and probation are queues of keys in memory; the
+/// main part is the rest of the records, in key order, swept by a hand that stands in for the
+/// recency order a list would keep. Gets count through the ``AccessBuffer`` only; a write that
+/// passes the bound settles (EvictionPolicy+Settling.swift). docs/CACHING.md ("The policy")
+/// gives the rules and why: the candidate and the victim, fading popularity, the hand's grace,
+/// the ``PolicyTrial``, ``EvictionStrategy/recency``, and what a restart forgets.
 final class EvictionPolicy: Sendable {
     let sketch: FrequencySketch
     let recentUse: RecentUse

@@ -1,22 +1,12 @@
 internal import Synchronization
 
-/// Which of two admission rules suits the traffic now, decided by running both, in miniature, on a
-/// sample of the keys: a least-recently-used cache (every new key is kept, as recency wants) and a
-/// W-TinyLFU cache (a new key is kept only if the frequency sketch says it is asked for more often
-/// than the key it would push out). Each is sized to the sample's share of the collection's bound
-/// and sees every access to a sampled key; whichever had more hits lately wins
-/// (``prefersRecency``). This is the miniature simulation of Waldspurger et al. (USENIX ATC 2017),
-/// here choosing between two policies rather than tuning one.
-///
-/// Why simulations rather than the collection's own hit ratio: a policy that switched to recency
-/// would see recency's hits only, and could not tell when frequency would do better again. Why
-/// not Caffeine's hill-climbing window: the window's keys live in memory, so it could not grow far
-/// within the policy's memory budget.
-///
-/// The sample is about ``sampledKeys`` keys (by bits of the hash nothing else uses), whatever the
-/// bound. Hit counts are halved every ``halvingMultiple`` × the miniature size of sampled
-/// accesses, so the choice follows the traffic's last turn over the cache. Only the thread
-/// counting a batch of accesses touches the caches (under the counting lock).
+/// Which of two admission rules suits the traffic now, decided by running both in miniature on a
+/// sample of about ``sampledKeys`` keys: LRU (every new key kept) and W-TinyLFU (a new key kept
+/// only if the sketch prefers it). Whichever had more hits lately wins (``prefersRecency``); hit
+/// counts halve every ``halvingMultiple`` × the miniature size of sampled accesses. Simulations,
+/// not the collection's own hit ratio: a policy turned to recency would see recency's hits only.
+/// (The miniature simulation of Waldspurger et al., USENIX ATC 2017; docs/CACHING.md, "The trial".)
+/// Only the thread counting a batch of accesses touches the caches (under the counting lock).
 final class PolicyTrial: @unchecked Sendable {
     // @unchecked and exclusivity unchecked: the caches and counts are touched only under the
     // policy's counting lock; `prefersRecencyFlag` is atomic.

@@ -32,8 +32,7 @@ extension HoardCollection {
         announce: Bool = false
     ) throws {
         let start = monotonicNanoseconds()
-        let request = try PutRequest(
-            expiry: expiry, tags: tags, insertOnly: insertOnly, announce: announce, collection: name)
+        let request = try PutRequest(expiry, tags, insertOnly, announce, collection: name)
         try store.writeLMDB { txn in
             try migratePending(in: txn)
             try put(model, request, in: txn)
@@ -49,8 +48,7 @@ extension HoardCollection {
         _ model: Model, expiry: Expiry = .collectionDefault, tags: [String]? = nil, insertOnly: Bool = false,
         announce: Bool = false, in txn: borrowing WriteTransaction
     ) throws {
-        let request = try PutRequest(
-            expiry: expiry, tags: tags, insertOnly: insertOnly, announce: announce, collection: name)
+        let request = try PutRequest(expiry, tags, insertOnly, announce, collection: name)
         try storageErrors { try put(model, request, in: txn.writing) }
     }
 
@@ -62,8 +60,7 @@ extension HoardCollection {
         _ model: Model, expiry: Expiry = .collectionDefault, tags: [String]? = nil, insertOnly: Bool = false,
         announce: Bool = false
     ) async throws where Model: Sendable {
-        let request = try PutRequest(
-            expiry: expiry, tags: tags, insertOnly: insertOnly, announce: announce, collection: name)
+        let request = try PutRequest(expiry, tags, insertOnly, announce, collection: name)
         try await store.submit(nested: false) { txn in
             try self.migratePending(in: txn)
             try self.put(model, request, in: txn)
@@ -82,8 +79,7 @@ extension HoardCollection {
         insertOnly: Bool = false, announce: Bool = false
     ) throws {
         let start = monotonicNanoseconds()
-        let request = try PutRequest(
-            expiry: expiry, tags: tags, insertOnly: insertOnly, announce: announce, collection: name)
+        let request = try PutRequest(expiry, tags, insertOnly, announce, collection: name)
         try store.writeLMDB { txn in
             try migratePending(in: txn)
             try put(models, request, in: txn)
@@ -100,8 +96,7 @@ extension HoardCollection {
         _ models: some Sequence<Model>, expiry: Expiry = .collectionDefault, tags: [String]? = nil,
         insertOnly: Bool = false, announce: Bool = false, in txn: borrowing WriteTransaction
     ) throws {
-        let request = try PutRequest(
-            expiry: expiry, tags: tags, insertOnly: insertOnly, announce: announce, collection: name)
+        let request = try PutRequest(expiry, tags, insertOnly, announce, collection: name)
         try storageErrors { try put(models, request, in: txn.writing) }
     }
 
@@ -112,8 +107,7 @@ extension HoardCollection {
         _ models: [Model], expiry: Expiry = .collectionDefault, tags: [String]? = nil, insertOnly: Bool = false,
         announce: Bool = false
     ) async throws where Model: Sendable {
-        let request = try PutRequest(
-            expiry: expiry, tags: tags, insertOnly: insertOnly, announce: announce, collection: name)
+        let request = try PutRequest(expiry, tags, insertOnly, announce, collection: name)
         try await store.submit(nested: false) { txn in
             try self.migratePending(in: txn)
             try self.put(models, request, in: txn)
