@@ -4,9 +4,10 @@ internal import LMDB
 /// Chooses which records a bounded collection gives up: W-TinyLFU (a window of new records, a
 /// frequency sketch deciding which of two records is worth more) laid over records that live in
 /// LMDB, where a read must not write. The window and probation are queues of keys in memory; the
-/// main part is the rest of the records, in key order, swept by a hand that stands in for the
+/// main part is the rest of the records, swept by a hand in key order, which stands in for the
 /// recency order a list would keep. Gets count through the ``AccessBuffer`` only; a write that
-/// passes the bound settles (EvictionPolicy+Settling.swift). docs/CACHING.md ("The policy")
+/// passes the bound removes expired records first (``expiryWalk``), then settles
+/// (EvictionPolicy+Settling.swift). docs/CACHING.md ("Eviction runs inside writes", "The policy")
 /// gives the rules and why: the candidate and the victim, fading popularity, the hand's grace,
 /// the ``PolicyTrial``, ``EvictionStrategy/recency``, and what a restart forgets.
 final class EvictionPolicy: Sendable {

@@ -32,7 +32,7 @@ extension HoardCollection {
         announce: Bool = false
     ) throws {
         let start = monotonicNanoseconds()
-        let request = try PutRequest(expiry, tags, insertOnly, announce, collection: name)
+        let request = try PutRequest(expiry, tags, insertOnly: insertOnly, announce: announce, collection: name)
         try store.writeLMDB { txn in
             try migratePending(in: txn)
             try put(model, request, in: txn)
@@ -48,7 +48,7 @@ extension HoardCollection {
         _ model: Model, expiry: Expiry = .collectionDefault, tags: [String]? = nil, insertOnly: Bool = false,
         announce: Bool = false, in txn: borrowing WriteTransaction
     ) throws {
-        let request = try PutRequest(expiry, tags, insertOnly, announce, collection: name)
+        let request = try PutRequest(expiry, tags, insertOnly: insertOnly, announce: announce, collection: name)
         try storageErrors { try put(model, request, in: txn.writing) }
     }
 
@@ -60,7 +60,7 @@ extension HoardCollection {
         _ model: Model, expiry: Expiry = .collectionDefault, tags: [String]? = nil, insertOnly: Bool = false,
         announce: Bool = false
     ) async throws where Model: Sendable {
-        let request = try PutRequest(expiry, tags, insertOnly, announce, collection: name)
+        let request = try PutRequest(expiry, tags, insertOnly: insertOnly, announce: announce, collection: name)
         try await store.submit(nested: false) { txn in
             try self.migratePending(in: txn)
             try self.put(model, request, in: txn)
@@ -79,7 +79,7 @@ extension HoardCollection {
         insertOnly: Bool = false, announce: Bool = false
     ) throws {
         let start = monotonicNanoseconds()
-        let request = try PutRequest(expiry, tags, insertOnly, announce, collection: name)
+        let request = try PutRequest(expiry, tags, insertOnly: insertOnly, announce: announce, collection: name)
         try store.writeLMDB { txn in
             try migratePending(in: txn)
             try put(models, request, in: txn)
@@ -96,7 +96,7 @@ extension HoardCollection {
         _ models: some Sequence<Model>, expiry: Expiry = .collectionDefault, tags: [String]? = nil,
         insertOnly: Bool = false, announce: Bool = false, in txn: borrowing WriteTransaction
     ) throws {
-        let request = try PutRequest(expiry, tags, insertOnly, announce, collection: name)
+        let request = try PutRequest(expiry, tags, insertOnly: insertOnly, announce: announce, collection: name)
         try storageErrors { try put(models, request, in: txn.writing) }
     }
 
@@ -107,7 +107,7 @@ extension HoardCollection {
         _ models: [Model], expiry: Expiry = .collectionDefault, tags: [String]? = nil, insertOnly: Bool = false,
         announce: Bool = false
     ) async throws where Model: Sendable {
-        let request = try PutRequest(expiry, tags, insertOnly, announce, collection: name)
+        let request = try PutRequest(expiry, tags, insertOnly: insertOnly, announce: announce, collection: name)
         try await store.submit(nested: false) { txn in
             try self.migratePending(in: txn)
             try self.put(models, request, in: txn)

@@ -22,7 +22,7 @@ struct PutRequest {
     let insertOnly: Bool
     var announce: Bool
 
-    init(_ expiry: Expiry, _ tags: [String]?, _ insertOnly: Bool, _ announce: Bool, collection: String) throws {
+    init(_ expiry: Expiry, _ tags: [String]?, insertOnly: Bool, announce: Bool, collection: String) throws {
         self.expiry = expiry
         self.tags = try tags.map { try TagIndex.normalized($0, collection: collection) }
         self.insertOnly = insertOnly
