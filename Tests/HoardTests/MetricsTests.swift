@@ -60,6 +60,15 @@ struct MetricsTests {
                 try await notes.get(6, orFetch: { _ in throw CancellationError() })
             }
             #expect(total("hoard_fetches_total") == 2 && total("hoard_fetch_errors_total") == 1)
+            // A bulk read-through counts each ID, in the metrics as in the statistics: 5 hits, 7 misses.
+            let bulk = try await notes.get([5, 7]) { ids in
+                ids.map { Note(id: $0, text: "", stars: 0, pinned: false) }
+            }
+            #expect(bulk.map(\.id) == [5, 7])
+            let statistics = notes.statistics()
+            #expect(total("hoard_gets_total", [("result", "hit")]) == Int64(statistics.hits) && statistics.hits == 3)
+            #expect(
+                total("hoard_gets_total", [("result", "miss")]) == Int64(statistics.misses) && statistics.misses == 4)
             let commits = store.writeStatistics
             #expect(try metrics.expectTimer("hoard_commit_duration_seconds").values.count == commits.commits)
             // One value a commit: the writes it carried, which add up to the writes committed.

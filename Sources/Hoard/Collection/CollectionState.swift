@@ -1,3 +1,4 @@
+internal import CoreMetrics
 internal import Synchronization
 
 /// What every handle of one collection shares within a process: one per collection name and
@@ -113,109 +114,42 @@ final class CollectionState: Sendable {
     /// The counters behind ``HoardCollection/statistics()``.
     let counters: Counters
 
+    /// One atomic word a ``CollectionCounter`` and then a ``RecordRemoval``, each adding to its
+    /// swift-metrics counter too: a count is kept once, so the statistics and the metrics agree.
     final class Counters: Sendable {
-        let metrics: CollectionMetrics
-        init(metrics: CollectionMetrics) { self.metrics = metrics }
+        private let table = CounterTable(count: CollectionMetrics.slots)
+        private let instruments: [CoreMetrics.Counter?]
 
-        let hits = Atomic<Int>(0)
-        let misses = Atomic<Int>(0)
-        let fetches = Atomic<Int>(0)
-        let fetchErrors = Atomic<Int>(0)
-        let coalesced = Atomic<Int>(0)
-        let staleServed = Atomic<Int>(0)
-        let refreshes = Atomic<Int>(0)
-        let absentServed = Atomic<Int>(0)
-        let refreshesAhead = Atomic<Int>(0)
-        let throttledRefreshes = Atomic<Int>(0)
-        let softTimeouts = Atomic<Int>(0)
-        let hardTimeouts = Atomic<Int>(0)
-        let notModified = Atomic<Int>(0)
-        let tagInvalidations = Atomic<Int>(0)
-        let puts = Atomic<Int>(0)
-        /// Records removed, by ``RecordRemoval``.
-        let deleted = Atomic<Int>(0)
-        let invalidated = Atomic<Int>(0)
-        let removedByRemote = Atomic<Int>(0)
-        let synchronized = Atomic<Int>(0)
-        let expired = Atomic<Int>(0)
-        let evicted = Atomic<Int>(0)
-        let evictedBytes = Atomic<Int>(0)
+        init(metrics: CollectionMetrics) { instruments = metrics.counters }
 
-        enum Counter {
-            case hits, misses, fetches, fetchErrors, coalesced, staleServed, refreshes, absentServed
-            case refreshesAhead, throttledRefreshes, softTimeouts, hardTimeouts, notModified
-            case puts
-        }
-
-        func add(_ counter: Counter, _ count: Int = 1) {
-            guard count > 0 else { return }
-            switch counter {
-            case .hits: hits.add(count, ordering: .relaxed)
-            case .misses: misses.add(count, ordering: .relaxed)
-            case .fetches:
-                fetches.add(count, ordering: .relaxed)
-                metrics.fetches.increment(by: count)
-            case .fetchErrors:
-                fetchErrors.add(count, ordering: .relaxed)
-                metrics.fetchErrors.increment(by: count)
-            case .coalesced: coalesced.add(count, ordering: .relaxed)
-            case .staleServed: staleServed.add(count, ordering: .relaxed)
-            case .refreshes: refreshes.add(count, ordering: .relaxed)
-            case .absentServed: absentServed.add(count, ordering: .relaxed)
-            case .refreshesAhead:
-                refreshesAhead.add(count, ordering: .relaxed)
-                metrics.refreshesAhead.increment(by: count)
-            case .throttledRefreshes:
-                throttledRefreshes.add(count, ordering: .relaxed)
-                metrics.throttledRefreshes.increment(by: count)
-            case .softTimeouts:
-                softTimeouts.add(count, ordering: .relaxed)
-                metrics.softTimeouts.increment(by: count)
-            case .hardTimeouts:
-                hardTimeouts.add(count, ordering: .relaxed)
-                metrics.hardTimeouts.increment(by: count)
-            case .notModified:
-                notModified.add(count, ordering: .relaxed)
-                metrics.notModified.increment(by: count)
-            case .puts: puts.add(count, ordering: .relaxed)
-            }
-        }
+        func add(_ counter: CollectionCounter, _ count: Int = 1) { add(at: counter.rawValue, count) }
 
         /// What a write removed (``RecordWriter/finish(in:partial:)``, once its transaction committed).
         func add(_ tally: RemovalTally) {
-            for reason in RecordRemoval.allCases {
-                let count = tally.removed[reason]
-                guard count > 0 else { continue }
-                switch reason {
-                case .deleted: deleted.add(count, ordering: .relaxed)
-                case .invalidated: invalidated.add(count, ordering: .relaxed)
-                case .remote: removedByRemote.add(count, ordering: .relaxed)
-                case .synchronized: synchronized.add(count, ordering: .relaxed)
-                case .expired: expired.add(count, ordering: .relaxed)
-                case .evicted: evicted.add(count, ordering: .relaxed)
-                }
-                metrics.removed[reason.rawValue].increment(by: count)
-            }
-            if tally.evictedBytes > 0 {
-                evictedBytes.add(tally.evictedBytes, ordering: .relaxed)
-                metrics.evictedBytes.increment(by: tally.evictedBytes)
-            }
-            if tally.tagInvalidations > 0 {
-                tagInvalidations.add(tally.tagInvalidations, ordering: .relaxed)
-                metrics.tagInvalidations.increment(by: tally.tagInvalidations)
-            }
+            for reason in RecordRemoval.allCases { add(at: Self.slot(reason), tally.removed[reason.rawValue]) }
+            add(.evictedBytes, tally.evictedBytes)
+            add(.tagInvalidations, tally.tagInvalidations)
         }
+
+        subscript(counter: CollectionCounter) -> Int { self[at: counter.rawValue] }
 
         /// The records removed, by reason.
         var removals: RemovalCounts {
-            var counts = RemovalCounts()
-            counts.deleted = deleted.load(ordering: .relaxed)
-            counts.invalidated = invalidated.load(ordering: .relaxed)
-            counts.remote = removedByRemote.load(ordering: .relaxed)
-            counts.synchronized = synchronized.load(ordering: .relaxed)
-            counts.expired = expired.load(ordering: .relaxed)
-            counts.evicted = evicted.load(ordering: .relaxed)
-            return counts
+            func removed(_ reason: RecordRemoval) -> Int { self[at: Self.slot(reason)] }
+            return RemovalCounts(
+                deleted: removed(.deleted), invalidated: removed(.invalidated), remote: removed(.remote),
+                synchronized: removed(.synchronized), expired: removed(.expired), evicted: removed(.evicted))
         }
+
+        private static func slot(_ reason: RecordRemoval) -> Int { CollectionMetrics.firstRemoval + reason.rawValue }
+
+        @inline(__always)
+        private func add(at slot: Int, _ count: Int) {
+            guard count > 0 else { return }
+            table.words[slot].add(UInt64(count), ordering: .relaxed)
+            instruments[slot]?.increment(by: count)
+        }
+
+        private subscript(at slot: Int) -> Int { Int(truncatingIfNeeded: table.words[slot].load(ordering: .relaxed)) }
     }
 }

@@ -50,11 +50,9 @@ extension HoardCollection {
             noteAccess(key, hit: record != nil)
             return record
         }
-        let metrics = state.metrics
         let counters = state.counters
         guard let record = found else {
-            metrics.misses.increment()
-            counters.misses.add(1, ordering: .relaxed)
+            counters.add(.misses)
             return nil
         }
         // Hit or miss by the read rule, from the header, before the decode (unwrapping a decoded
@@ -63,11 +61,9 @@ extension HoardCollection {
         let now = expiry == nil ? 0 : store.options.now()
         let expired = expiry.map { $0 <= now } ?? false
         if expired {
-            metrics.misses.increment()
-            counters.misses.add(1, ordering: .relaxed)
+            counters.add(.misses)
         } else {
-            metrics.hits.increment()
-            counters.hits.add(1, ordering: .relaxed)
+            counters.add(.hits)
             if checkingRefresh, let writtenAt = RecordHeader.peekWrittenAt(record),
                 let point = freshness.refreshPoint(writtenAt: writtenAt, expiresAt: expiry)
             {

@@ -48,7 +48,6 @@ extension HoardCollection {
         }
         try batch.storing.finish(in: txn)
         state.counters.add(.puts)
-        state.metrics.puts.increment()
         if request.announce { try announce([model.id.keyBytes], in: txn) }
     }
 
@@ -66,10 +65,7 @@ extension HoardCollection {
         let batch = try batch(request, writes: models.underestimatedCount, in: txn)
         // Counted once a call, not a counter call per record.
         var stored = 0
-        defer {
-            state.counters.add(.puts, stored)
-            state.metrics.puts.increment(by: stored)
-        }
+        defer { state.counters.add(.puts, stored) }
         // A bounded collection is brought back within its bound every so many records (see
         // `BoundTracker.settleInterval`), so that a large put never holds more than that many
         // records over it.

@@ -12,22 +12,21 @@ import Darwin
 // `Store.Options.metricsFactory`, or the one the application bootstrapped (`MetricsSystem`),
 // which is a no-op unless it bootstrapped a backend. docs: the Metrics article lists them.
 
+/// What ``CollectionState/Counters`` counts besides removals, which follow these by ``RecordRemoval``.
+enum CollectionCounter: Int, CaseIterable {
+    case hits, misses, puts, fetches, fetchErrors, coalesced, staleServed, refreshes, absentServed
+    case refreshesAhead, throttledRefreshes, softTimeouts, hardTimeouts, notModified, tagInvalidations
+    case evictedBytes
+}
+
 /// The instruments of one collection, labelled `collection`.
 final class CollectionMetrics: Sendable {
-    let hits: Counter
-    let misses: Counter
-    let puts: Counter
-    /// `hoard_removed_records_total`, one counter a ``RecordRemoval`` (by its raw value).
-    let removed: [Counter]
-    let evictedBytes: Counter
-    let fetches: Counter
-    let fetchErrors: Counter
-    let refreshesAhead: Counter
-    let throttledRefreshes: Counter
-    let softTimeouts: Counter
-    let hardTimeouts: Counter
-    let notModified: Counter
-    let tagInvalidations: Counter
+    /// The counter of each ``CollectionCounter`` and then each ``RecordRemoval``
+    /// (`hoard_removed_records_total`), by slot; `nil` for a statistic with no metric.
+    let counters: [Counter?]
+    static let firstRemoval = CollectionCounter.allCases.count
+    static let slots = firstRemoval + RecordRemoval.allCases.count
+
     let synchronizeRuns: Counter
     let added: Counter
     let updated: Counter
@@ -47,19 +46,24 @@ final class CollectionMetrics: Sendable {
         func timer(_ label: String) -> Timer {
             Timer(label: label, dimensions: labels, preferredDisplayUnit: .microseconds, factory: factory)
         }
-        hits = counter("hoard_gets_total", [("result", "hit")])
-        misses = counter("hoard_gets_total", [("result", "miss")])
-        puts = counter("hoard_puts_total")
-        removed = RecordRemoval.allCases.map { counter("hoard_removed_records_total", [("reason", $0.label)]) }
-        evictedBytes = counter("hoard_evicted_bytes_total")
-        fetches = counter("hoard_fetches_total")
-        fetchErrors = counter("hoard_fetch_errors_total")
-        refreshesAhead = counter("hoard_refreshes_ahead_total")
-        throttledRefreshes = counter("hoard_throttled_refreshes_total")
-        softTimeouts = counter("hoard_fetch_timeouts_total", [("timeout", "soft")])
-        hardTimeouts = counter("hoard_fetch_timeouts_total", [("timeout", "hard")])
-        notModified = counter("hoard_fetch_not_modified_total")
-        tagInvalidations = counter("hoard_tag_invalidations_total")
+        counters =
+            CollectionCounter.allCases.map { statistic -> Counter? in
+                switch statistic {
+                case .hits: counter("hoard_gets_total", [("result", "hit")])
+                case .misses: counter("hoard_gets_total", [("result", "miss")])
+                case .puts: counter("hoard_puts_total")
+                case .fetches: counter("hoard_fetches_total")
+                case .fetchErrors: counter("hoard_fetch_errors_total")
+                case .refreshesAhead: counter("hoard_refreshes_ahead_total")
+                case .throttledRefreshes: counter("hoard_throttled_refreshes_total")
+                case .softTimeouts: counter("hoard_fetch_timeouts_total", [("timeout", "soft")])
+                case .hardTimeouts: counter("hoard_fetch_timeouts_total", [("timeout", "hard")])
+                case .notModified: counter("hoard_fetch_not_modified_total")
+                case .tagInvalidations: counter("hoard_tag_invalidations_total")
+                case .evictedBytes: counter("hoard_evicted_bytes_total")
+                case .coalesced, .staleServed, .refreshes, .absentServed: nil
+                }
+            } + RecordRemoval.allCases.map { counter("hoard_removed_records_total", [("reason", $0.label)]) }
         synchronizeRuns = counter("hoard_synchronize_runs_total")
         added = counter("hoard_synchronize_records_total", [("change", "added")])
         updated = counter("hoard_synchronize_records_total", [("change", "updated")])

@@ -231,28 +231,3 @@ public struct RemovalCounts: Sendable, Hashable {
     /// All removals.
     public var total: Int { deleted + invalidated + remote + synchronized + expired + evicted }
 }
-
-extension RemovalCounts {
-    subscript(reason: RecordRemoval) -> Int {
-        get {
-            switch reason {
-            case .deleted: deleted
-            case .invalidated: invalidated
-            case .remote: remote
-            case .synchronized: synchronized
-            case .expired: expired
-            case .evicted: evicted
-            }
-        }
-        set {
-            switch reason {
-            case .deleted: deleted = newValue
-            case .invalidated: invalidated = newValue
-            case .remote: remote = newValue
-            case .synchronized: synchronized = newValue
-            case .expired: expired = newValue
-            case .evicted: evicted = newValue
-            }
-        }
-    }
-}

@@ -46,14 +46,22 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         _ id: Model.ID, timeouts: FetchTimeouts? = nil,
         orFetch fetch: @escaping @Sendable (Model.ID) async throws -> Model?
     ) async throws -> Model? {
-        // The hit path is a plain get (which counts the hit or miss), inlinable so that it is
-        // specialized in the caller's module: unspecialized, a `Model?` costs a metadata lookup.
+        try await readThrough(id, timeouts) { _ in Self.one(fetch) }
+    }
+
+    /// A read-through get of `id` with the fetcher `fetcher` makes of the stored model (expired or
+    /// not). The hit path is a plain get (which counts the hit or miss), inlinable so that it is
+    /// specialized in the caller's module: unspecialized, a `Model?` costs a metadata lookup.
+    @inlinable
+    func readThrough(
+        _ id: Model.ID, _ timeouts: FetchTimeouts?, _ fetcher: (Model?) -> Fetcher
+    ) async throws -> Model? {
         if freshness.refreshAhead == nil {
             if let model = try? get(id) { return model }
-        } else if let model = try? getRefreshingAhead(id, { _ in Self.one(fetch) }) {
+        } else if let model = try? getRefreshingAhead(id, { fetcher($0) }) {
             return model
         }
-        return try await readThroughMiss(id, timeouts ?? freshness.timeouts) { _ in Self.one(fetch) }
+        return try await readThroughMiss(id, timeouts ?? freshness.timeouts, fetcher)
     }
 
     /// ``get(_:timeouts:orFetch:)`` past its hit path: the record is absent, expired, damaged or unreadable.
@@ -133,11 +141,12 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         var models = [Model?](repeating: nil, count: ids.count)
         var refresh: [Int] = []
         var missing: [Int] = []
+        var hits = 0
         for index in ids.indices {
             switch serve(found[index], now: now) {
             case .fresh(let model):
                 models[index] = model
-                state.counters.add(.hits)
+                hits += 1
             case .staleWhileRefreshing(let model):
                 models[index] = model
                 state.counters.add(.staleServed)
@@ -146,13 +155,15 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                 if !isRememberedAbsent(keys[index], now: now) { missing.append(index) }
             }
         }
+        // As one get each would count them: every ID not served fresh is a miss.
+        state.counters.add(.hits, hits)
+        state.counters.add(.misses, ids.count - hits)
         if !refresh.isEmpty {
             let staleKeys = refresh.map { keys[$0] }
             startRefresh(of: staleKeys, ids: refresh.map { ids[$0] }, fetch: Self.many(fetch))
         }
         guard !missing.isEmpty else { return models.compactMap { $0 } }
 
-        state.counters.add(.misses, missing.count)
         return try await store.withSpan("read_through", collection: name) { span in
             span?.attributes[SpanKey.batchSize] = missing.count
             return try await fetchMissing(
@@ -207,21 +218,13 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
     public func statistics() -> CollectionStatistics {
         let counters = state.counters
         return CollectionStatistics(
-            hits: counters.hits.load(ordering: .relaxed), misses: counters.misses.load(ordering: .relaxed),
-            puts: counters.puts.load(ordering: .relaxed), removed: counters.removals,
-            evictedBytes: counters.evictedBytes.load(ordering: .relaxed),
-            fetches: counters.fetches.load(ordering: .relaxed),
-            fetchErrors: counters.fetchErrors.load(ordering: .relaxed),
-            coalesced: counters.coalesced.load(ordering: .relaxed),
-            staleServed: counters.staleServed.load(ordering: .relaxed),
-            refreshes: counters.refreshes.load(ordering: .relaxed),
-            refreshesAhead: counters.refreshesAhead.load(ordering: .relaxed),
-            throttledRefreshes: counters.throttledRefreshes.load(ordering: .relaxed),
-            softTimeouts: counters.softTimeouts.load(ordering: .relaxed),
-            hardTimeouts: counters.hardTimeouts.load(ordering: .relaxed),
-            notModified: counters.notModified.load(ordering: .relaxed),
-            tagInvalidations: counters.tagInvalidations.load(ordering: .relaxed),
-            absentServed: counters.absentServed.load(ordering: .relaxed),
+            hits: counters[.hits], misses: counters[.misses], puts: counters[.puts], removed: counters.removals,
+            evictedBytes: counters[.evictedBytes], fetches: counters[.fetches], fetchErrors: counters[.fetchErrors],
+            coalesced: counters[.coalesced], staleServed: counters[.staleServed], refreshes: counters[.refreshes],
+            refreshesAhead: counters[.refreshesAhead], throttledRefreshes: counters[.throttledRefreshes],
+            softTimeouts: counters[.softTimeouts], hardTimeouts: counters[.hardTimeouts],
+            notModified: counters[.notModified], tagInvalidations: counters[.tagInvalidations],
+            absentServed: counters[.absentServed],
             fetchesInFlight: state.singleFlight(of: Model.self).groupsInFlight,
             accessStateBytes: state.policy?.byteCount ?? 0)
     }

@@ -27,14 +27,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         _ id: Model.ID, timeouts: FetchTimeouts? = nil,
         orRevalidate fetch: @escaping @Sendable (Model.ID, Model?) async throws -> Revalidation<Model>
     ) async throws -> Model? {
-        if freshness.refreshAhead == nil {
-            if let model = try? get(id) { return model }
-        } else if let model = try? getRefreshingAhead(id, { revalidating(fetch, stored: $0) }) {
-            return model
-        }
-        return try await readThroughMiss(id, timeouts ?? freshness.timeouts) { stored in
-            self.revalidating(fetch, stored: stored)
-        }
+        try await readThrough(id, timeouts) { revalidating(fetch, stored: $0) }
     }
 
     /// What a fetch made of one ID: a model to store with its expiry, or the stored model,

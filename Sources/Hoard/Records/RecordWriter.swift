@@ -45,21 +45,22 @@ package enum RecordRemoval: Int, CaseIterable, Sendable {
 /// and metrics when its transaction commits (LMDB runs a write's body again when the map grows,
 /// and what an attempt that was undone removed was not removed).
 struct RemovalTally: Sendable {
-    private(set) var removed = RemovalCounts()
+    /// Records removed, by ``RecordRemoval``'s raw value (eight lanes: room for two more reasons).
+    private(set) var removed = SIMD8<Int>()
     private(set) var evictedBytes = 0
     private(set) var tagInvalidations = 0
 
-    var isEmpty: Bool { removed == RemovalCounts() && tagInvalidations == 0 }
+    var isEmpty: Bool { removed == .zero && tagInvalidations == 0 }
 
     mutating func count(_ reason: RecordRemoval, _ records: Int = 1, bytes: Int = 0) {
-        removed[reason] += records
+        removed[reason.rawValue] += records
         if reason == .evicted { evictedBytes += bytes }
     }
 
     mutating func countTagInvalidation() { tagInvalidations += 1 }
 
     mutating func add(_ other: RemovalTally) {
-        for reason in RecordRemoval.allCases { removed[reason] += other.removed[reason] }
+        removed &+= other.removed
         evictedBytes += other.evictedBytes
         tagInvalidations += other.tagInvalidations
     }
