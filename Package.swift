@@ -108,7 +108,7 @@ let package = Package(
 
         // Record checksums with the carry-less multiply instruction (x86-64), and a prefetch for
         // the eviction policy's counts; C, because Swift has no way to ask for those
-        // instructions. Record.swift falls back to tables without the first.
+        // instructions. Records/RecordHeader.swift falls back to tables without the first.
         .target(name: "CCRC32", path: "Sources/CCRC32"),
 
         // The product: typed collections of VariablyCodable models in LMDB, records in CBOR.

@@ -15,7 +15,8 @@ internal import Synchronization
 /// A store's side of replication: its identity, its outbox of announcements, and the changes of
 /// other replicas applied with a bus's position. Reached through ``Store/replication``.
 ///
-/// A bus drives it; applications call `HoardCollection.invalidate(_:)` and read as usual. The Several replicas article tells the whole story.
+/// A bus drives it; applications call `HoardCollection.invalidate(_:)` and read as usual.
+/// docs/REPLICAS.md in the repository tells the whole story.
 public struct Replication: Sendable {
     let store: Store
 
