@@ -260,6 +260,38 @@ struct ReadThroughTests {
         }
     }
 
+    @Test("a bulk read-through counts as one get each would: a stale record served and a remembered absence are misses")
+    func bulkCountsAsSingleGets() async throws {
+        let clock = ManualClock()
+        try await withTemporaryStore(options: .testing(clock: clock)) { store in
+            let notes = try store.collection(
+                Note.self, timeToLive: .seconds(60),
+                freshness: Freshness(staleWhileRevalidate: .seconds(30), negativeTimeToLive: .seconds(30)))
+            try await notes.put(Note(id: 1, text: "old", stars: 1, pinned: false))
+            clock.advance(by: .seconds(70))  // 1: expired 10 s ago, within its stale window
+            try await notes.put(Note(id: 3, text: "fresh", stars: 3, pinned: false))
+            let absent = FakeUpstream(open: true)
+            await absent.set(absent: [4])
+            // 4: remembered absent.
+            #expect(try await notes.get(4, orFetch: { try await absent.fetchOne($0) }) == nil)
+            // The gate stays closed, so the stale record's refresh cannot end and make it fresh.
+            let upstream = FakeUpstream()
+            func counts() -> (hits: Int, misses: Int) { (notes.statistics().hits, notes.statistics().misses) }
+
+            let beforeSingle = counts()
+            for id: Int64 in [1, 3, 4] { _ = try await notes.get(id, orFetch: { try await upstream.fetchOne($0) }) }
+            let afterSingle = counts()
+            let served = try await notes.get([1, 3, 4], orFetchMissing: { try await upstream.fetch($0) })
+            let afterBulk = counts()
+
+            #expect(served.map(\.text) == ["old", "fresh"])
+            #expect(afterSingle.hits - beforeSingle.hits == 1 && afterSingle.misses - beforeSingle.misses == 2)
+            #expect(afterBulk.hits - afterSingle.hits == 1 && afterBulk.misses - afterSingle.misses == 2)
+            await upstream.release()
+            try await eventually("the refresh ended") { notes.statistics().fetchesInFlight == 0 }
+        }
+    }
+
     @Test("a damaged record is fetched again and replaced; a stale one is refreshed by the read's fetcher")
     func damagedAndRefreshed() async throws {
         let clock = ManualClock()
