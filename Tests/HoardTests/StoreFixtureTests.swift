@@ -1,0 +1,89 @@
+import Foundation
+@_spi(LMDB) import Hoard
+import HoardTestSupport
+import LMDB
+import TestSupport
+import Testing
+
+/// A whole store written by an earlier version of Hoard, kept under Tests/Fixtures (see the README
+/// there; never regenerated): record format 1, store format 2 (a tagged note), notes in local
+/// versions 1 and 3, one expired, and a second collection with string IDs. Whatever the format
+/// becomes, today's code must open it, read it, migrate it both ways, verify, dump and load it.
+@Suite("A store written by an earlier version")
+struct StoreFixtureTests {
+    static let notes = [
+        Note(id: 1, text: "first, in version 1", stars: 2, pinned: false),
+        Note(id: 2, text: "second, in version 1", stars: 5, pinned: false),
+        Note(id: 3, text: "third", stars: 1, pinned: true),
+        Note(id: 4, text: "fourth", stars: 4, pinned: false),
+        Note(id: 6, text: "tagged", stars: 3, pinned: true),
+    ]
+    static let tags = [Tag(id: "lmdb", uses: 7), Tag(id: "swift", uses: 3), Tag(id: "swiftui", uses: 1)]
+
+    /// Runs `body` with a copy of the fixture at `DIR/store` (opening a store writes to it).
+    func withFixture<R>(_ body: (_ dir: String, _ path: String) throws -> R) throws -> R {
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/record-format-1-store/data.mdb")
+        let bytes = try [UInt8](Data(contentsOf: fixture))
+        return try withTemporaryDirectory { dir in
+            try FileManager.default.createDirectory(atPath: dir + "/store", withIntermediateDirectories: false)
+            try writeFile(dir + "/store/data.mdb", bytes)
+            return try body(dir, dir + "/store")
+        }
+    }
+
+    @Test("opens and reads every record, its versions, expiry and tags")
+    func reads() throws {
+        try withFixture { _, path in
+            let store = try Store(path: path, options: testOptions)
+            let notes = try store.collection(Note.self, migration: .never)
+            for note in Self.notes { #expect(try notes.get(note.id) == note, "note \(note.id)") }
+            #expect(try notes.get(-5) == nil, "expired")
+            #expect(try notes.header(of: 1)?.version == 1)
+            #expect(try notes.header(of: 3)?.version == 3)
+            #expect(try notes.scan().map(\.id) == Self.notes.map(\.id))
+            #expect(try notes.ids(taggedWith: "starred") == [6])
+            #expect(try store.collection(Tag.self).scan() == Self.tags)
+        }
+    }
+
+    @Test("migrates lazily, at the next write, and eagerly, record by record")
+    func migrates() throws {
+        try withFixture { _, path in
+            let store = try Store(path: path, options: testOptions)
+            let notes = try store.collection(Note.self, migration: .lazy)
+            #expect(try notes.get(1) == Self.notes[0])
+            try notes.put(Note(id: 7, text: "new", stars: 0, pinned: false))
+            #expect(try notes.header(of: 1)?.version == 3)
+            #expect(try notes.header(of: 2)?.version == 1, "not read, so not rewritten")
+        }
+        try withFixture { _, path in
+            let store = try Store(path: path, options: testOptions)
+            let notes = try store.collection(Note.self, migration: .never)
+            let progress = try notes.migrate()
+            #expect(progress.migrated == 2 && progress.failed == 0 && progress.finished)
+            for note in Self.notes {
+                #expect(try notes.header(of: note.id)?.version == 3)
+                #expect(try notes.get(note.id) == note)
+            }
+        }
+    }
+
+    @Test("hoard verify, dump and load handle it, and the loaded store reads the same")
+    func cli() throws {
+        try withFixture { dir, path in
+            let verify = try hoard("verify", path)
+            #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+            let dump = try hoard("dump", path)
+            #expect(dump.status == 0, "\(dump.stderr)")
+            let load = try hoard("load", dir + "/loaded", input: Array(dump.stdout.utf8))
+            #expect(load.status == 0, "\(load.stderr)")
+            #expect(try hoard("verify", dir + "/loaded").status == 0)
+            #expect(try hoard("dump", dir + "/loaded").stdout == dump.stdout)
+            let loaded = try Store(path: dir + "/loaded", options: testOptions)
+            let notes = try loaded.collection(Note.self, migration: .never)
+            for note in Self.notes { #expect(try notes.get(note.id) == note, "note \(note.id)") }
+            #expect(try notes.header(of: 2)?.version == 1)
+        }
+    }
+}
