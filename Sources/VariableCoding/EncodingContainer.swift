@@ -20,6 +20,10 @@ public struct EncodingContainer<Model> {
     /// inspected and copied through runtime calls on every value.
     @usableFromInline var keyed: KeyedEncodingContainer<VariableKey>
     @usableFromInline let fields: (any FieldEncoding)?
+    /// Or (exclusively) a table of the values by field number, to be written by the coder (see
+    /// FieldRecording.swift), and whether a value did not fit in it.
+    @usableFromInline let recorded: UnsafeMutablePointer<RecordedField>?
+    @usableFromInline var declinedRecording = false
     @usableFromInline let table: KeyTable<Model>
     /// Values for dotted key names, written as nested objects when the model is done.
     @usableFromInline var nestedValues: [(slot: Slot, value: any Encodable)] = []
@@ -28,6 +32,7 @@ public struct EncodingContainer<Model> {
     init(keyed: KeyedEncodingContainer<VariableKey>, table: KeyTable<Model>) {
         self.keyed = keyed
         self.fields = nil
+        self.recorded = nil
         self.table = table
     }
 
@@ -35,6 +40,15 @@ public struct EncodingContainer<Model> {
     init(fields: any FieldEncoding, table: KeyTable<Model>) {
         self.keyed = detachedKeyedEncoding
         self.fields = fields
+        self.recorded = nil
+        self.table = table
+    }
+
+    @inlinable
+    init(recording recorded: UnsafeMutablePointer<RecordedField>, table: KeyTable<Model>) {
+        self.keyed = detachedKeyedEncoding
+        self.fields = nil
+        self.recorded = recorded
         self.table = table
     }
 
@@ -46,7 +60,7 @@ public struct EncodingContainer<Model> {
     public var localVersion: Int? { table.localVersion }
     /// The coding path of the model.
     @inlinable
-    public var codingPath: [any CodingKey] { fields == nil ? keyed.codingPath : [] }
+    public var codingPath: [any CodingKey] { fields == nil && recorded == nil ? keyed.codingPath : [] }
 
     /// Writes the property's value (`nil` as `null`).
     ///
@@ -66,6 +80,13 @@ public struct EncodingContainer<Model> {
     public mutating func encodeValue<Value: Encodable>(
         _ value: Value, forProperty keyPath: PartialKeyPath<Model>
     ) throws {
+        if let recorded {
+            guard let field = table.field(for: keyPath) else {
+                _ = try slot(for: keyPath)  // the error for the current local key set
+                return
+            }
+            return record(value, at: recorded + field)
+        }
         if let fields {
             guard let field = table.field(for: keyPath) else {
                 _ = try slot(for: keyPath)  // the error for the current local key set
@@ -146,7 +167,7 @@ public struct EncodingContainer<Model> {
 
     @usableFromInline
     mutating func writeNested() throws {
-        guard fields == nil else { return }  // direct field access has no dotted keys
+        guard fields == nil && recorded == nil else { return }  // direct field access has no dotted keys
         try Self.write(nestedValues.map { ($0.slot.prefix[...], $0.slot.key, $0.value) }, into: &keyed)
     }
 

@@ -42,6 +42,13 @@ public protocol VariablyEncodable: Encodable {
     /// requirement only so that each model gets a copy compiled for its own type.
     @_documentation(visibility: internal)
     func encode(fields: any FieldEncoding, layout: FieldLayout<Self>) throws
+    /// Runs ``encode(to:)`` into a table of plain values by field number (FieldRecording.swift).
+    /// A requirement, so that the coder's generic code calls a version made for the model.
+    @_documentation(visibility: internal)
+    func recordFields(
+        layout: FieldLayout<Self>, _ body: (UnsafeMutableBufferPointer<RecordedField>) -> Bool
+    ) throws
+        -> Bool
     /// The stored properties that generated code (``emit(into:)``) writes, numbered by their
     /// place here. Empty unless the `@VariablyCoded` macro wrote it.
     @_documentation(visibility: internal)

@@ -1,5 +1,6 @@
 internal import VariableCoding
 internal import CBOR
+internal import Synchronization
 
 // Payload coding: the model's generated code first, field by field second, Codable last; the
 // bytes are the same whichever path writes them.
@@ -40,7 +41,51 @@ extension HoardCollection {
         // Generated code writes plain values only: no nested model needs the key set chosen.
         guard let table = currentEmitted else { return try encodeOrdinarily(model, body) }
         return try encoder.emitFields(
-            table: table, { model.emit(into: &$0) }, reading: body, otherwise: { try encodeOrdinarily(model, body) })
+            table: table, { emit(model, into: &$0) }, reading: body, otherwise: { try encodeOrdinarily(model, body) })
+    }
+
+    /// Writes `model`'s payload by property number: through its generated code, or else through
+    /// its `encode(to:)` recorded by field. `false` when either declines; the caller then encodes
+    /// the ordinary way (which also gives any error). A model whose recording declines once (a
+    /// value of a type that is not plain) is not recorded again by this collection.
+    @inline(__always)
+    func emit(_ model: Model, into emitter: inout CBORFieldEmitter) -> Bool {
+        if emitsGenerated { return model.emit(into: &emitter) }
+        guard let layout = currentFields?.layout, state.recordsFields.load(ordering: .relaxed) else { return false }
+        let emitted = (try? model.recordFields(layout: layout) { Self.emit($0, into: &emitter) }) ?? false
+        if !emitted { state.recordsFields.store(false, ordering: .relaxed) }
+        return emitted
+    }
+
+    /// Writes recorded values, property `n` being field `n`, in the emitter's order. Each value is
+    /// moved out of the table (no copy of a string, nothing left to release after).
+    private static func emit(
+        _ values: UnsafeMutableBufferPointer<RecordedField>, into emitter: inout CBORFieldEmitter
+    ) -> Bool {
+        guard let base = values.baseAddress else { return false }
+        var count = 0
+        for index in values.indices {
+            if case .absent = base[index] { continue }
+            count += 1
+        }
+        emitter.beginMap(count: count)
+        for property in emitter.propertyOrder {
+            let place = base + property
+            let value = place.move()
+            place.initialize(to: .absent)
+            switch value {
+            case .absent: continue
+            case .bool(let value): emitter.emit(value, property: property)
+            case .string(let value): emitter.emit(value, property: property)
+            case .double(let value): emitter.emit(value, property: property)
+            case .float(let value): emitter.emit(value, property: property)
+            case .int(let value): emitter.emit(value, property: property)
+            case .int32(let value): emitter.emit(value, property: property)
+            case .int64(let value): emitter.emit(value, property: property)
+            case .uint64(let value): emitter.emit(value, property: property)
+            }
+        }
+        return true
     }
 
     /// Encodes through the model's `encode(to:)`.

@@ -138,7 +138,7 @@ extension HoardCollection {
             try checkKeySize(key.count)
             // Generated code cannot fail (it declines instead), so its payload goes straight to
             // LMDB, without the layers that name the key in an encoding error.
-            guard let payload = session.emit({ model.emit(into: &$0) }) else {
+            guard let payload = session.emit({ emit(model, into: &$0) }) else {
                 return try withPayload(of: model, key: key, ordinarily: true) {
                     try store($0, batch, key: key, in: txn)
                 }

@@ -41,7 +41,11 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     /// `PayloadFields`.
     let currentScanned: CBORPropertyTable?
     let olderScanned: [Int: CBORPropertyTable]
+    /// The table payloads are emitted with: the generated code's, or else the one for recording
+    /// `encode(to:)` by field (``emit(_:into:)``), for a flat current key set.
     let currentEmitted: CBORPropertyTable?
+    /// Whether `currentEmitted` is the generated code's.
+    let emitsGenerated: Bool
 
     init(
         store: Store, name: String, state: CollectionState, timeToLive: Duration?, freshness: Freshness = Freshness(),
@@ -72,7 +76,9 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         olderFields = fields
         currentScanned = currentFields?.scanned
         olderScanned = fields.compactMapValues(\.scanned)
-        currentEmitted = currentFields?.emitted
+        let generated = currentFields?.emitted
+        emitsGenerated = generated != nil
+        currentEmitted = generated ?? currentFields?.recorded
         try Registry.check(Model.self, collection: name, keyKind: Model.ID.keyKind, in: store)
         if store.options.readOnly {
             database = try store.environment.openDatabase(databaseName)

@@ -28,6 +28,10 @@ struct PayloadFields<Model: VariablyCodable>: Sendable {
         return table
     }
 
+    /// The key names by field number, for writing what the model's `encode(to:)` records
+    /// (`Model.recordFields`): property `n` is field `n`. (`nil` past 64 keys, as for generated code.)
+    var recorded: CBORPropertyTable? { CBORPropertyTable(layout.keyNames) }
+
     private func table(_ properties: [PartialKeyPath<Model>]) -> CBORPropertyTable? {
         guard !properties.isEmpty else { return nil }
         let names = layout.keyNames
