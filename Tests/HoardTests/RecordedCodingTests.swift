@@ -136,7 +136,10 @@ struct RecordedCodingTests {
             }
             #expect(try payloads([1, 2], of: "Mixed", in: store) == expected)
             #expect(try collection.get(1) == models[0])
+            // A new collection object records again, and declines at the field written twice.
+            let fresh = try store.collection(Mixed.self)
             #expect(throws: HoardError.self) { try collection.put(Mixed(id: 3, at: Date(), twice: true)) }
+            #expect(throws: HoardError.self) { try fresh.put(Mixed(id: 3, at: Date(), twice: true)) }
             #expect(try collection.get(3) == nil)
         }
     }

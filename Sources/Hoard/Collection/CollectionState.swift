@@ -57,9 +57,6 @@ final class CollectionState: Sendable {
     /// How many keys the last write to the collection (bounded) had written when it ended: the
     /// size the next write's ``WrittenKeys`` starts at.
     let writtenKeys = Atomic<Int>(0)
-    /// Whether puts try recording the model's `encode(to:)` by field (`HoardCollection.emit`):
-    /// until it first declines.
-    let recordsFields = Atomic<Bool>(true)
 
     /// Keys of records read in an older version, to rewrite (``MigrationPolicy/lazy``).
     let pendingMigrations = Mutex<Set<[UInt8]>>([])

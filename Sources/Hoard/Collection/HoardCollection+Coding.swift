@@ -51,9 +51,9 @@ extension HoardCollection {
     @inline(__always)
     func emit(_ model: Model, into emitter: inout CBORFieldEmitter) -> Bool {
         if emitsGenerated { return model.emit(into: &emitter) }
-        guard let layout = currentFields?.layout, state.recordsFields.load(ordering: .relaxed) else { return false }
+        guard let layout = currentFields?.layout, recordsFields.load(ordering: .relaxed) else { return false }
         let emitted = (try? model.recordFields(layout: layout) { Self.emit($0, into: &emitter) }) ?? false
-        if !emitted { state.recordsFields.store(false, ordering: .relaxed) }
+        if !emitted { recordsFields.store(false, ordering: .relaxed) }
         return emitted
     }
 

@@ -1,6 +1,7 @@
 internal import LMDB
 public import VariableCoding
 internal import CBOR
+internal import Synchronization
 
 /// The stored models of one type: a named LMDB database of records keyed by the models' IDs.
 ///
@@ -46,6 +47,10 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     let currentEmitted: CBORPropertyTable?
     /// Whether `currentEmitted` is the generated code's.
     let emitsGenerated: Bool
+    /// Whether puts try recording the model's `encode(to:)` by field (``emit(_:into:)``): until
+    /// it first declines. Kept here, not in the state shared by the collections of one name: it
+    /// says something of this model type.
+    let recordsFields = Atomic<Bool>(true)
 
     init(
         store: Store, name: String, state: CollectionState, timeToLive: Duration?, freshness: Freshness = Freshness(),
