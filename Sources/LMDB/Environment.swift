@@ -257,7 +257,9 @@ public final class Environment: @unchecked Sendable {
         try check(mdb_env_create(&env), "mdb_env_create")
         guard let env else { throw LMDBError(.system, operation: "mdb_env_create", context: "no environment returned") }
         do {
-            try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize", path)
+            // A cap below the initial size is the size: the map never exceeds its cap.
+            let size = min(options.mapSize, options.maxMapSize ?? .max)
+            try check(mdb_env_set_mapsize(env, size), "mdb_env_set_mapsize", path)
             try check(mdb_env_set_maxreaders(env, UInt32(clamping: options.maxReaders)), "mdb_env_set_maxreaders", path)
             try check(mdb_env_set_maxdbs(env, UInt32(clamping: options.maxDatabases)), "mdb_env_set_maxdbs", path)
         } catch {

@@ -154,6 +154,7 @@ struct FaultTests {
             let error = try #require(failure, "no error within 100,000 items under a 1 MiB cap")
             #expect((error as? HoardError)?.storageKind == .mapFull, "\(error)")
             #expect("\(error)".contains("cap of 1048576 bytes"), "\(error)")
+            #expect(try store.environment.info().mapSize <= 1 << 20, "the map starts within its cap")
             #expect(try items.count() == stored)
             #expect(try items.get(Int64(stored - 1))?.value == stored - 1)
             try store.write { txn in
