@@ -74,27 +74,6 @@ uint32_t hoard_crc32_fold_record(uint32_t state, const uint8_t *head, const uint
     return reduce(remainder);
 }
 
-__attribute__((target("pclmul,sse4.1")))
-uint32_t hoard_crc32_fold_records(
-    uint32_t state, const uint8_t *head, const uint8_t *other_head, const uint8_t *data, size_t blocks,
-    uint32_t *other) {
-    // Two remainders, one payload: the folds of each are independent, so the processor runs the
-    // two chains side by side in about the time of one.
-    const __m128i start = _mm_cvtsi32_si128((int)state);
-    const __m128i straddle_data = _mm_loadl_epi64((const __m128i *)data);
-    __m128i a = _mm_xor_si128(_mm_loadu_si128((const __m128i *)head), start);
-    __m128i b = _mm_xor_si128(_mm_loadu_si128((const __m128i *)other_head), start);
-    a = fold(a, _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(head + 16)), straddle_data));
-    b = fold(b, _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(other_head + 16)), straddle_data));
-    for (size_t block = 0; block < blocks; block++) {
-        const __m128i next = _mm_loadu_si128((const __m128i *)(data + 8 + 16 * block));
-        a = fold(a, next);
-        b = fold(b, next);
-    }
-    *other = reduce(b);
-    return reduce(a);
-}
-
 #else
 
 int hoard_crc32_accelerated(void) { return 0; }
@@ -109,17 +88,6 @@ uint32_t hoard_crc32_fold_record(uint32_t state, const uint8_t *head, const uint
     (void)head;
     (void)data;
     (void)blocks;
-    return state;  // never called: hoard_crc32_accelerated() is 0
-}
-
-uint32_t hoard_crc32_fold_records(
-    uint32_t state, const uint8_t *head, const uint8_t *other_head, const uint8_t *data, size_t blocks,
-    uint32_t *other) {
-    (void)head;
-    (void)other_head;
-    (void)data;
-    (void)blocks;
-    *other = state;
     return state;  // never called: hoard_crc32_accelerated() is 0
 }
 

@@ -89,6 +89,12 @@ public func withStore<R>(_ body: (Store, String) throws -> R) throws -> R {
 }
 
 /// Writes a record the way an earlier app version did: its key set, its version in the header.
+/// The payload of a stored record: its bytes after the header (of either record format), or
+/// none when the header cannot be read.
+public func payload(of record: [UInt8]) -> [UInt8] {
+    record.withUnsafeBytes { bytes in (try? RecordHeader.parse(bytes)).map { Array($0.1) } ?? [] }
+}
+
 public func writeRecord(_ note: Note, version: Int, in store: Store, header: ((inout [UInt8]) -> Void)? = nil) throws {
     let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(version)]).encode(note)
     var record = RecordHeader(version: version, writtenAt: 42, expiresAt: nil).record(with: payload)

@@ -115,7 +115,7 @@ struct BulkPutTests {
                 // Beyond the header (write time, expiry, checksum), the bytes are the same.
                 let bulkRecord = try record(model.id, in: store, collection: "Bulk")
                 let eachRecord = try record(model.id, in: store, collection: "Each")
-                #expect(bulkRecord.dropFirst(RecordHeader.size) == eachRecord.dropFirst(RecordHeader.size))
+                #expect(payload(of: bulkRecord) == payload(of: eachRecord))
                 #expect(try bulk.get(model.id) == model)
             }
         }
@@ -134,7 +134,7 @@ struct BulkPutTests {
             for model in models {
                 let expected = try withKeySet(.currentLocal) { try encoder.encode(model) }
                 #expect(
-                    try record(model.id, in: store, collection: "Choosy").dropFirst(RecordHeader.size) == expected[...],
+                    payload(of: try record(model.id, in: store, collection: "Choosy")) == expected,
                     "model \(model.id)")
                 #expect(try choosy.get(model.id) == model)
             }

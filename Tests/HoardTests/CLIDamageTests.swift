@@ -39,10 +39,10 @@ struct CLIDamageTests {
                         var record = try #require(try txn.value(forKey: key, in: notes))
                         switch index % 3 {
                         case 0:
-                            let byte = Int.random(in: RecordHeader.size..<record.count, using: &random)
+                            let byte = Int.random(in: RecordHeader.minimumSize..<record.count, using: &random)
                             record[byte] ^= 1 << UInt8.random(in: 0..<8, using: &random)
                         case 1:
-                            let byte = Int.random(in: 0..<RecordHeader.size, using: &random)
+                            let byte = Int.random(in: 0..<RecordHeader.minimumSize, using: &random)
                             record[byte] ^= 1 << UInt8.random(in: 0..<8, using: &random)
                         default:
                             record.removeLast(Int.random(in: 1..<record.count, using: &random))

@@ -71,7 +71,7 @@ struct CLITests {
         try withSampleStore { dir, path in
             let text = try hoard("stat", path)
             #expect(text.status == 0, "\(text.stderr)")
-            #expect(text.stdout.contains("format 1"))
+            #expect(text.stdout.contains("(format \(Store.formatVersion))"), "\(text.stdout)")
             let noteRow = text.stdout.split(separator: "\n").first { $0.hasPrefix("Note ") }.map(String.init) ?? ""
             #expect(noteRow.contains("v1: 2"), "\(text.stdout)")
             #expect(
@@ -339,7 +339,7 @@ struct CLITests {
             // A broken magic: the header is not a header.
             let text13 = try offset(of: "marker-13-end")
             let magic = try #require(
-                (max(0, text13 - 80)..<text13).last { bytes[$0] == 0x48 && bytes[$0 + 1] == 0x52 && bytes[$0 + 2] == 1 }
+                (max(0, text13 - 80)..<text13).last { bytes[$0] == 0x48 && bytes[$0 + 1] == 2 && bytes[$0 + 6] <= 1 }
             )
             try patchFile(file, at: magic, with: [0x58, 0x58])
             // A record with an intact header and checksum but a payload that is not CBOR, and one
@@ -373,7 +373,7 @@ struct CLITests {
             let damaged = try hoard("verify", copy)
             #expect(damaged.status == 1)
             #expect(damaged.stdout.contains("Note[7]: checksum mismatch"), "\(damaged.stdout)")
-            #expect(damaged.stdout.contains("Note[13]: the header does not start with \"HR\""), "\(damaged.stdout)")
+            #expect(damaged.stdout.contains("Note[13]: the header does not start with \"H\""), "\(damaged.stdout)")
             #expect(damaged.stdout.contains("Note[41]: the payload is not valid CBOR"), "\(damaged.stdout)")
             #expect(damaged.stdout.contains("Note[42]: the payload has key 'COLOUR'"), "\(damaged.stdout)")
             #expect(damaged.stdout.contains("Note[43]: written with key-set version 9, newer"), "\(damaged.stdout)")

@@ -94,7 +94,7 @@ struct CapacityTests {
             }
             let statistics = notes.statistics()
             #expect(statistics.removed.evicted > 0)
-            #expect(statistics.evictedBytes > statistics.removed.evicted * (8 + RecordHeader.size))
+            #expect(statistics.evictedBytes > statistics.removed.evicted * (8 + RecordHeader.minimumSize))
             #expect(statistics.puts > 0 && statistics.hits + statistics.misses > 0)
         }
     }
@@ -103,7 +103,7 @@ struct CapacityTests {
     func errors() throws {
         try withTemporaryStore { store in
             for capacity in [
-                Capacity.records(0), .records(-5), .bytes(-1), .bytes(20), Capacity(records: 10, bytes: 0),
+                Capacity.records(0), .records(-5), .bytes(-1), .bytes(15), Capacity(records: 10, bytes: 0),
             ] {
                 expectHoardError(.invalidCapacity, ["invalid capacity"]) {
                     _ = try store.collection(Note.self, capacity: capacity)

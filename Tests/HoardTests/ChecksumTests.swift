@@ -1,11 +1,14 @@
-@testable import Hoard
+@_spi(LMDB) @testable import Hoard
+import HoardTestSupport
+import HoardTesting
+import LMDB
 import TestSupport
 import Testing
 
-@Suite("Record checksum")
+@Suite("Record header and checksum")
 struct ChecksumTests {
     /// The CRC-32 of zlib, one bit at a time: the reference the fast table-driven one must match.
-    func referenceCRC(_ bytes: [UInt8]) -> UInt32 {
+    static func referenceCRC(_ bytes: some Collection<UInt8>) -> UInt32 {
         var c: UInt32 = 0xFFFF_FFFF
         for byte in bytes {
             c ^= UInt32(byte)
@@ -14,55 +17,129 @@ struct ChecksumTests {
         return c ^ 0xFFFF_FFFF
     }
 
-    @Test("the header's CRC-32 equals zlib's for every payload length and content")
-    func matchesReference() {
-        #expect(referenceCRC(Array("123456789".utf8)) == 0xCBF4_3926)  // the published check value
-        var rng = SeededGenerator(seed: SeededGenerator.seedFromEnvironment())
-        for length in 0..<300 {
-            let payload = (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
-            let record = RecordHeader(version: 3, writtenAt: Int64(length), expiresAt: length % 2 == 0 ? nil : 99)
-                .record(with: payload)
-            let stored = record[24..<28].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-            #expect(
-                stored == referenceCRC(Array(record[0..<24]) + payload), "payload of \(length) bytes (seed \(rng.seed))"
-            )
-            let parsed = record.withUnsafeBytes { try? RecordHeader.parse($0).0 }
-            #expect(parsed?.writtenAt == Int64(length))
+    static func bigEndian(_ bytes: some Collection<UInt8>) -> UInt64 { bytes.reduce(0) { $0 << 8 | UInt64($1) } }
+
+    /// A record of format 1 made the way FORMAT.md describes it, independently of the product's code.
+    static func formatOneRecord(version: UInt32, writtenAt: Int64, expiresAt: Int64?, payload: [UInt8]) -> [UInt8] {
+        func bytes(_ value: UInt64, _ count: Int) -> [UInt8] {
+            (0..<count).reversed().map { UInt8(truncatingIfNeeded: value >> (8 * $0)) }
         }
+        var record: [UInt8] = [0x48, 0x52, 1, expiresAt == nil ? 0 : 1]
+        record += bytes(UInt64(version), 4) + bytes(UInt64(bitPattern: writtenAt), 8)
+        record += bytes(UInt64(bitPattern: expiresAt ?? 0), 8)
+        record += bytes(UInt64(referenceCRC(record + payload)), 4)
+        return record + payload
     }
 
-    @Test(
-        "a renewed record has the new times, the old version and payload, and zlib's checksum; a damaged one is refused"
-    )
-    func renewal() throws {
+    @Test("a header of format 2 is laid out as FORMAT.md says, with zlib's CRC-32, for every payload length")
+    func formatTwoLayout() throws {
+        #expect(Self.referenceCRC(Array("123456789".utf8)) == 0xCBF4_3926)  // the published check value
         var rng = SeededGenerator(seed: SeededGenerator.seedFromEnvironment())
+        let versions: [(Int, [UInt8])] = [
+            (1, [0x01]), (127, [0x7F]), (128, [0x80, 0x01]), (300, [0xAC, 0x02]),
+            (Int(UInt32.max), [0xFF, 0xFF, 0xFF, 0xFF, 0x0F]),
+        ]
         for length in 0..<300 {
             let payload = (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
-            let record = RecordHeader(version: 7, writtenAt: 1, expiresAt: length % 3 == 0 ? nil : 5).record(
-                with: payload)
-            let renewal = RecordHeader(
-                version: 1, writtenAt: 1_000 + Int64(length), expiresAt: length % 2 == 0 ? nil : 2_000)
-            func renew(_ record: [UInt8]) -> [UInt8]? {
-                var renewed = [UInt8](repeating: 0, count: record.count)
-                let done = record.withUnsafeBytes { old in
-                    renewed.withUnsafeMutableBytes { renewal.renew(old, into: $0) }
-                }
-                return done ? renewed : nil
+            let (version, leb) = versions[length % versions.count]
+            let writtenAt = 1_764_000_000_000 + Int64(length)
+            let expiresAt: Int64? = length % 2 == 0 ? nil : writtenAt + 99
+            let header = RecordHeader(version: version, writtenAt: writtenAt, expiresAt: expiresAt)
+            let record = header.record(with: payload)
+            let context = "payload of \(length) bytes, version \(version) (seed \(rng.seed))"
+            #expect(header.size == (expiresAt == nil ? 13 : 19) + leb.count, "\(context)")
+            #expect(record.count == header.size + length)
+            #expect(record[0] == 0x48 && record[1] == 2 && record[6] == (expiresAt == nil ? 0 : 1), "\(context)")
+            #expect(Self.bigEndian(record[2..<6]) == UInt64(Self.referenceCRC(record[6...])), "\(context)")
+            #expect(Self.bigEndian(record[7..<13]) == UInt64(writtenAt))
+            if let expiresAt { #expect(Self.bigEndian(record[13..<19]) == UInt64(expiresAt)) }
+            let versionAt = expiresAt == nil ? 13 : 19
+            #expect(Array(record[versionAt..<(versionAt + leb.count)]) == leb, "\(context)")
+            let parsed = try record.withUnsafeBytes { bytes in
+                let (header, payload) = try RecordHeader.parse(bytes)
+                return (header, Array(payload))
             }
-            let renewed = try #require(renew(record), "payload of \(length) bytes (seed \(rng.seed))")
-            let stored = renewed[24..<28].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-            #expect(stored == referenceCRC(Array(renewed[0..<24]) + payload), "payload of \(length) bytes")
-            let parsed = try renewed.withUnsafeBytes { bytes in
+            #expect(parsed.0 == header && parsed.0.recordFormat == 2 && parsed.1 == payload, "\(context)")
+            record.withUnsafeBytes { bytes in
+                #expect(RecordHeader.peekVersion(bytes) == version, "\(context)")
+                #expect(RecordHeader.peekWrittenAt(bytes) == writtenAt)
+                #expect(RecordHeader.peekExpiry(bytes) == expiresAt)
+            }
+        }
+        #expect(RecordHeader(version: 3, writtenAt: 1, expiresAt: nil).size == RecordHeader.minimumSize)
+    }
+
+    @Test("times outside what 48 bits hold are written as the nearest they hold, which no clock reading tells apart")
+    func clampedTimes() throws {
+        let header = RecordHeader(version: 1, writtenAt: -5, expiresAt: .max)
+        let parsed = try header.record(with: [0xA0]).withUnsafeBytes { try RecordHeader.parse($0).0 }
+        #expect(parsed.writtenAt == 0 && parsed.expiresAt == RecordHeader.latestTime)
+    }
+
+    @Test("a record of format 1 is read: its version, times, payload and checksum, told apart from format 2")
+    func formatOne() throws {
+        var rng = SeededGenerator(seed: SeededGenerator.seedFromEnvironment())
+        for length in 0..<200 {
+            let payload = (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let expiresAt: Int64? = length % 3 == 0 ? nil : 5_000 + Int64(length)
+            let record = Self.formatOneRecord(version: 7, writtenAt: 1_000, expiresAt: expiresAt, payload: payload)
+            let (header, body) = try record.withUnsafeBytes { bytes in
                 let (header, body) = try RecordHeader.parse(bytes)
                 return (header, Array(body))
             }
-            #expect(parsed.0 == RecordHeader(version: 7, writtenAt: renewal.writtenAt, expiresAt: renewal.expiresAt))
-            #expect(parsed.1 == payload)
-            // One flipped bit, in the payload or (without one) in the header's times.
+            #expect(header.version == 7 && header.writtenAt == 1_000 && header.expiresAt == expiresAt)
+            #expect(header.recordFormat == 1 && !header.isCurrentFormat && body == payload, "seed \(rng.seed)")
+            record.withUnsafeBytes { bytes in
+                #expect(RecordHeader.peekVersion(bytes) == 7)
+                #expect(RecordHeader.peekWrittenAt(bytes) == 1_000)
+                #expect(RecordHeader.peekExpiry(bytes) == expiresAt)
+            }
             var damaged = record
-            damaged[length > 0 ? RecordHeader.size + length / 2 : 12] ^= 0x20
-            #expect(renew(damaged) == nil, "a damaged record of \(length) bytes is not renewed")
-            #expect(renew(Array(record.prefix(RecordHeader.size - 1))) == nil)
+            damaged[Int.random(in: 0..<damaged.count, using: &rng)] ^= 1 << UInt8.random(in: 0..<8, using: &rng)
+            #expect(throws: RecordDamage.self, "seed \(rng.seed)") {
+                try damaged.withUnsafeBytes { _ = try RecordHeader.parse($0) }
+            }
+        }
+    }
+
+    @Test("every flipped bit and every cut of a format-2 record is damage, named, never a different record")
+    func damage() {
+        for length in [0, 1, 7, 40] {
+            let payload = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37) }
+            for expiresAt in [nil, Int64(9_000)] {
+                let record = RecordHeader(version: 200, writtenAt: 8_000, expiresAt: expiresAt).record(with: payload)
+                for bit in 0..<(record.count * 8) {
+                    var damaged = record
+                    damaged[bit / 8] ^= 1 << UInt8(bit % 8)
+                    #expect(throws: RecordDamage.self, "bit \(bit) of a \(record.count)-byte record") {
+                        try damaged.withUnsafeBytes { _ = try RecordHeader.parse($0) }
+                    }
+                }
+                for cut in 0..<record.count {
+                    #expect(throws: RecordDamage.self, "the first \(cut) bytes") {
+                        try Array(record.prefix(cut)).withUnsafeBytes { _ = try RecordHeader.parse($0) }
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("a renewal that gives a record an expiry grows its header; the bytes a bound counts follow")
+    func renewalResizes() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(Note.self, capacity: .bytes(10_000))
+            try await notes.put([1, 2, 3].map { Note(id: $0, text: "note \($0)", stars: 1, pinned: false) })
+            let before = try #require(try notes.header(of: 2))
+            #expect(before.expiresAt == nil)
+            #expect(try await notes.touch(2, expiry: .after(.seconds(60))))
+            let after = try #require(try notes.header(of: 2))
+            #expect(after.version == before.version && after.expiresAt != nil)
+            #expect(try notes.get(2)?.text == "note 2")
+            let database = try store.environment.openDatabase("c:Note")
+            let stored = try store.environment.read { txn in
+                try txn.entries(in: database).reduce(0) { $0 + $1.key.count + $1.value.count }
+            }
+            #expect(try notes.capacityUsage()?.bytes == stored && stored > 0)
         }
     }
 }

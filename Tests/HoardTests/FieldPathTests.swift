@@ -211,7 +211,7 @@ struct FieldPathTests {
                 let record = try #require(
                     try store.environment.read { txn in try txn.value(forKey: model.id.keyBytes, in: database) })
                 let expected = try withKeySet(.currentLocal) { try CBOREncoder(deterministic: true).encode(model) }
-                #expect(Array(record.dropFirst(RecordHeader.size)) == expected, "seed \(seed), model \(model.id)")
+                #expect(payload(of: record) == expected, "seed \(seed), model \(model.id)")
                 #expect(try probes.get(model.id) == model, "seed \(seed), model \(model.id)")
             }
         }

@@ -34,7 +34,8 @@ struct InteropTests {
                 try store.collection(Note.self).put(notes[0], expiry: .at(Date(timeIntervalSince1970: 1_900_000_000)))
                 try store.collection(Note.self).put(notes[1])
                 try store.collection(Tag.self).put(tags)
-                // A nested model whose key changed between versions: one record of each version.
+                // A nested model whose key changed between versions: one record of each version,
+                // the older one in record format 1.
                 let framed = try store.collection(FramedTwice.self)
                 try framed.put(FramedTwice(id: 2, frame: Frame(width: 20)))
                 let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)]).encode(
@@ -42,7 +43,7 @@ struct InteropTests {
                 let database = try store.environment.openDatabase("c:FramedTwice")
                 try store.environment.write { txn in
                     try txn.put(
-                        RecordHeader(version: 1, writtenAt: 7, expiresAt: nil).record(with: payload),
+                        ChecksumTests.formatOneRecord(version: 1, writtenAt: 7, expiresAt: nil, payload: payload),
                         forKey: Int64(1).keyBytes, in: database)
                 }
             }
@@ -56,7 +57,7 @@ struct InteropTests {
             #expect(
                 child.wait() == 0,
                 "read_store.py failed (is \(Self.python) set up with lmdb and cbor2? tools/test.sh does it)")
-            #expect(lines.first?["format"] as? Int == 1)
+            #expect(lines.first?["format"] as? Int == Store.formatVersion)
 
             let registry = lines.filter { $0["registry"] as? String == "Note" }.first?["entry"] as? [String: Any]
             #expect(registry?["type"] as? String == "Note")
@@ -73,6 +74,7 @@ struct InteropTests {
                 let record = try #require(
                     records.first { $0["collection"] as? String == "FramedTwice" && $0["key"] as? String == key })
                 #expect(record["version"] as? Int == version)
+                #expect(record["written"] as? Int == (version == 1 ? 7 : 1_700_000_000_000))
                 let named = try #require(record["named"] as? [String: Any])
                 #expect(named["id"] as? Int == Int(id) && named["frame.width"] as? Int == width, "\(named)")
             }

@@ -51,7 +51,7 @@ struct MigrationWriteBackTests {
             let header = try #require(try notes.header(of: 1))
             #expect(header.version == 3)
             #expect(header.writtenAt == 42)  // the write time of the content is kept
-            #expect(Array(after[RecordHeader.size...]) == (try currentPayload(Self.old[0])))
+            #expect(payload(of: after) == (try currentPayload(Self.old[0])))
             #expect(try notes.get(1) == Self.old[0])
             // Record 2 was never read: still version 1 until read and flushed.
             #expect(try notes.header(of: 2)?.version == 1)
@@ -110,7 +110,7 @@ struct MigrationWriteBackTests {
             for note in all {
                 #expect(try notes.header(of: note.id)?.version == 3)
                 #expect(
-                    Array(try #require(try storedRecord(note.id, in: store))[RecordHeader.size...])
+                    payload(of: try #require(try storedRecord(note.id, in: store)))
                         == (try currentPayload(note)))
             }
             #expect(try notes.header(of: 3_000)?.version == 9)

@@ -47,6 +47,27 @@ struct StoreFixtureTests {
         }
     }
 
+    @Test("read-only, it stays store format 2; opened to write, it becomes the current format")
+    func storeFormat() throws {
+        try withFixture { _, path in
+            func format(_ store: Store) throws -> String? {
+                let meta = try #require(store.meta)
+                return try store.environment.read { txn in
+                    try txn.value(forKey: Array("format".utf8), in: meta).map { String(decoding: $0, as: UTF8.self) }
+                }
+            }
+            do {
+                let reader = try Store(path: path, options: Store.Options(readOnly: true))
+                #expect(try format(reader) == "2")
+                #expect(try reader.collection(Note.self).get(3) == Self.notes[2])
+            }
+            let writer = try Store(path: path, options: testOptions)
+            #expect(try format(writer) == "\(Store.formatVersion)")
+            let header = try writer.collection(Note.self).header(of: 3)
+            #expect(header?.recordFormat == 1, "records are rewritten only by a migration")
+        }
+    }
+
     @Test("migrates lazily, at the next write, and eagerly, record by record")
     func migrates() throws {
         try withFixture { _, path in
@@ -55,15 +76,27 @@ struct StoreFixtureTests {
             #expect(try notes.get(1) == Self.notes[0])
             try notes.put(Note(id: 7, text: "new", stars: 0, pinned: false))
             #expect(try notes.header(of: 1)?.version == 3)
+            #expect(try notes.header(of: 1)?.recordFormat == RecordHeader.format)
             #expect(try notes.header(of: 2)?.version == 1, "not read, so not rewritten")
+            #expect(try notes.header(of: 2)?.recordFormat == 1)
+            // A record of the current version is read and rewritten too: its record format is old.
+            let current = Self.notes[2]
+            #expect(try notes.header(of: current.id)?.version == 3)
+            #expect(try notes.header(of: current.id)?.recordFormat == 1)
+            #expect(try notes.get(current.id) == current)
+            try notes.put(Note(id: 8, text: "newer", stars: 0, pinned: false))
+            #expect(try notes.header(of: current.id)?.recordFormat == RecordHeader.format)
         }
         try withFixture { _, path in
             let store = try Store(path: path, options: testOptions)
             let notes = try store.collection(Note.self, migration: .never)
+            // Every record is of record format 1, of whichever key-set version: all are rewritten.
+            let stored = try notes.count()
             let progress = try notes.migrate()
-            #expect(progress.migrated == 2 && progress.failed == 0 && progress.finished)
+            #expect(progress.migrated == stored && progress.failed == 0 && progress.finished, "\(progress)")
             for note in Self.notes {
                 #expect(try notes.header(of: note.id)?.version == 3)
+                #expect(try notes.header(of: note.id)?.recordFormat == RecordHeader.format)
                 #expect(try notes.get(note.id) == note)
             }
         }

@@ -173,10 +173,18 @@ struct StoreTests {
             try writeRecord(note, version: 3, in: store) { $0[$0.count - 1] ^= 0xFF }
             expectHoardError(.corruptRecord, ["Note[5]", "damaged", "checksum mismatch"]) { _ = try notes.get(5) }
             try writeRecord(note, version: 3, in: store) { $0[0] = 0x00 }
-            expectHoardError(.corruptRecord, ["Note[5]", "does not start with \"HR\""]) { _ = try notes.get(5) }
+            expectHoardError(.corruptRecord, ["Note[5]", "does not start with \"H\""]) { _ = try notes.get(5) }
             let db = try store.environment.openDatabase("c:Note")
             try store.environment.write { txn in try txn.put([0x48, 0x52, 1], forKey: Int64(5).keyBytes, in: db) }
-            expectHoardError(.corruptRecord, ["Note[5]", "fewer than the 28-byte header"]) { _ = try notes.get(5) }
+            expectHoardError(.corruptRecord, ["Note[5]", "fewer than the 28-byte header of format 1"]) {
+                _ = try notes.get(5)
+            }
+            try store.environment.write { txn in try txn.put([0x48, 0x02, 0], forKey: Int64(5).keyBytes, in: db) }
+            expectHoardError(.corruptRecord, ["Note[5]", "fewer than the 14-byte header"]) { _ = try notes.get(5) }
+            try store.environment.write { txn in try txn.put([0x48, 0x03, 0], forKey: Int64(5).keyBytes, in: db) }
+            expectHoardError(.corruptRecord, ["Note[5]", "record format 3 is not one of the formats 1 and 2"]) {
+                _ = try notes.get(5)
+            }
             // A payload that is valid CBOR with a valid checksum but not a Note.
             let record = RecordHeader(version: 3, writtenAt: 0, expiresAt: nil).record(with: [0x01])
             try store.environment.write { txn in try txn.put(record, forKey: Int64(5).keyBytes, in: db) }
@@ -259,8 +267,8 @@ struct StoreTests {
             let store = try Store(path: path, options: testOptions)
             try store.collection(Note.self).put(Note(id: 1, text: "after all", stars: 1, pinned: false))
             let meta = try store.environment.openDatabase("hoard.meta")
-            #expect(
-                try store.environment.read { try $0.value(forKey: Array("format".utf8), in: meta) } == Array("1".utf8))
+            let format = try store.environment.read { try $0.value(forKey: Array("format".utf8), in: meta) }
+            #expect(format == Array("\(Store.formatVersion)".utf8))
         }
         // A meta database with other content but no format is not taken for one.
         try withTemporaryDirectory { dir in

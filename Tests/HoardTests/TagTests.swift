@@ -86,24 +86,32 @@ import Testing
             #expect(error?.kind == .invalidTag, "\(String(describing: error))")
             #expect(error?.description.contains("more than the 511 LMDB allows") == true)
             #expect(try tagged.get(long) == nil)
-            #expect(try Self.format(store) == "1", "a store is tagged only by a tagged record")
         }
     }
 
-    @Test("the first tagged record makes the store format 2, which this code opens again")
-    func firstTagBumpsTheFormat() async throws {
-        try await withTemporaryDirectory { directory in
-            let path = directory + "/store"
-            do {
-                let store = try Store(path: path, options: .testing())
-                let notes = try store.collection(Note.self)
-                try await notes.put(Self.note(1))
-                #expect(try Self.format(store) == "1")
-                try await notes.put(Self.note(2), tags: ["a"])
-                #expect(try Self.format(store) == "2")
+    @Test("a store of an older format stays so when read, and becomes the current format when opened to write")
+    func olderFormatsOpen() async throws {
+        for older in 1..<Store.formatVersion {
+            try await withTemporaryDirectory { directory in
+                let path = directory + "/store"
+                do {
+                    let store = try Store(path: path, options: .testing())
+                    #expect(try Self.format(store) == "\(Store.formatVersion)", "a new store")
+                    try await store.collection(Note.self).put(Self.note(2), tags: ["a"])
+                    let meta = try #require(store.meta)
+                    try store.environment.write { txn in
+                        try txn.put(Array("\(older)".utf8), forKey: Array("format".utf8), in: meta)
+                    }
+                }
+                do {
+                    let reader = try Store(path: path, options: Store.Options(readOnly: true))
+                    #expect(try reader.collection(Note.self).ids(taggedWith: "a") == [2])
+                    #expect(try Self.format(reader) == "\(older)", "a read-only open changes nothing")
+                }
+                let writer = try Store(path: path, options: .testing())
+                #expect(try Self.format(writer) == "\(Store.formatVersion)", "from format \(older)")
+                #expect(try writer.collection(Note.self).ids(taggedWith: "a") == [2])
             }
-            let again = try Store(path: path, options: .testing())
-            #expect(try again.collection(Note.self).ids(taggedWith: "a") == [2])
         }
     }
 
@@ -318,7 +326,7 @@ import Testing
             #expect(counts.status == 0, "\(counts.stderr)")
             let rows = try JSONSerialization.jsonObject(with: Data(counts.stdout.utf8)) as? [[String: Any]]
             #expect(rows?.map { "\($0["tag"] ?? "")=\($0["records"] ?? "")" } == ["a=1", "b=3"])
-            #expect(try hoard("stat", path).stdout.contains("(format 2)"))
+            #expect(try hoard("stat", path).stdout.contains("(format \(Store.formatVersion))"))
             #expect(try hoard("verify", path).status == 0)
 
             do {

@@ -63,6 +63,33 @@ def named(payload, entry, version):
     return result
 
 
+def header(record):
+    """A record's (version, written, expires, payload), in record format 2 or 1; ValueError when
+    it breaks the format."""
+    if record[:2] == b"HR":  # format 1: a fixed 28-byte header
+        if len(record) < 28:
+            raise ValueError("record shorter than the header")
+        magic, fmt, flags, version, written, expires, crc = struct.unpack(">2sBBIqqI", record[:28])
+        if fmt != 1 or flags & ~1:
+            raise ValueError("bad header")
+        if zlib.crc32(record[:24] + record[28:]) != crc:
+            raise ValueError("checksum mismatch")
+        return version, written, expires if flags & 1 else None, record[28:]
+    if len(record) < 14 or record[:2] != b"H\x02" or record[6] & ~1:
+        raise ValueError("bad header")
+    if zlib.crc32(record[6:]) != int.from_bytes(record[2:6], "big"):
+        raise ValueError("checksum mismatch")
+    written, at, expires = int.from_bytes(record[7:13], "big"), 13, None
+    if record[6] & 1:
+        expires, at = int.from_bytes(record[13:19], "big"), 19
+    version = shift = 0
+    while True:  # unsigned LEB128
+        byte = record[at]
+        version, shift, at = version | (byte & 0x7F) << shift, shift + 7, at + 1
+        if byte < 0x80:
+            return version, written, expires, record[at:]
+
+
 def main(path):
     env = lmdb.open(path, readonly=True, lock=True, max_dbs=64, subdir=True)
     with env.begin() as txn:
@@ -82,20 +109,17 @@ def main(path):
         db = env.open_db(name, create=False)
         with env.begin(db=db) as txn:
             for key, record in txn.cursor():
-                if len(record) < 28:
-                    sys.exit(f"{name.decode()}[{key.hex()}]: record shorter than the header")
-                magic, fmt, flags, version, written, expires, crc = struct.unpack(">2sBBIqqI", record[:28])
-                if magic != b"HR" or fmt != 1 or flags & ~1:
-                    sys.exit(f"{name.decode()}[{key.hex()}]: bad header")
-                if zlib.crc32(record[:24] + record[28:]) != crc:
-                    sys.exit(f"{name.decode()}[{key.hex()}]: checksum mismatch")
-                payload = cbor2.loads(record[28:])
+                try:
+                    version, written, expires, body = header(record)
+                except (ValueError, IndexError) as error:
+                    sys.exit(f"{name.decode()}[{key.hex()}]: {error or 'bad header'}")
+                payload = cbor2.loads(body)
                 print(json.dumps({
                     "collection": name[2:].decode(),
                     "key": key.hex(),
                     "version": version,
                     "written": written,
-                    "expires": expires if flags & 1 else None,
+                    "expires": expires,
                     "payload": plain(payload),
                     "named": named(payload, registry[name[2:].decode()], version),
                 }, sort_keys=True))

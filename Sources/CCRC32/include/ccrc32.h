@@ -18,11 +18,4 @@ uint32_t hoard_crc32_fold(uint32_t state, const uint8_t *data, size_t length);
 /// a record's header and payload, which are not adjacent in memory, folded as one run.
 uint32_t hoard_crc32_fold_record(uint32_t state, const uint8_t *head, const uint8_t *data, size_t blocks);
 
-/// `hoard_crc32_fold_record` for two records that share their payload and differ in their
-/// headers (`head`, `other_head`), in one pass: returns the first's and stores the second's in
-/// `*other`.
-uint32_t hoard_crc32_fold_records(
-    uint32_t state, const uint8_t *head, const uint8_t *other_head, const uint8_t *data, size_t blocks,
-    uint32_t *other);
-
 #endif

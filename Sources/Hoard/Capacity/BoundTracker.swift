@@ -198,6 +198,12 @@ final class BoundTracker: EvictionSource {
         stored.append(key, hash: hash)
     }
 
+    /// Call when a record changes from `old` to `new` bytes without being stored anew (a renewal
+    /// whose header grows or shrinks).
+    func resized(from old: Int, to new: Int) {
+        if tracksBytes { bound.usedBytes += new - old }
+    }
+
     /// Call after removing a record of `recordSize` bytes under a key of `keySize` bytes.
     func removed(keySize: Int, recordSize: Int) {
         recordCount -= 1

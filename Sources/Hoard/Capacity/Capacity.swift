@@ -7,8 +7,8 @@ internal import LMDB
 /// let photos = try store.collection(Photo.self, capacity: Capacity(records: 50_000, bytes: 2 << 30))
 /// ```
 ///
-/// Bytes count what the records occupy as stored: each record's key and its bytes (the 28-byte
-/// header and the payload). They are not the size of the store's file, which LMDB never shrinks
+/// Bytes count what the records occupy as stored: each record's key and its bytes (its header
+/// and payload). They are not the size of the store's file, which LMDB never shrinks
 /// (docs/CACHING.md says how pages relate). The capacity is recorded in the store, so every
 /// process that writes the collection keeps the same bound; a write that passes it evicts in
 /// the same transaction.
@@ -54,7 +54,7 @@ public struct Capacity: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The smallest record a collection can hold: a one-byte key, the header and a one-byte payload.
-    static let smallestRecord = 1 + RecordHeader.size + 1
+    static let smallestRecord = 1 + RecordHeader.minimumSize + 1
 
     /// Throws unless every bound given is one a collection can keep.
     func validate(collection: String) throws {
@@ -66,7 +66,7 @@ public struct Capacity: Sendable, Hashable, CustomStringConvertible {
             throw HoardError.invalidCapacity(
                 collection: collection,
                 reason:
-                    "\(bytes) bytes is smaller than one record (at least \(Self.smallestRecord) bytes: key, \(RecordHeader.size)-byte header, payload)"
+                    "\(bytes) bytes is smaller than one record (at least \(Self.smallestRecord) bytes: key, \(RecordHeader.minimumSize)-byte header, payload)"
             )
         }
     }

@@ -78,8 +78,9 @@ extension HoardCollection {
         let found: StoredRecord<Model>? = try txn.withValue(forKey: key, in: database) {
             record -> StoredRecord<Model> in
             guard let (header, payload) = try? RecordHeader.parse(record) else { return .damaged }
-            if header.version >= currentVersion { return .upToDate(newer: header.version > currentVersion) }
-            guard localVersions.contains(header.version),
+            if header.version > currentVersion { return .upToDate(newer: true) }
+            if header.version == currentVersion && header.isCurrentFormat { return .upToDate(newer: false) }
+            guard header.version == currentVersion || localVersions.contains(header.version),
                 let model = try? decodePayload(payload, version: header.version)
             else { return .damaged }
             return .old(header, model)

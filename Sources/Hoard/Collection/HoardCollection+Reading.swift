@@ -216,7 +216,7 @@ extension HoardCollection {
         }
         do {
             let model = try decodePayload(payload, version: header.version)
-            if header.version < currentVersion && migration == .lazy {
+            if (header.version < currentVersion || !header.isCurrentFormat) && migration == .lazy {
                 let key = key()
                 state.pendingMigrations.withLock { pending in
                     if pending.count < Self.pendingLimit { pending.insert(key) }

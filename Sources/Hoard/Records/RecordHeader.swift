@@ -1,24 +1,32 @@
-internal import CCRC32
-
-/// The fixed header in front of every stored payload; docs/FORMAT.md specifies it byte by byte.
+/// The header in front of every stored payload; docs/FORMAT.md specifies it byte by byte.
+///
+/// Records are written in format 2, a header of 14 bytes (20 with an expiry) for a version below
+/// 128:
 ///
 /// ```
 /// offset size  field
-///  0     2     magic "HR" (0x48 0x52)
-///  2     1     record format (1)
-///  3     1     flags (bit 0: the record expires; other bits 0)
-///  4     4     key-set version of the payload, UInt32 big-endian
-///  8     8     written at, Int64 big-endian, milliseconds since 1970-01-01T00:00:00Z
-/// 16     8     expires at, Int64 big-endian, milliseconds since 1970 (0 when flag bit 0 is clear)
-/// 24     4     CRC-32 (IEEE 802.3, as zlib's crc32) of bytes 0..<24 followed by the payload, big-endian
-/// 28     …     payload: one CBOR data item
+///  0     1     magic "H" (0x48)
+///  1     1     record format (2)
+///  2     4     CRC-32 (IEEE 802.3, as zlib's crc32) of every byte from offset 6 on, big-endian
+///  6     1     flags (bit 0: the record expires; other bits 0)
+///  7     6     written at: milliseconds since 1970-01-01T00:00:00Z, 48-bit big-endian
+/// 13     6     expires at, as written at: only when flag bit 0 is set
+///  …     1–5   key-set version of the payload, unsigned LEB128
+///  …     …     payload: one CBOR data item
 /// ```
+///
+/// Records of format 1 (a fixed 28-byte header, "HR", then the format byte) are read as well;
+/// a migration rewrites them in format 2.
 public struct RecordHeader: Sendable, Hashable {
-    /// The size of the header in bytes.
-    public static let size = 28
-    /// The record format this code writes and reads.
-    public static let format: UInt8 = 1
-    static let magic: (UInt8, UInt8) = (0x48, 0x52)
+    /// The size of the smallest header (no expiry, a version below 128).
+    public static let minimumSize = 14
+    /// The record format this code writes.
+    public static let format: UInt8 = 2
+    /// The record formats this code reads.
+    public static let formats: ClosedRange<UInt8> = 1...2
+    /// The latest time a header holds, in milliseconds since 1970 (2^48 − 1, in the year 10889).
+    public static let latestTime: Int64 = (1 << 48) - 1
+    static let magic: UInt8 = 0x48
 
     /// The local key-set version the payload was written with.
     public var version: Int
@@ -26,8 +34,12 @@ public struct RecordHeader: Sendable, Hashable {
     public var writtenAt: Int64
     /// When the record expires, in milliseconds since 1970; `nil` for never.
     public var expiresAt: Int64?
+    /// The record format the header was read in (``format`` for one made here).
+    public internal(set) var recordFormat: UInt8 = Self.format
 
-    /// A header with these fields (times in milliseconds since 1970, as stored).
+    /// A header with these fields (times in milliseconds since 1970, as stored). Times are kept
+    /// within `0...latestTime` when written: an earlier one is written as 0, a later one as
+    /// ``latestTime``, which changes no comparison with a clock's reading.
     public init(version: Int, writtenAt: Int64, expiresAt: Int64?) {
         self.version = version
         self.writtenAt = writtenAt
@@ -40,117 +52,224 @@ public struct RecordHeader: Sendable, Hashable {
         return expiresAt <= now
     }
 
+    /// The size of this header in format 2, in bytes.
+    public var size: Int { (expiresAt == nil ? 13 : 19) + Self.leb128Size(storedVersion) }
+
+    /// The size of this header as its record stores it: in format 2, ``size``; in format 1, 28.
+    public var storedSize: Int { recordFormat == 1 ? Legacy.size : size }
+
+    /// Whether a record with this header is written in the format this code writes.
+    public var isCurrentFormat: Bool { recordFormat == Self.format }
+
+    private var storedVersion: UInt32 { UInt32(truncatingIfNeeded: version) }
+
     /// The complete record: this header, then `payload`.
     public func record(with payload: [UInt8]) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: Self.size + payload.count) { buffer, count in
+        let size = size
+        return [UInt8](unsafeUninitializedCapacity: size + payload.count) { buffer, count in
             payload.withUnsafeBytes { write(payload: $0, into: UnsafeMutableRawBufferPointer(buffer)) }
-            count = Self.size + payload.count
+            count = size + payload.count
         }
-    }
-
-    /// The version stamped in `record`'s header, read without checking the checksum (for
-    /// counting versions quickly), or `nil` when the bytes do not start with a header.
-    public static func peekVersion(_ record: UnsafeRawBufferPointer) -> Int? {
-        guard record.count >= size, record[0] == magic.0, record[1] == magic.1, record[2] == format else { return nil }
-        return Int(loadBigEndian(UInt32.self, at: 4, in: record))
-    }
-
-    /// The write time stamped in `record`'s header, read without checking the checksum, or `nil`
-    /// when the bytes do not start with a header.
-    public static func peekWrittenAt(_ record: UnsafeRawBufferPointer) -> Int64? {
-        guard record.count >= size else { return nil }
-        return Int64(bitPattern: loadBigEndian(UInt64.self, at: 8, in: record))
-    }
-
-    /// The expiry stamped in `record`'s header, read without checking the checksum.
-    public static func peekExpiry(_ record: UnsafeRawBufferPointer) -> Int64? {
-        guard record.count >= size, record[3] & 1 == 1 else { return nil }
-        return Int64(bitPattern: loadBigEndian(UInt64.self, at: 16, in: record))
     }
 
     /// Writes the header followed by `payload` into `record`, which must be exactly
     /// `size + payload.count` bytes long (for writing a record in place, e.g. into LMDB's
     /// reserved space).
     public func write(payload: UnsafeRawBufferPointer, into record: UnsafeMutableRawBufferPointer) {
+        let size = size
         precondition(
-            record.count == Self.size + payload.count,
-            "a record buffer of \(record.count) bytes for a \(payload.count)-byte payload")
-        writeCheckedFields(into: record)
+            record.count == size + payload.count,
+            "a record buffer of \(record.count) bytes for a \(size)-byte header and a \(payload.count)-byte payload")
+        record[0] = Self.magic
+        record[1] = Self.format
+        record[6] = expiresAt == nil ? 0 : 1
+        Self.storeTime(writtenAt, at: 7, in: record)
+        var offset = 13
+        if let expiresAt {
+            Self.storeTime(expiresAt, at: 13, in: record)
+            offset = 19
+        }
+        var version = storedVersion
+        while version >= 0x80 {
+            record[offset] = UInt8(truncatingIfNeeded: version) | 0x80
+            version >>= 7
+            offset += 1
+        }
+        record[offset] = UInt8(version)
         if let base = payload.baseAddress, !payload.isEmpty {
-            (record.baseAddress! + Self.size).copyMemory(from: base, byteCount: payload.count)
+            (record.baseAddress! + size).copyMemory(from: base, byteCount: payload.count)
         }
         var crc = CRC32()
-        crc.update(header: UnsafeRawBufferPointer(rebasing: record[0..<24]), payload: payload)
-        storeBigEndian(crc.value, at: 24, in: record)
+        crc.update(UnsafeRawBufferPointer(rebasing: record[6...]))
+        storeBigEndian(crc.value, at: 2, in: record)
     }
 
-    /// Writes the header's first 24 bytes, all but the checksum, at the start of `record`.
-    private func writeCheckedFields(into record: UnsafeMutableRawBufferPointer) {
-        record[0] = Self.magic.0
-        record[1] = Self.magic.1
-        record[2] = Self.format
-        record[3] = expiresAt == nil ? 0 : 1
-        storeBigEndian(UInt32(truncatingIfNeeded: version), at: 4, in: record)
-        storeBigEndian(UInt64(bitPattern: writtenAt), at: 8, in: record)
-        storeBigEndian(UInt64(bitPattern: expiresAt ?? 0), at: 16, in: record)
+    // MARK: - Peeking (unchecked, for counting and for the read rule)
+
+    /// The record format of `record`'s header, when the bytes start with one this code reads.
+    @inline(__always)
+    static func peekFormat(_ record: UnsafeRawBufferPointer) -> UInt8? {
+        if record.count >= minimumSize, record[0] == magic, record[1] == format { return format }
+        if record.count >= Legacy.size, record[0] == magic, record[1] == Legacy.magic1, record[2] == 1 { return 1 }
+        return nil
     }
 
-    /// Writes into `renewed`, which is as long as `record`, the record `record` renewed: this
-    /// header's write time and expiry, with `record`'s version and payload. Returns `false` when
-    /// `record` is not a valid record (as ``parse(_:)`` checks it): a damaged record is not given a
-    /// fresh checksum. The old checksum is checked and the new one computed in one pass over the
-    /// payload.
-    func renew(_ record: UnsafeRawBufferPointer, into renewed: UnsafeMutableRawBufferPointer) -> Bool {
-        guard (try? Self.checkShape(of: record)) != nil else { return false }
-        var header = self
-        header.version = Int(loadBigEndian(UInt32.self, at: 4, in: record))
-        header.writeCheckedFields(into: renewed)
-        let payload = UnsafeRawBufferPointer(rebasing: record[Self.size...])
-        let (old, new) = CRC32.checksums(
-            of: payload, after: UnsafeRawBufferPointer(rebasing: record[0..<24]),
-            and: UnsafeRawBufferPointer(rebasing: renewed[0..<24]))
-        guard old == loadBigEndian(UInt32.self, at: 24, in: record) else { return false }
-        storeBigEndian(new, at: 24, in: renewed)
-        UnsafeMutableRawBufferPointer(rebasing: renewed[Self.size...]).copyMemory(from: payload)
-        return true
+    /// The version stamped in `record`'s header, read without checking the checksum (for
+    /// counting versions quickly), or `nil` when the bytes do not start with a header.
+    public static func peekVersion(_ record: UnsafeRawBufferPointer) -> Int? {
+        switch peekFormat(record) {
+        case format?: (try? readVersion(record, at: record[6] & 1 == 1 ? 19 : 13)).map { Int($0.value) }
+        case 1?: Int(loadBigEndian(UInt32.self, at: 4, in: record))
+        default: nil
+        }
     }
 
-    /// Reads and checks the header of `record` (magic, format, flags, checksum); returns it and
-    /// the payload, which points into `record`.
+    /// The write time stamped in `record`'s header, read without checking the checksum, or `nil`
+    /// when the bytes do not start with a header.
+    @inline(__always)
+    public static func peekWrittenAt(_ record: UnsafeRawBufferPointer) -> Int64? {
+        switch peekFormat(record) {
+        case format?: loadTime(at: 7, in: record)
+        case 1?: Int64(bitPattern: loadBigEndian(UInt64.self, at: 8, in: record))
+        default: nil
+        }
+    }
+
+    /// The expiry stamped in `record`'s header, read without checking the checksum.
+    @inline(__always)
+    public static func peekExpiry(_ record: UnsafeRawBufferPointer) -> Int64? {
+        switch peekFormat(record) {
+        case format?: record[6] & 1 == 1 && record.count >= 20 ? loadTime(at: 13, in: record) : nil
+        case 1?: record[3] & 1 == 1 ? Int64(bitPattern: loadBigEndian(UInt64.self, at: 16, in: record)) : nil
+        default: nil
+        }
+    }
+
+    // MARK: - Parsing
+
+    /// Reads and checks the header of `record` (magic, format, flags, checksum) in either format;
+    /// returns it and the payload, which points into `record`.
     ///
     /// - Throws: ``RecordDamage`` saying what is wrong (the caller names the record).
     public static func parse(
         _ record: UnsafeRawBufferPointer
     ) throws(RecordDamage) -> (RecordHeader, UnsafeRawBufferPointer) {
-        try checkShape(of: record)
+        guard record.count >= 2 else {
+            throw RecordDamage("the record has \(record.count) bytes, fewer than any header")
+        }
+        guard record[0] == magic else {
+            throw RecordDamage("the header does not start with \"H\" (found 0x\(hexString([record[0]])))")
+        }
+        if record[1] == Legacy.magic1 { return try Legacy.parse(record) }
+        guard record[1] == format else {
+            throw RecordDamage("record format \(record[1]) is not one of the formats 1 and 2 this code reads")
+        }
+        guard record.count >= minimumSize else {
+            throw RecordDamage("the record has \(record.count) bytes, fewer than the \(minimumSize)-byte header")
+        }
+        let flags = record[6]
+        guard flags & ~1 == 0 else { throw RecordDamage("unknown header flags 0x\(hexString([flags]))") }
+        let expires = flags & 1 == 1
+        guard !expires || record.count >= 20 else {
+            throw RecordDamage("the record has \(record.count) bytes, fewer than the 20-byte header with an expiry")
+        }
+        let (version, end) = try readVersion(record, at: expires ? 19 : 13)
+        var crc = CRC32()
+        crc.update(UnsafeRawBufferPointer(rebasing: record[6...]))
+        let stored = loadBigEndian(UInt32.self, at: 2, in: record)
+        guard crc.value == stored else { throw checksumMismatch(stored: stored, computed: crc.value) }
+        let header = RecordHeader(
+            version: Int(version), writtenAt: loadTime(at: 7, in: record),
+            expiresAt: expires ? loadTime(at: 13, in: record) : nil)
+        return (header, UnsafeRawBufferPointer(rebasing: record[end...]))
+    }
+
+    static func checksumMismatch(stored: UInt32, computed: UInt32) -> RecordDamage {
+        RecordDamage(
+            "checksum mismatch (stored 0x\(String(stored, radix: 16)), computed 0x\(String(computed, radix: 16)))")
+    }
+
+    /// The LEB128 version at `offset` and the offset after it.
+    private static func readVersion(
+        _ record: UnsafeRawBufferPointer, at offset: Int
+    ) throws(RecordDamage) -> (value: UInt32, end: Int) {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        var index = offset
+        while index < record.count, index < offset + 5 {
+            let byte = record[index]
+            value |= UInt64(byte & 0x7F) << shift
+            index += 1
+            if byte & 0x80 == 0 {
+                guard value <= UInt32.max else { throw RecordDamage("the key-set version \(value) is out of range") }
+                return (UInt32(value), index)
+            }
+            shift += 7
+        }
+        throw RecordDamage("the key-set version at offset \(offset) does not end within 5 bytes or the record")
+    }
+
+    private static func leb128Size(_ value: UInt32) -> Int {
+        switch value {
+        case ..<0x80: 1
+        case ..<0x4000: 2
+        case ..<0x20_0000: 3
+        case ..<0x1000_0000: 4
+        default: 5
+        }
+    }
+
+    @inline(__always)
+    private static func storeTime(_ time: Int64, at offset: Int, in record: UnsafeMutableRawBufferPointer) {
+        let stored = UInt64(min(max(time, 0), latestTime))
+        storeBigEndian(UInt16(truncatingIfNeeded: stored >> 32), at: offset, in: record)
+        storeBigEndian(UInt32(truncatingIfNeeded: stored), at: offset + 2, in: record)
+    }
+
+    @inline(__always)
+    private static func loadTime(at offset: Int, in record: UnsafeRawBufferPointer) -> Int64 {
+        Int64(loadBigEndian(UInt16.self, at: offset, in: record)) << 32
+            | Int64(loadBigEndian(UInt32.self, at: offset + 2, in: record))
+    }
+}
+
+/// Record format 1, read only: a fixed 28-byte header.
+///
+/// ```
+/// offset size  field
+///  0     2     magic "HR" (0x48 0x52)
+///  2     1     record format (1)
+///  3     1     flags (bit 0: the record expires; other bits 0)
+///  4     4     key-set version of the payload, UInt32 big-endian
+///  8     8     written at, Int64 big-endian, milliseconds since 1970
+/// 16     8     expires at, Int64 big-endian (0 when flag bit 0 is clear)
+/// 24     4     CRC-32 of bytes 0..<24 followed by the payload, big-endian
+/// 28     …     payload
+/// ```
+enum Legacy {
+    static let size = 28
+    static let magic1: UInt8 = 0x52
+
+    static func parse(_ record: UnsafeRawBufferPointer) throws(RecordDamage) -> (RecordHeader, UnsafeRawBufferPointer) {
+        guard record.count >= size else {
+            throw RecordDamage("the record has \(record.count) bytes, fewer than the \(size)-byte header of format 1")
+        }
+        guard record[2] == 1 else {
+            throw RecordDamage("record format \(record[2]) is not one of the formats 1 and 2 this code reads")
+        }
         let flags = record[3]
+        guard flags & ~1 == 0 else { throw RecordDamage("unknown header flags 0x\(hexString([flags]))") }
         let payload = UnsafeRawBufferPointer(rebasing: record[size...])
         var crc = CRC32()
         crc.update(header: UnsafeRawBufferPointer(rebasing: record[0..<24]), payload: payload)
         let stored = loadBigEndian(UInt32.self, at: 24, in: record)
-        guard crc.value == stored else {
-            throw RecordDamage(
-                "checksum mismatch (stored 0x\(String(stored, radix: 16)), computed 0x\(String(crc.value, radix: 16)))")
-        }
-        let version = Int(loadBigEndian(UInt32.self, at: 4, in: record))
-        let writtenAt = Int64(bitPattern: loadBigEndian(UInt64.self, at: 8, in: record))
-        let expiresAt = flags & 1 == 1 ? Int64(bitPattern: loadBigEndian(UInt64.self, at: 16, in: record)) : nil
-        return (RecordHeader(version: version, writtenAt: writtenAt, expiresAt: expiresAt), payload)
-    }
-
-    /// Checks what a record's header says of itself: its length, magic, format and flags.
-    private static func checkShape(of record: UnsafeRawBufferPointer) throws(RecordDamage) {
-        guard record.count >= size else {
-            throw RecordDamage("the record has \(record.count) bytes, fewer than the \(size)-byte header")
-        }
-        guard record[0] == magic.0, record[1] == magic.1 else {
-            throw RecordDamage("the header does not start with \"HR\" (found 0x\(hexString([record[0], record[1]])))")
-        }
-        guard record[2] == format else {
-            throw RecordDamage("record format \(record[2]) is not the format \(format) this code reads")
-        }
-        let flags = record[3]
-        guard flags & ~1 == 0 else { throw RecordDamage("unknown header flags 0x\(hexString([flags]))") }
+        guard crc.value == stored else { throw RecordHeader.checksumMismatch(stored: stored, computed: crc.value) }
+        var header = RecordHeader(
+            version: Int(loadBigEndian(UInt32.self, at: 4, in: record)),
+            writtenAt: Int64(bitPattern: loadBigEndian(UInt64.self, at: 8, in: record)),
+            expiresAt: flags & 1 == 1 ? Int64(bitPattern: loadBigEndian(UInt64.self, at: 16, in: record)) : nil)
+        header.recordFormat = 1
+        return (header, payload)
     }
 }
 
@@ -171,108 +290,4 @@ func storeBigEndian<T: FixedWidthInteger>(_ value: T, at offset: Int, in buffer:
 @inline(__always)
 func loadBigEndian<T: FixedWidthInteger>(_ type: T.Type, at offset: Int, in buffer: UnsafeRawBufferPointer) -> T {
     T(bigEndian: buffer.loadUnaligned(fromByteOffset: offset, as: T.self))
-}
-
-/// CRC-32 (IEEE 802.3 polynomial, reflected; the checksum of zlib, gzip and PNG).
-///
-/// Every record is checked on every read: runs of 32 bytes or more are folded with carry-less
-/// multiplies where the processor has them (`CCRC32`, x86-64), the rest with slicing-by-8 tables.
-struct CRC32 {
-    private(set) var state: UInt32 = 0xFFFF_FFFF
-
-    /// Table k maps a byte to its CRC contribution k bytes further on; table 0 is the classic one.
-    /// Raw memory, made once for the process: no retain or bounds check around a checksum.
-    nonisolated(unsafe) static let tables: UnsafePointer<UInt32> = {
-        let tables = UnsafeMutablePointer<UInt32>.allocate(capacity: 8 * 256)
-        tables.initialize(repeating: 0, count: 8 * 256)
-        for n in 0..<256 {
-            var c = UInt32(n)
-            for _ in 0..<8 { c = c & 1 == 1 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
-            tables[n] = c
-        }
-        for k in 1..<8 {
-            for n in 0..<256 {
-                let previous = tables[(k - 1) * 256 + n]
-                tables[k * 256 + n] = (previous >> 8) ^ tables[Int(previous & 0xFF)]
-            }
-        }
-        return UnsafePointer(tables)
-    }()
-
-    /// Whether the processor folds with carry-less multiplies (`CCRC32`).
-    static let accelerated = hoard_crc32_accelerated() != 0
-
-    mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        guard var pointer = bytes.baseAddress else { return }
-        var remaining = bytes.count
-        var c = state
-        if remaining >= 32 && Self.accelerated {
-            let folded = remaining & ~15
-            c = hoard_crc32_fold(c, pointer.assumingMemoryBound(to: UInt8.self), folded)
-            pointer += folded
-            remaining -= folded
-        }
-        let t = Self.tables
-        while remaining >= 8 {
-            let low = UInt32(littleEndian: pointer.loadUnaligned(as: UInt32.self)) ^ c
-            let high = UInt32(littleEndian: pointer.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
-            c =
-                t[7 * 256 + Int(low & 0xFF)] ^ t[6 * 256 + Int((low >> 8) & 0xFF)]
-                ^ t[5 * 256 + Int((low >> 16) & 0xFF)] ^ t[4 * 256 + Int(low >> 24)]
-                ^ t[3 * 256 + Int(high & 0xFF)] ^ t[2 * 256 + Int((high >> 8) & 0xFF)]
-                ^ t[1 * 256 + Int((high >> 16) & 0xFF)] ^ t[Int(high >> 24)]
-            pointer += 8
-            remaining -= 8
-        }
-        while remaining > 0 {
-            c = t[Int((c ^ UInt32(pointer.load(as: UInt8.self))) & 0xFF)] ^ (c >> 8)
-            pointer += 1
-            remaining -= 1
-        }
-        state = c
-    }
-
-    /// Advances over a record's 24 checked header bytes and then its payload, folding both as one
-    /// run where the processor can (the header alone is too short to fold).
-    mutating func update(header: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) {
-        guard Self.accelerated, header.count == 24, payload.count >= 8,
-            let head = header.baseAddress, let data = payload.baseAddress
-        else {
-            update(header)
-            update(payload)
-            return
-        }
-        let blocks = (payload.count - 8) / 16
-        state = hoard_crc32_fold_record(
-            state, head.assumingMemoryBound(to: UInt8.self), data.assumingMemoryBound(to: UInt8.self), blocks)
-        update(UnsafeRawBufferPointer(rebasing: payload[(8 + 16 * blocks)...]))
-    }
-
-    /// The checksums of two records with the same `payload` after the 24 checked header bytes
-    /// `header` and `other`, in one pass over the payload where the processor folds.
-    static func checksums(
-        of payload: UnsafeRawBufferPointer, after header: UnsafeRawBufferPointer, and other: UnsafeRawBufferPointer
-    ) -> (UInt32, UInt32) {
-        var first = CRC32()
-        var second = CRC32()
-        guard accelerated, header.count == 24, other.count == 24, payload.count >= 8,
-            let head = header.baseAddress, let otherHead = other.baseAddress, let data = payload.baseAddress
-        else {
-            first.update(header: header, payload: payload)
-            second.update(header: other, payload: payload)
-            return (first.value, second.value)
-        }
-        let blocks = (payload.count - 8) / 16
-        var folded = second.state
-        first.state = hoard_crc32_fold_records(
-            first.state, head.assumingMemoryBound(to: UInt8.self), otherHead.assumingMemoryBound(to: UInt8.self),
-            data.assumingMemoryBound(to: UInt8.self), blocks, &folded)
-        second.state = folded
-        let tail = UnsafeRawBufferPointer(rebasing: payload[(8 + 16 * blocks)...])
-        first.update(tail)
-        second.update(tail)
-        return (first.value, second.value)
-    }
-
-    var value: UInt32 { state ^ 0xFFFF_FFFF }
 }

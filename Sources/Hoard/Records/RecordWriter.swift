@@ -194,8 +194,9 @@ struct RecordStoring {
         payload: UnsafeRawBufferPointer, header: RecordHeader, forKey key: UnsafeRawBufferPointer,
         options: PutOptions = [], told: Bool = true, in database: Database, _ txn: borrowing LMDB.WriteTransaction
     ) throws {
-        try tracker?.willStore(key, recordSize: RecordHeader.size + payload.count, in: txn)
-        try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database, options: options) { record in
+        let size = header.size + payload.count
+        try tracker?.willStore(key, recordSize: size, in: txn)
+        try txn.reserve(size, forKey: key, in: database, options: options) { record in
             header.write(payload: payload, into: record)
         }
         if let tagging { try tagging.index.set(tagging.tags, for: key, in: txn) }
@@ -258,11 +259,12 @@ package struct RecordWriter {
         }
     }
 
-    /// Rewrites the header of the record under `key`, its version and payload kept (same size).
-    /// `header` gets the stored write time and expiry and returns the new header, or `nil` to
-    /// leave the record as it is. Observers hear of nothing: a renewal does not change a record's
-    /// value. Returns `nil` when there is no valid record (a damaged one is not given a fresh
-    /// checksum), `false` when `header` declined, `true` when rewritten.
+    /// Rewrites the header of the record under `key`, its version and payload kept (in the
+    /// current record format, which may change its size). `header` gets the stored write time and
+    /// expiry and returns the new header, or `nil` to leave the record as it is. Observers hear of
+    /// nothing: a renewal does not change a record's value. Returns `nil` when there is no valid
+    /// record (a damaged one is not given a fresh checksum), `false` when `header` declined,
+    /// `true` when rewritten.
     ///
     /// One search: a cursor finds the record and replaces it in place, the new record made first
     /// (the bytes a read returns are LMDB's only until the next write).
@@ -271,14 +273,16 @@ package struct RecordWriter {
         header: (_ writtenAt: Int64, _ expiresAt: Int64?) -> RecordHeader?
     ) throws -> Bool? {
         try txn.withKeptCursor(in: database) { cursor in
-            guard let record = try cursor.seek(exactly: key)?.value else { return nil }
-            // The stored times are read before the record is checked: `renew` checks it.
-            guard let new = header(RecordHeader.peekWrittenAt(record) ?? 0, RecordHeader.peekExpiry(record)) else {
-                return (try? RecordHeader.parse(record)) == nil ? nil : false
-            }
-            return try withUnsafeTemporaryAllocation(byteCount: record.count, alignment: 1) { renewed in
-                guard new.renew(record, into: renewed) else { return nil }
-                try cursor.replaceCurrent(key: key, reserving: renewed.count) {
+            guard let record = try cursor.seek(exactly: key)?.value,
+                let (stored, payload) = try? RecordHeader.parse(record)
+            else { return nil }
+            guard var new = header(stored.writtenAt, stored.expiresAt) else { return false }
+            new.version = stored.version
+            let size = new.size + payload.count
+            return try withUnsafeTemporaryAllocation(byteCount: size, alignment: 1) { renewed in
+                new.write(payload: payload, into: renewed)
+                tracker?.resized(from: record.count, to: size)
+                try cursor.replaceCurrent(key: key, reserving: size) {
                     $0.copyMemory(from: UnsafeRawBufferPointer(renewed))
                 }
                 return true

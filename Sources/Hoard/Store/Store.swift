@@ -125,14 +125,12 @@ public final class Store: Sendable {
         }
     }
 
-    /// The newest store format this code reads and writes: a store is created in format 1, and
-    /// becomes format 2 when a record is first tagged (older code, which would not keep the tag
-    /// index, then refuses it with ``HoardError/newerFormat(path:found:supported:)``).
-    public static let formatVersion = 2
-    /// The format a store is created in.
-    static let createdFormat = 1
-    /// The format of a store whose records have been tagged.
-    static let taggedFormat = 2
+    /// The store format this code reads and writes. Format 1 had no tags, format 2 tagged
+    /// records, format 3 writes records in record format 2 (``RecordHeader``). Code of this
+    /// version opens stores of every format up to this one and makes a store it opens for writing
+    /// format 3 in that open, so that older code, which cannot read the records it will write,
+    /// refuses the store with ``HoardError/newerFormat(path:found:supported:)``.
+    public static let formatVersion = 3
     /// The name of the meta database.
     static let metaName = "hoard.meta"
     /// The name of the outbox database: keys to announce to other replicas.
@@ -215,12 +213,16 @@ public final class Store: Sendable {
                 guard format <= Self.formatVersion else {
                     throw HoardError.newerFormat(path: path, found: format, supported: Self.formatVersion)
                 }
-            } else if metaIsEmpty && names == [Self.metaName] {
-                // An empty meta database and nothing else: a creation cut short by older code,
-                // which wrote the format in a second transaction. Finish it.
+            }
+            if let format, format == Self.formatVersion || options.readOnly {
+                // Up to date, or read as it is.
+            } else if format != nil || (metaIsEmpty && names == [Self.metaName]) {
+                // An older format, made current before this code writes its records; or an empty
+                // meta database and nothing else, a creation cut short by older code, which wrote
+                // the format in a second transaction: finished now.
                 if !options.readOnly {
                     try environment.write { txn in
-                        try txn.put(Array(String(Self.createdFormat).utf8), forKey: formatKey, in: meta)
+                        try txn.put(Array(String(Self.formatVersion).utf8), forKey: formatKey, in: meta)
                     }
                 }
             } else {
@@ -234,7 +236,7 @@ public final class Store: Sendable {
                 // The meta database and the format in one transaction: a process killed while
                 // creating the store leaves either nothing or a whole store.
                 meta = try environment.createDatabase(Self.metaName) { txn, meta in
-                    try txn.put(Array(String(Self.createdFormat).utf8), forKey: formatKey, in: meta)
+                    try txn.put(Array(String(Self.formatVersion).utf8), forKey: formatKey, in: meta)
                 }
             }
         } else {

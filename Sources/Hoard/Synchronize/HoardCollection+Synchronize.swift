@@ -139,7 +139,8 @@ extension HoardCollection {
                 reason: "the fresh collection has \(incoming.keys.count) records, more than the capacity of \(records)")
         }
         if let bytes = capacity.bytes {
-            let needed = incoming.keyBytes.count + incoming.payloadBytes.count + incoming.keys.count * RecordHeader.size
+            let headers = incoming.keys.count * RecordHeader.minimumSize
+            let needed = incoming.keyBytes.count + incoming.payloadBytes.count + headers
             if needed > bytes {
                 throw HoardError.overCapacity(
                     collection: name,

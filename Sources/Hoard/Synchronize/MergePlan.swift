@@ -96,11 +96,15 @@ struct MergePlan {
                 plan.puts.append(next)
                 plan.added.append(next)
             } else if header.version == currentVersion {
-                if bytesEqual(fresh.payload(next), payload) {
-                    plan.unchanged += 1
-                } else {
+                if !bytesEqual(fresh.payload(next), payload) {
                     plan.puts.append(next)
                     plan.updated.append(next)
+                } else if header.isCurrentFormat {
+                    plan.unchanged += 1
+                } else {
+                    // The same payload under a header of an older record format: rewritten.
+                    plan.puts.append(next)
+                    plan.migrated.append(next)
                 }
             } else if header.version > currentVersion {
                 plan.replaced.append(report.newer(key, header.version))

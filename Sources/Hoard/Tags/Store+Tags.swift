@@ -10,18 +10,10 @@ extension Store {
         return TagIndex(database: tags, collection: collection, maxKeySize: environment.maxKeySize)
     }
 
-    /// Prepares `txn` for a write that tags records: the store's first tagged record makes it
-    /// format 2 in the same transaction, so that code from before tags, which would leave the
-    /// index behind its records, refuses the store.
+    /// Checks that `txn` can tag records. (Code from before tags, which would leave the index
+    /// behind its records, refuses the store: a store opened for writing is made format 3 at the
+    /// open, see ``Store/formatVersion``.)
     func prepareTagging(in txn: borrowing LMDB.WriteTransaction) throws {
-        guard let tags else { throw HoardError.notAHoardStore(path: path, found: []) }
-        if try txn.count(in: tags) == 0 {
-            let meta = try requireMeta()
-            let formatKey = Array("format".utf8)
-            let format = try txn.value(forKey: formatKey, in: meta).flatMap { Int(String(decoding: $0, as: UTF8.self)) }
-            if (format ?? 0) < Self.taggedFormat {
-                try txn.put(Array(String(Self.taggedFormat).utf8), forKey: formatKey, in: meta)
-            }
-        }
+        guard tags != nil else { throw HoardError.notAHoardStore(path: path, found: []) }
     }
 }

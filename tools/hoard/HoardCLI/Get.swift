@@ -69,7 +69,8 @@ struct Get: StoreCommand {
         } else {
             lines.append("\(Terminal.bold("header"))    \(Terminal.red("damaged"))")
         }
-        lines.append("\(Terminal.bold("size"))      \(size) bytes (28-byte header + payload)")
+        let layout = view.header.map { "record format \($0.recordFormat), \($0.storedSize)-byte header + payload" }
+        lines.append("\(Terminal.bold("size"))      \(size) bytes (\(layout ?? "header + payload"))")
         if let damage = view.damage { lines.append("\(Terminal.bold("damage"))    \(Terminal.red(damage))") }
         if var payload = view.payload, let header = view.header {
             if asCurrent { payload = handle.schema.renaming(payload, from: header.version).value }

@@ -161,8 +161,9 @@ func handWrittenPutAll() throws -> UInt64 {
                 handWrittenEncode(member, into: &payload)
                 try member.id.withKeyBytes { key in
                     try payload.withUnsafeBytes { payload in
-                        try txn.reserve(RecordHeader.size + payload.count, forKey: key, in: database) { record in
-                            RecordHeader(version: 3, writtenAt: 0, expiresAt: nil).write(payload: payload, into: record)
+                        let header = RecordHeader(version: 3, writtenAt: 0, expiresAt: nil)
+                        try txn.reserve(header.size + payload.count, forKey: key, in: database) { record in
+                            header.write(payload: payload, into: record)
                         }
                     }
                 }

@@ -3,8 +3,8 @@ import LMDB
 
 // For tools that read a store without its model types (the `hoard` CLI).
 extension Store {
-    /// The format the store records: 1, or 2 once a record has been tagged (0 for a read-only
-    /// store opened before anything was written).
+    /// The store format the store records (``Store/formatVersion``; 0 for a read-only store
+    /// opened before anything was written).
     ///
     /// - Throws: ``HoardError/storage(_:)`` when the storage fails.
     package func recordedFormat() throws -> Int {
