@@ -167,6 +167,39 @@ struct BulkPutTests {
         }
     }
 
+    @Test("keys after the collection's last go by the append path: fuller pages, and keys among stored ones still land")
+    func appendPath() throws {
+        try withStore { store, _ in
+            let bulk = try store.collection(Note.self, named: "Bulk")
+            let each = try store.collection(Note.self, named: "Each")
+            let notes = (1...20_000).map { Note(id: $0 * 2, text: "note \($0)", stars: Int($0 % 5), pinned: false) }
+            try store.write { txn in
+                try bulk.put(notes, in: txn)
+                for note in notes { try each.put(note, in: txn) }
+            }
+            // An insert at the end of a full page leaves that page a little emptier than an append.
+            let pages = try ["Bulk", "Each"].map { name in
+                let database = try store.environment.openDatabase("c:" + name)
+                return try store.environment.read { try $0.statistics(of: database).leafPages }
+            }
+            #expect(pages[0] < pages[1], "leaf pages: bulk \(pages[0]), one put each \(pages[1])")
+
+            // Odd keys among the stored ones, a key twice, then keys past the end: all stored, the
+            // later of two equal keys winning.
+            let first = [(5, "odd"), (40_002, "past"), (40_002, "again"), (3, "before")]
+            let mixed =
+                first.map { Note(id: Int64($0.0), text: $0.1, stars: 1, pinned: true) }
+                + (40_003...40_010).map { Note(id: $0, text: "end \($0)", stars: 3, pinned: true) }
+            try store.write { txn in try bulk.put(mixed, in: txn) }
+            #expect(try bulk.count() == notes.count + 11)
+            #expect(try bulk.get(5)?.text == "odd")
+            #expect(try bulk.get(3)?.text == "before")
+            #expect(try bulk.get(40_002)?.text == "again")
+            #expect(try bulk.scan(from: 40_001).map(\.id) == [40_002] + Array(40_003...40_010))
+            #expect(try bulk.get(4)?.text == "note 2")
+        }
+    }
+
     @Test("insert-only: a model already stored fails the call, and the transaction stores none of it")
     func insertOnly() throws {
         try withStore { store, _ in

@@ -15,6 +15,39 @@ private struct PutBatch {
     let storing: RecordStoring
 }
 
+/// A bulk put's keys that sort after every key of the collection go in by LMDB's append path,
+/// which fills the last page before it starts the next (an ordinary insert at the end leaves the
+/// page it splits a little emptier, and a search finds the place first).
+private final class AppendOrder {
+    /// The greatest key of the collection, in `capacity` bytes: its last when the put began, then
+    /// the last appended. Copied into place, not into an array, as it changes with every record.
+    private let greatest: UnsafeMutableRawPointer
+    private var count = 0
+    /// LMDB's largest key (511 bytes unless built otherwise); a longer key is simply not appended.
+    private static let capacity = 511
+
+    init(_ database: Database, in txn: borrowing LMDB.WriteTransaction) throws {
+        greatest = .allocate(byteCount: Self.capacity, alignment: 8)
+        try txn.withCursor(in: database) { cursor in
+            guard let last = try cursor.last()?.key, last.count <= Self.capacity else { return }
+            if let base = last.baseAddress { greatest.copyMemory(from: base, byteCount: last.count) }
+            count = last.count
+        }
+    }
+
+    deinit { greatest.deallocate() }
+
+    /// `options` with `.append` when `key` sorts after the greatest key, which it then becomes.
+    func options(for key: UnsafeRawBufferPointer, _ options: PutOptions) -> PutOptions {
+        guard key.count <= Self.capacity, let base = key.baseAddress,
+            keyPrecedes(UnsafeRawBufferPointer(start: greatest, count: count), key)
+        else { return options }
+        greatest.copyMemory(from: base, byteCount: key.count)
+        count = key.count
+        return options.union(.append)
+    }
+}
+
 /// The options of one put call, checked once (its tags normalized) for every form of the call.
 struct PutRequest {
     let expiry: Expiry
@@ -41,10 +74,11 @@ extension HoardCollection {
     /// Stores `model` in `txn` as `request` says.
     func put(_ model: Model, _ request: PutRequest, in txn: borrowing LMDB.WriteTransaction) throws {
         let batch = try batch(request, writes: nil, in: txn)
+        let order: AppendOrder? = nil
         if let table = currentEmitted {
-            try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, in: txn) }
+            try encoder.withFieldEmitting(table: table) { session in try put(model, batch, &session, order, in: txn) }
         } else {
-            try putOrdinarily(model, batch, in: txn)
+            try putOrdinarily(model, batch, order, in: txn)
         }
         try batch.storing.finish(in: txn)
         state.counters.add(.puts)
@@ -63,6 +97,7 @@ extension HoardCollection {
             return try announce(models.map { $0.id.keyBytes }, in: txn)
         }
         let batch = try batch(request, writes: models.underestimatedCount, in: txn)
+        let order = try AppendOrder(database, in: txn)
         // Counted once a call, not a counter call per record.
         var stored = 0
         defer { state.counters.add(.puts, stored) }
@@ -81,20 +116,20 @@ extension HoardCollection {
                 // iterator (about a hundred instructions a record).
                 let done: Void? = try models.withContiguousStorageIfAvailable { models in
                     for index in models.indices {
-                        try put(models[index], batch, &session, in: txn)
+                        try put(models[index], batch, &session, order, in: txn)
                         try count(1)
                     }
                 }
                 if done == nil {
                     for model in models {
-                        try put(model, batch, &session, in: txn)
+                        try put(model, batch, &session, order, in: txn)
                         try count(1)
                     }
                 }
             }
         } else {
             for model in models {
-                try putOrdinarily(model, batch, in: txn)
+                try putOrdinarily(model, batch, order, in: txn)
                 try count(1)
             }
         }
@@ -132,7 +167,8 @@ extension HoardCollection {
 
     /// Stores one model of a batch through its generated code, or the ordinary way when that declines.
     private func put(
-        _ model: Model, _ batch: PutBatch, _ session: inout CBOREmitSession, in txn: borrowing LMDB.WriteTransaction
+        _ model: Model, _ batch: PutBatch, _ session: inout CBOREmitSession, _ order: AppendOrder?,
+        in txn: borrowing LMDB.WriteTransaction
     ) throws {
         try model.id.withKeyBytes { key in
             try checkKeySize(key.count)
@@ -140,30 +176,33 @@ extension HoardCollection {
             // LMDB, without the layers that name the key in an encoding error.
             guard let payload = session.emit({ emit(model, into: &$0) }) else {
                 return try withPayload(of: model, key: key, ordinarily: true) {
-                    try store($0, batch, key: key, in: txn)
+                    try store($0, batch, key: key, order, in: txn)
                 }
             }
-            try store(payload, batch, key: key, in: txn)
+            try store(payload, batch, key: key, order, in: txn)
         }
     }
 
     /// Stores one model of a batch through its `encode(to:)`.
-    private func putOrdinarily(_ model: Model, _ batch: PutBatch, in txn: borrowing LMDB.WriteTransaction) throws {
+    private func putOrdinarily(
+        _ model: Model, _ batch: PutBatch, _ order: AppendOrder?, in txn: borrowing LMDB.WriteTransaction
+    ) throws {
         try model.id.withKeyBytes { key in
             try checkKeySize(key.count)
-            try withPayload(of: model, key: key, ordinarily: true) { try store($0, batch, key: key, in: txn) }
+            try withPayload(of: model, key: key, ordinarily: true) { try store($0, batch, key: key, order, in: txn) }
         }
     }
 
-    /// Writes a record of `payload` under `key`.
+    /// Writes a record of `payload` under `key`, by the append path when `order` allows it.
     @inline(__always)
     private func store(
-        _ payload: UnsafeRawBufferPointer, _ batch: PutBatch, key: UnsafeRawBufferPointer,
+        _ payload: UnsafeRawBufferPointer, _ batch: PutBatch, key: UnsafeRawBufferPointer, _ order: AppendOrder?,
         in txn: borrowing LMDB.WriteTransaction
     ) throws {
+        let options = order?.options(for: key, batch.options) ?? batch.options
         do {
             try batch.storing.store(
-                payload: payload, header: batch.header, forKey: key, options: batch.options, in: database, txn)
+                payload: payload, header: batch.header, forKey: key, options: options, in: database, txn)
         } catch let error as LMDBError where error.kind == .keyExists {
             throw HoardError.alreadyStored(collection: name, key: storedKey(key))
         }
