@@ -327,7 +327,7 @@ final class JSONLMDBPeer: Peer {
         }
     }
 
-    func get(_ id: Int64, in txn: borrowing Transaction<some TransactionAccess>) throws -> Member? {
+    func get(_ id: Int64, in txn: borrowing LMDB.Transaction<some LMDB.TransactionAccess>) throws -> Member? {
         try txn.withValue(forKey: key(id), in: database!) { bytes in
             try decoder.decode(MemberRow.self, from: Data(bytes)).member
         }

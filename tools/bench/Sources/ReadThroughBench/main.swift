@@ -174,7 +174,7 @@ nonisolated func spansRound(
         let slice = ids[start..<min(start + step, ids.count)]
         for pass in number % 2 == 0 ? [0, 1] : [1, 0] {
             let users = pass == 0 ? off : noOp
-            if miss { try users.deleteAll() }
+            if miss { try await users.deleteAll() }
             let t0 = now()
             for id in slice { ages &+= try await users.get(id, orFetch: fetch)?.age ?? 0 }
             if pass == 0 { without += now() - t0 } else { with += now() - t0 }
