@@ -23,13 +23,19 @@ private final class AppendOrder {
     /// the last appended. Copied into place, not into an array, as it changes with every record.
     private let greatest: UnsafeMutableRawPointer
     private var count = 0
+    /// Whether any key may still be appended: not when the last key does not fit the buffer.
+    private var appending = true
     /// LMDB's largest key (511 bytes unless built otherwise); a longer key is simply not appended.
     private static let capacity = 511
 
     init(_ database: Database, in txn: borrowing LMDB.WriteTransaction) throws {
         greatest = .allocate(byteCount: Self.capacity, alignment: 8)
         try txn.withCursor(in: database) { cursor in
-            guard let last = try cursor.last()?.key, last.count <= Self.capacity else { return }
+            guard let last = try cursor.last()?.key else { return }
+            guard last.count <= Self.capacity else {
+                appending = false
+                return
+            }
             if let base = last.baseAddress { greatest.copyMemory(from: base, byteCount: last.count) }
             count = last.count
         }
@@ -39,7 +45,7 @@ private final class AppendOrder {
 
     /// `options` with `.append` when `key` sorts after the greatest key, which it then becomes.
     func options(for key: UnsafeRawBufferPointer, _ options: PutOptions) -> PutOptions {
-        guard key.count <= Self.capacity, let base = key.baseAddress,
+        guard appending, key.count <= Self.capacity, let base = key.baseAddress,
             keyPrecedes(UnsafeRawBufferPointer(start: greatest, count: count), key)
         else { return options }
         greatest.copyMemory(from: base, byteCount: key.count)
