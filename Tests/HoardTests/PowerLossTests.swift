@@ -121,7 +121,7 @@ struct PowerLossTests {
             let seed = SeededGenerator.seedFromEnvironment()
             let simulator = try simulator(dir, seed: seed, durability: .durable, images: 400)
             simulator.creationOnly = true
-            simulator.subsets = 24
+            simulator.subsets = 64
             simulator.passes = 1
             let report = try simulator.run()
             // The creation writes two meta pages (two non-zero sectors) into an empty file: few
