@@ -96,9 +96,7 @@ public struct RecordHeader: Sendable, Hashable {
             offset += 1
         }
         record[offset] = UInt8(version)
-        if let base = payload.baseAddress, !payload.isEmpty {
-            (record.baseAddress! + size).copyMemory(from: base, byteCount: payload.count)
-        }
+        UnsafeMutableRawBufferPointer(rebasing: record[size...]).copyMemory(from: payload)
         var crc = CRC32()
         crc.update(UnsafeRawBufferPointer(rebasing: record[6...]))
         storeBigEndian(crc.value, at: 2, in: record)
