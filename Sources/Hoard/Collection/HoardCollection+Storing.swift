@@ -148,8 +148,9 @@ extension HoardCollection {
     {
         var tagging: RecordStoring.Tagging?
         if let tags = request.tags {
+            // Code from before tags, which would leave the index behind its records, refuses
+            // the store: a store opened for writing is made the current format at the open.
             guard let tagIndex else { throw HoardError.notAHoardStore(path: store.path, found: []) }
-            try store.prepareTagging(in: txn)
             tagging = RecordStoring.Tagging(index: tagIndex, tags: tags)
         }
         return PutBatch(

@@ -162,7 +162,7 @@ struct RecordStoring {
     }
 
     /// The storing part of collection `collection`'s writer in `txn` (see ``RecordWriter/init(_:database:keyKind:state:store:writes:in:)``).
-    /// `tagging`: the tags to give every record stored, for a transaction ``Store/prepareTagging(in:)`` prepared.
+    /// `tagging`: the tags to give every record stored.
     init(
         _ collection: String, database: Database, keyKind: KeyKind, state: CollectionState, store: Store,
         writes: Int? = nil, tagging: Tagging? = nil, in txn: borrowing LMDB.WriteTransaction

@@ -9,11 +9,4 @@ extension Store {
         guard let tags, try txn.count(in: tags) > 0 else { return nil }
         return TagIndex(database: tags, collection: collection, maxKeySize: environment.maxKeySize)
     }
-
-    /// Checks that `txn` can tag records. (Code from before tags, which would leave the index
-    /// behind its records, refuses the store: a store opened for writing is made format 3 at the
-    /// open, see ``Store/formatVersion``.)
-    func prepareTagging(in txn: borrowing LMDB.WriteTransaction) throws {
-        guard tags != nil else { throw HoardError.notAHoardStore(path: path, found: []) }
-    }
 }
