@@ -125,6 +125,28 @@ final class HoardPeer: Peer {
     }
 }
 
+/// LMDB's floor for Hoard's records: the collection's records as the workloads left them,
+/// copied under the same keys into a fresh LMDB in one transaction, in key order with
+/// `MDB_APPEND`; the bytes that LMDB alone takes for the same keys and values. Called once no
+/// store of the run is open (LMDB must not open one file twice in a process).
+func floorBytes(ofStoreIn directory: String) throws -> Int {
+    let floor = temporaryDirectory("floor")
+    defer { _ = system("rm -rf '\(floor)'") }
+    let source = try Environment(path: directory + "/store", options: .init(readOnly: true))
+    let records = try source.openDatabase("c:Member")
+    let target = try Environment(path: floor + "/lmdb", options: .init(durability: .riskStoreOnOSCrash))
+    let copy = try target.openDatabase("Member", create: true)
+    try source.read { txn in
+        try target.write { out in
+            try txn.forEach(in: records) { key, value in
+                try out.put(value, forKey: key, in: copy, options: .append)
+                return .next
+            }
+        }
+    }
+    return diskUsage(floor)
+}
+
 // MARK: - GRDB
 
 /// GRDB 7 as its documentation recommends for this job: a Codable record, a `DatabasePool` (WAL

@@ -5,7 +5,10 @@
 // own peak memory), in turn; the medians of the rounds are compared, and every peer's answers
 // must match Hoard's. tools/bench/peers.sh runs it and draws the plots.
 //
-//   peers-bench [--records 100000] [--rounds 5] [--out results.json]
+//   peers-bench [--records 100000] [--rounds 5] [--out results.json] [--peers NAME,NAME…]
+//
+// --peers runs only the peers named (Hoard always), e.g. for the growth from 200,000 to 2,000,000
+// records with GRDB's fastest form beside it.
 import BenchModels
 import BenchSupport
 import Foundation
@@ -20,7 +23,7 @@ let records = option("records", default: 100_000)
 let rounds = option("rounds", default: 5)
 
 /// The peers, by name: the type that stores, and the environment that picks its form.
-let peers: [(name: String, type: any Peer.Type, environment: String?)] = [
+let allPeers: [(name: String, type: any Peer.Type, environment: String?)] = [
     ("Hoard", HoardPeer.self, nil),
     ("Hoard (cache mode)", HoardPeer.self, HoardPeer.cacheMode),
     ("GRDB", GRDBPeer.self, nil),
@@ -28,6 +31,15 @@ let peers: [(name: String, type: any Peer.Type, environment: String?)] = [
     ("JSON in LMDB", JSONLMDBPeer.self, nil),
     ("file per key", FilePeer.self, nil),
 ]
+let chosen: [String]? = CommandLine.arguments.firstIndex(of: "--peers").flatMap { index in
+    guard index + 1 < CommandLine.arguments.count else { return nil }
+    return CommandLine.arguments[index + 1].split(separator: ",").map(String.init)
+}
+let peers = allPeers.filter { peer in peer.name == "Hoard" || chosen.map { $0.contains(peer.name) } ?? true }
+if let unknown = chosen?.first(where: { name in !allPeers.contains { $0.name == name } }) {
+    print("error: --peers: no peer named '\(unknown)' (the peers: \(allPeers.map(\.name).joined(separator: ", ")))")
+    exit(2)
+}
 
 /// The workloads, in the order of the table; each with what one operation is.
 let workloads: [(name: String, unit: String)] = [
@@ -81,7 +93,7 @@ func freshList(_ members: [Member]) -> [Member] {
 
 @MainActor
 func runChild(peerName: String, directory: String) throws {
-    guard let entry = peers.first(where: { $0.name == peerName }) else {
+    guard let entry = allPeers.first(where: { $0.name == peerName }) else {
         print("error: unknown peer \(peerName)")
         exit(2)
     }
@@ -149,10 +161,11 @@ func runChild(peerName: String, directory: String) throws {
         digest.add(try entry.type.openAndGet(directory: directory, order[0]))
         return digest
     }
-    let result: [String: Any] = [
+    var result: [String: Any] = [
         "peer": peerName, "records": records, "times": times, "operations": operations, "digests": digests,
         "bytes": diskUsage(directory),
     ]
+    if entry.type == HoardPeer.self { result["floorBytes"] = try floorBytes(ofStoreIn: directory) }
     let data = try JSONSerialization.data(withJSONObject: result, options: [.sortedKeys])
     FileHandle.standardOutput.write(data)
 }
@@ -214,6 +227,7 @@ if let index = CommandLine.arguments.firstIndex(of: "--child"), index + 1 < Comm
 print("peers-bench: \(records) records of a 6-field model, \(rounds) rounds, peers in turn, a process each")
 var samples: [String: [String: [Double]]] = [:]  // peer → workload → ns per operation, per round
 var bytes: [String: [Int]] = [:]
+var floors: [String: [Int]] = [:]
 var peaks: [String: [Int]] = [:]
 var digests: [String: [String: String]] = [:]
 for round in 0..<rounds {
@@ -226,6 +240,7 @@ for round in 0..<rounds {
             samples[name, default: [:]][workload, default: []].append(Double(nanos) / Double(operations[workload] ?? 1))
         }
         bytes[name, default: []].append(result["bytes"] as? Int ?? 0)
+        if let floor = result["floorBytes"] as? Int { floors[name, default: []].append(floor) }
         peaks[name, default: []].append(peak)
         digests[name] = result["digests"] as? [String: String] ?? [:]
         FileHandle.standardError.write(Data("round \(round + 1)/\(rounds): \(name) done\n".utf8))
@@ -259,11 +274,15 @@ for (workload, unit) in workloads {
 let sizeRow: [String: Any] = peers.reduce(into: ["workload": "bytes on disk", "unit": "store"]) {
     $0[$1.name] = Double(bytes[$1.name]?.max() ?? 0)
 }
+// LMDB alone holding the same keys and record bytes, for the peers that are Hoard.
+let floorRow: [String: Any] = peers.reduce(into: ["workload": "LMDB's floor for the same records", "unit": "store"]) {
+    if let values = floors[$1.name] { $0[$1.name] = Double(values.max() ?? 0) }
+}
 let peakRow: [String: Any] = peers.reduce(into: ["workload": "peak memory", "unit": "process"]) {
     $0[$1.name] = Double(peaks[$1.name].map { $0.sorted()[$0.count / 2] } ?? 0)
 }
 let output: [String: Any] = [
-    "records": records, "rounds": rounds, "peers": peers.map(\.name), "rows": table + [sizeRow, peakRow],
+    "records": records, "rounds": rounds, "peers": peers.map(\.name), "rows": table + [sizeRow, floorRow, peakRow],
 ]
 let json = try JSONSerialization.data(withJSONObject: output, options: [.prettyPrinted, .sortedKeys])
 if let index = CommandLine.arguments.firstIndex(of: "--out"), index + 1 < CommandLine.arguments.count {
@@ -284,7 +303,7 @@ let reference = "Hoard (cache mode)"
 print("")
 print("| workload (per \u{2026}) | " + peers.map(\.name).joined(separator: " | ") + " |")
 print("| --- |" + String(repeating: " ---: |", count: peers.count))
-for row in table + [sizeRow, peakRow] {
+for row in table + [sizeRow, floorRow, peakRow] {
     let unit = row["unit"] as? String ?? ""
     let base = row[reference] as? Double
     let cells = peers.map(\.name).map { peer -> String in
