@@ -217,7 +217,9 @@ final class KeyTable<Model>: @unchecked Sendable {
     /// The slots by field number (sorted by key name), and their key paths' identities: a field
     /// is found by scanning words, and only then is its slot handed out.
     @usableFromInline let slots: ContiguousArray<Slot>
-    @usableFromInline let identities: ContiguousArray<ObjectIdentifier>
+    /// Owned and never written after init: a buffer, not an array, so that a lookup neither
+    /// retains storage nor checks bounds.
+    @usableFromInline let identities: UnsafeMutableBufferPointer<ObjectIdentifier>
     /// Field numbers by key path, for an equal key path that is not the same object as the declared one.
     @usableFromInline let byKeyPath: [PartialKeyPath<Model>: Int]
     let properties: [(keyPath: PartialKeyPath<Model>, name: String, keyName: String)]
@@ -273,7 +275,8 @@ final class KeyTable<Model>: @unchecked Sendable {
             }
         }
         self.slots = slots
-        self.identities = identities
+        self.identities = .allocate(capacity: identities.count)
+        _ = self.identities.initialize(from: identities)
         self.byKeyPath = byKeyPath
         self.properties = properties.sorted { $0.name < $1.name }
         self.hasNestedKeys = owners.keys.contains { $0.contains(".") }
@@ -290,6 +293,8 @@ final class KeyTable<Model>: @unchecked Sendable {
         self.problem = problem
     }
 
+    deinit { identities.deallocate() }
+
     @inlinable
     func slot(for keyPath: PartialKeyPath<Model>) -> Slot? {
         field(for: keyPath).map { slots[$0] }
@@ -299,11 +304,12 @@ final class KeyTable<Model>: @unchecked Sendable {
     @inlinable
     func field(for keyPath: PartialKeyPath<Model>) -> Int? {
         let id = ObjectIdentifier(keyPath)
-        let found: Int? = identities.withUnsafeBufferPointer { identities in
-            for field in identities.indices where identities[field] == id { return field }
-            return nil
+        var field = 0
+        while field < identities.count {
+            if identities[field] == id { return field }
+            field += 1
         }
-        return found ?? byKeyPath[keyPath]
+        return byKeyPath[keyPath]
     }
 
     /// The local version of this key set, or `nil` for a remote one.
