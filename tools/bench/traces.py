@@ -93,7 +93,13 @@ def table_of(rows):
 
 
 def main():
+    if len(sys.argv) != 4:
+        print("usage: python traces.py BENCH_BINARY TRACES_DIR OUT_DIR", file=sys.stderr)
+        return 2
     bench, traces_dir, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    if not os.path.isdir(traces_dir):
+        print(f"error: no traces folder at {traces_dir} (set HOARD_TRACES to the shared traces)", file=sys.stderr)
+        return 2
     os.makedirs(out, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="hoard-traces-") as folder:
         rows = replay(bench, traces_dir, folder)

@@ -195,9 +195,8 @@ func handWrittenGetAll() throws -> UInt64 {
 }
 
 // `--only NAME` runs one workload `rounds` times and nothing else, for instruction counting
-// under callgrind (as codec-bench's): hoard-put, hoard-put-each, hoard-get, c-put, c-put-each, c-get, hand-put,
-// hand-get,
-// keypath-put, keypath-get.
+// under callgrind (as codec-bench's): hoard-put, hoard-put-each, hoard-get, c-put, c-put-each, c-get,
+// hand-put, hand-get, keypath-put, keypath-get.
 if let index = CommandLine.arguments.firstIndex(of: "--only"), index + 1 < CommandLine.arguments.count {
     let workloads: [String: () throws -> UInt64] = [
         "hoard-put": hoardPutAll, "hoard-put-each": hoardPutEach, "hoard-get": hoardGetAll,
