@@ -47,6 +47,10 @@ python3 tools/scripts/check-history.py .
 python3 tools/scripts/check-links.py .
 # BENCHMARKS.md stays short enough to read: current figures only.
 python3 tools/scripts/check-length.py .
+# Every figure the README quotes is one of BENCHMARKS.md's; comments quote no measurements; every
+# file a comment or a doc names exists (each check first finds a violation it plants in a copy).
+python3 tools/scripts/check-figures.py --self-test .
+python3 tools/scripts/check-comments.py --self-test .
 # One writer: no file but Sources/Hoard/Records/RecordWriter.swift writes a collection's records
 # (and the check finds the writes it plants in copies of the sources).
 python3 tools/scripts/check-writes.py --self-test .

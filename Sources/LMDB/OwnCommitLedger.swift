@@ -6,8 +6,7 @@ import Synchronization
 /// The committing thread notes its transaction in a ring of atomic slots, one store just before
 /// the commit and one after it, with no lock and no call. (Heard through the commit listener,
 /// with a lock to note each commit and another to settle it, a single put observed in its own
-/// process cost 3.4% more instructions; the ledger costs a commit 21 instructions now, about
-/// 0.1% of a single put.) A slot holds the id of the last transaction noted there, with whether
+/// process cost a measurable share more; the ledger's part of a commit is too small to see.) A slot holds the id of the last transaction noted there, with whether
 /// it committed; an id that another noted since took over counts as not this process's, which a
 /// watch treats as a change it cannot name, never as a change missed.
 package final class OwnCommitLedger: @unchecked Sendable {
@@ -97,8 +96,8 @@ package final class OwnCommitLedger: @unchecked Sendable {
     }
 
     /// Out of line, so that the part of ``settle(_:committed:)`` every commit runs is inlined
-    /// into the commit: called whole, with this lock in it, the two cost a commit 43 instructions
-    /// against 21 (callgrind).
+    /// into the commit: called whole, with this lock in it, the two cost a commit twice the
+    /// instructions (callgrind).
     @inline(never)
     private func wakeWatch() {
         if let wake = waker.withLock({ $0 }) { wake() }

@@ -39,7 +39,7 @@ public enum Presence<Value> {
 public struct DecodingContainer<Model> {
     /// The model's object when it is decoded through Codable; ``detachedKeyedDecoding`` when
     /// `fields` is set. (Not an optional: copying an optional of the standard library's container
-    /// goes through runtime calls, which cost the Codable path about 1,500 instructions a model.)
+    /// goes through runtime calls, which the Codable path would pay on every model.)
     @usableFromInline let keyed: KeyedDecodingContainer<VariableKey>
     /// The coder's direct field access, when it has one (see ``FieldDecoding``); exclusive with `keyed`.
     @usableFromInline let fields: (any FieldDecoding)?

@@ -407,7 +407,7 @@ struct ObservationTests {
             id.withKeyBytes(look)
             Array("user-\(generator.next() % 1_000_000)".utf8).withUnsafeBytes(look)
         }
-        // 8 bits of 4,096 are set: about 0.2% pass. A one-word summary let 12% pass.
+        // 8 bits of 4,096 are set, so about one key in 500 passes (a one-word summary let far more).
         #expect(passed < 400, "\(passed) of 40,000 keys passed")
     }
 

@@ -8,8 +8,8 @@ import Foundation
 /// A keep-alive HTTP/1.1 connection to a port on loopback, with blocking calls, for the readers.
 ///
 /// The readers of `run` are most of this tool's requests, and they share two cores with the three
-/// replicas, PostgreSQL and the upstream: through AsyncHTTPClient a read cost this process about
-/// 78 µs of CPU (its HTTP/1 pipeline and the event loop hand-offs), so the tool took a third of
+/// replicas, PostgreSQL and the upstream: through AsyncHTTPClient a read cost this process a lot
+/// of CPU (its HTTP/1 pipeline and the event loop hand-offs), so the tool took a third of
 /// the machine and the replicas could not be offered 10,000 reads a second. A read here is one
 /// `send` and usually one `recv`, from a thread that waits for many connections at once
 /// (``PacedReaders``): the service under test does the same work whichever client asks.

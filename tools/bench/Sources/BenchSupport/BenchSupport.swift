@@ -39,8 +39,8 @@ public struct Comparison {
     /// were measured in rounds (``compare(_:baseline:operations:rounds:budget:baselineRound:candidateRound:)``).
     /// The two of a round run next to each other, so a drift of the machine over seconds moves
     /// both alike: on a shared machine this figure spreads less from run to run than ``ratio``
-    /// (the floor rows of the observation bench, 7 runs of each mode: 0.980–1.017× against
-    /// 0.946–1.036×). A budget is still judged by ``ratio``.
+    /// (BENCHMARKS.md shows it for the observation bench's floor rows). A budget is still judged
+    /// by ``ratio``.
     public var roundRatio: Double?
 
     public init(

@@ -101,7 +101,7 @@ if let only = argument("only") {
 // One store for the baseline and the candidates: a candidate's subscribers start before each of
 // its rounds and stop after it, so that the two differ by them alone. With a store of their own,
 // a candidate's rounds also differed by where the store's file and map lie: a second store with
-// no observer read 0.3–0.6% apart from the first, at the median of seven runs.
+// no observer read measurably apart from the first.
 let (_, costs) = try openStore("costs")
 
 /// What subscribes during a candidate's rounds.

@@ -5,7 +5,7 @@
 // own peak memory), in turn; the medians of the rounds are compared, and every peer's answers
 // must match Hoard's. tools/bench/peers.sh runs it and draws the plots.
 //
-//   peers-bench [--records 100000] [--rounds 5] [--out results.json] [--peers NAME,NAME…]
+//   peers-bench [--records 100000] [--rounds 5] [--out PATH] [--peers NAME,NAME…]
 //
 // --peers runs only the peers named (Hoard always), e.g. for the growth from 200,000 to 2,000,000
 // records with GRDB's fastest form beside it.

@@ -10,7 +10,7 @@
 //                fixed rate (each call sent on schedule, not after the previous one returned), and
 //                the time from the call to the commit that removed the record on every other
 //                replica is taken when that replica's `changes()` delivers the commit (in-process
-//                delivery: some 5 µs; looking at the record every 100 µs gave the same figures,
+//                delivery is quick; looking at the record on a short timer gave the same figures,
 //                with a timer a look), and so is the first leg, the writer's own commit
 //
 //   publishing   64 tasks invalidate --publish keys one at a time; keys per second until all are
