@@ -25,8 +25,8 @@ let package = Package(
         .library(name: "HoardTesting", targets: ["HoardTesting"]),
         .library(name: "HoardServiceLifecycle", targets: ["HoardServiceLifecycle"]),
         // Replicas that agree over PostgreSQL. Its code is built only with the trait `Postgres`
-        // (`.package(url: …, from: …, traits: ["Postgres"])`); without it the module is empty and
-        // postgres-nio is not built.
+        // (`.package(url: "https://github.com/hoard-swift/hoard", branch: "main", traits: ["Postgres"])`);
+        // without it the module is empty and postgres-nio is not built.
         .library(name: "HoardPostgres", targets: ["HoardPostgres"]),
         // Hummingbird's PersistDriver over a collection, and the store's maintenance as a service;
         // built with the trait `Hummingbird` (else empty, and Hummingbird is not built).
@@ -45,8 +45,8 @@ let package = Package(
             description: "HoardHummingbird: Hummingbird's persist driver over a collection (builds hummingbird)"),
         .trait(name: "Vapor", description: "HoardVapor: Vapor's cache and sessions in a store (builds vapor)"),
         // Off by default: an app that depends on Hoard alone builds no swift-syntax (most of a
-        // clean build's time with it: docs/MODELS.md) and declares its models' two coding methods
-        // itself.
+        // clean build's time with it: the article "Models in depth") and declares its models' two
+        // coding methods itself.
         .trait(
             name: "Macros",
             description:

@@ -45,8 +45,10 @@ swift format lint --strict -r Sources Tests tools Package.swift Examples/*/Sourc
 python3 tools/scripts/check-history.py .
 # Every link between the Markdown pages (README, BENCHMARKS, docs/) leads to a file and a heading.
 python3 tools/scripts/check-links.py .
-# BENCHMARKS.md stays short enough to read: current figures only.
+# The pages a reader reads whole stay short: README, BENCHMARKS.md, docs/ARCHITECTURE.md.
 python3 tools/scripts/check-length.py .
+# Every snippet that adds Hoard to a package names the one URL in tools/package-url.
+python3 tools/scripts/check-package-url.py .
 # Every figure the README quotes is one of BENCHMARKS.md's; comments quote no measurements; every
 # file a comment or a doc names exists (each check first finds a violation it plants in a copy).
 python3 tools/scripts/check-figures.py --self-test .

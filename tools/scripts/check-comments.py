@@ -45,7 +45,7 @@ NOT_OURS = re.compile(
 
 
 def tracked(root):
-    out = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard"], capture_output=True, text=True, check=True).stdout
     return [path for path in out.splitlines() if os.path.isfile(os.path.join(root, path))]
 
 
