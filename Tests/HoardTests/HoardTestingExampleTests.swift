@@ -1,7 +1,7 @@
-// An application's test written with HoardTesting, as the README shows it (the marked lines are
-// checked against README.md by ReadmeSnippetTests). It uses the README's `User`.
+// An application's test written with HoardTesting, as the Testing article shows it (the marked
+// lines are checked against Testing.md by ReadmeSnippetTests). It uses the README's `User`.
 import Foundation  // FileManager, for the second test only
-// README begin: testing; also Testing.md
+// README begin: testing; only Testing.md
 import Hoard
 import HoardTesting
 import Testing

@@ -9,7 +9,8 @@ import Testing
 // The lines between each pair of markers must appear in README.md as they are (indentation
 // aside), which a test checks: so the README cannot drift away from code that builds and works.
 // A marker may add articles of the DocC catalog that show the block too
-// (`// README begin: testing; also Testing.md`); they are checked the same way.
+// (`// README begin: declaration; also GettingStarted.md`), or name the articles that show it in
+// place of the README (`// README begin: testing; only Testing.md`); they are checked the same way.
 
 @Suite("README")
 struct ReadmeSnippetTests {
@@ -17,6 +18,7 @@ struct ReadmeSnippetTests {
     struct Block {
         var lines: [String] = []
         var articles: [String] = []
+        var inReadme = true
     }
 
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -35,8 +37,11 @@ struct ReadmeSnippetTests {
         for line in source.split(separator: "\n", omittingEmptySubsequences: false) {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.hasPrefix("// README begin") {
-                let also = trimmed.components(separatedBy: "; also ").dropFirst().first ?? ""
-                current = Block(articles: also.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+                let only = trimmed.contains("; only ")
+                let named = trimmed.components(separatedBy: only ? "; only " : "; also ").dropFirst().first ?? ""
+                current = Block(
+                    articles: named.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) },
+                    inReadme: !only)
             } else if trimmed == "// README end" {
                 blocks.append(current ?? Block())
                 current = nil
@@ -66,10 +71,13 @@ struct ReadmeSnippetTests {
         #expect(blocks.count == 6)
         // The model's declaration and the testing example are in the Getting started and Testing articles.
         #expect(blocks.flatMap(\.articles).sorted() == ["GettingStarted.md", "Testing.md"])
-        for block in blocks {
+        #expect(blocks.filter(\.inReadme).count == 5)
+        for block in blocks where block.inReadme {
             #expect(
                 contains(readme, block.lines),
                 "README.md does not contain, as it is:\n\(block.lines.joined(separator: "\n"))")
+        }
+        for block in blocks {
             for article in block.articles {
                 let text = try trimmedLines(of: "Sources/Hoard/Documentation.docc/" + article)
                 #expect(
@@ -79,20 +87,24 @@ struct ReadmeSnippetTests {
         }
     }
 
-    @Test("the README's model example works as its comments say")
-    func modelExample() throws {
+    @Test("the README's first example runs as written, at the path it names")
+    func firstExample() throws {
+        let path = FileManager.default.temporaryDirectory.path + "/hoard-first-example"
+        try? FileManager.default.removeItem(atPath: path)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        // README begin: usage
+        let store = try Store(path: FileManager.default.temporaryDirectory.path + "/hoard-first-example")
+        let users = try store.collection(User.self)  // records in CBOR with local key set 1
         let serverJSON = Data(#"{"id": 7, "user_name": "Ada", "nick": null}"#.utf8)
-        try withStore { store, _ in
-            // README begin: usage
-            let user = try JSONDecoder().decode(User.self, from: serverJSON, keySet: .remote("v1"))
-            let users = try store.collection(User.self)  // records in CBOR with local key set 1
-            try users.put(user)
-            // README end
-            #expect(user.id == 7 && user.name == "Ada" && user.age == 0 && user.nickname == nil)
-            let stored = try #require(try users.get(7))
-            #expect(stored.id == 7 && stored.name == "Ada" && stored.age == 0 && stored.nickname == nil)
-            #expect(try users.header(of: 7)?.version == 1)
-        }
+        let user = try JSONDecoder().decode(User.self, from: serverJSON, keySet: .remote("v1"))
+        try users.put(user)
+        print(try users.get(7)?.name ?? "absent")  // Ada
+        // README end
+        defer { store.close() }
+        #expect(user.id == 7 && user.name == "Ada" && user.age == 0 && user.nickname == nil)
+        let stored = try #require(try users.get(7))
+        #expect(stored.id == 7 && stored.name == "Ada" && stored.age == 0 && stored.nickname == nil)
+        #expect(try users.header(of: 7)?.version == 1)
     }
 
     @Test("the README's store example runs as its comments say")

@@ -10,7 +10,7 @@ when a page renders no title.
 
 Usage: check-docs-site.py DOCS [MODULE…] [--screenshot PNG]   (tools/test.sh runs it)
   MODULE…           the catalogs to check; by default every one under DOCS
-  --screenshot PNG  also writes a picture of the first module's landing page (for the README)
+  --screenshot PNG  also writes a picture of the first module's landing page
 """
 
 import functools
