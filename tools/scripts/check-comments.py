@@ -11,7 +11,8 @@
    RecordWriter.swift", "docs/FORMAT.md") must lead to a file or folder from the repository's
    root, from the naming file's folder or from the package it is in; a bare file name
    ("TagIndex.swift") must be the name of some file of the repository. Checked: the comments
-   of the code files above and all Markdown (README, docs/, the DocC catalogs, the examples).
+   of the code files above and all Markdown (README, docs/, the DocC catalogs, the examples) but
+   CHANGELOG.md, which names what a change removed or renamed.
 
 usage: check-comments.py [--self-test] [REPOSITORY]   (tools/test.sh runs it with --self-test,
        which plants one violation of each kind in a copy of a file and expects each found alone)
@@ -122,6 +123,8 @@ def exists(name, path, names, folders):
 def references(files, names, folders):
     found = []
     for path, text in files.items():
+        if path == "CHANGELOG.md":  # history: it names what a change removed or renamed
+            continue
         for number, line in comments(path, text):
             for match in FILE.finditer(line):
                 name = match.group(1).rstrip(".")

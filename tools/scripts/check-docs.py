@@ -10,12 +10,16 @@ It also keeps the boundary of `import Hoard`: no public symbol of Hoard may name
 of the LMDB module (a parameter, a result, a property's type, a conformance, an extension of an
 LMDB type), and Hoard's sources may not re-export LMDB. SPI (`@_spi(LMDB)`) is not in the graph.
 
+And it keeps every public type of a module that has a DocC catalog in one of the catalog's topic
+groups, so that its landing page reaches every type.
+
 usage: check-docs.py SYMBOLS_DIR MODULE...
 """
 
 import glob
 import json
 import os
+import re
 import sys
 
 
@@ -74,6 +78,32 @@ def check(symbols_dir, module):
     return problems
 
 
+TYPE_KINDS = ("swift.struct", "swift.class", "swift.enum", "swift.protocol", "swift.typealias", "swift.actor")
+
+
+def unlisted(symbols_dir, module):
+    """The top-level public types of a module with a DocC catalog that no topic group of the
+    catalog lists (a ``Name`` line under a Topics heading): a reader of the catalog could reach
+    them only by searching. (A module without a catalog gets DocC's automatic topics.)"""
+    catalog = os.path.join(os.path.dirname(__file__), "..", "..", "Sources", module, "Documentation.docc")
+    if not os.path.isdir(catalog):
+        return []
+    listed = set()
+    for page in glob.glob(os.path.join(catalog, "*.md")):
+        with open(page) as file:
+            listed |= set(re.findall(r"^- ``([A-Za-z0-9_]+)``", file.read(), re.MULTILINE))
+    problems = []
+    with open(os.path.join(symbols_dir, module, f"{module}.symbols.json")) as file:
+        graph = json.load(file)
+    for symbol in graph["symbols"]:
+        if (symbol["accessLevel"] in ("public", "open") and symbol["kind"]["identifier"] in TYPE_KINDS
+                and len(symbol["pathComponents"]) == 1 and "location" in symbol
+                and symbol["pathComponents"][0] not in listed):
+            problems.append(f"{where(symbol)}: {module}.{symbol['pathComponents'][0]} is in no topic group of "
+                            f"Sources/{module}/Documentation.docc")
+    return problems
+
+
 # Swift's mangled names of the LMDB module's declarations start so (`s:` then the module's name).
 LMDB_PREFIX = "s:4LMDB"
 
@@ -122,11 +152,13 @@ def main():
         if leaks:
             sys.exit(f"error: the public API of Hoard shows LMDB in {len(leaks)} places (use Hoard's own types, or @_spi(LMDB))")
     problems = [problem for module in sys.argv[2:] for problem in check(sys.argv[1], module)]
+    problems += [problem for module in sys.argv[2:] for problem in unlisted(sys.argv[1], module)]
     for problem in sorted(problems):
         print(problem)
     if problems:
         sys.exit(f"error: {len(problems)} public symbols are not documented as the house style asks")
-    print(f"docs: every public symbol of {', '.join(sys.argv[2:])} has a summary, and every throwing one '- Throws:'")
+    print(f"docs: every public symbol of {', '.join(sys.argv[2:])} has a summary, every throwing one '- Throws:',"
+          " and every public type of a catalog's module is in one of its topic groups")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ internal import LMDB
 ///
 /// Bytes count what the records occupy as stored: each record's key and its bytes (its header
 /// and payload). They are not the size of the store's file, which LMDB never shrinks
-/// (docs/CACHING.md says how pages relate). The capacity is recorded in the store, so every
+/// (the Capacity and eviction article says how pages relate). The capacity is recorded in the store, so every
 /// process that writes the collection keeps the same bound; a write that passes it evicts in
 /// the same transaction.
 public struct Capacity: Sendable, Hashable, CustomStringConvertible {
@@ -72,7 +72,7 @@ public struct Capacity: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// How a bounded collection chooses the records it gives up (docs/CACHING.md).
+/// How a bounded collection chooses the records it gives up (docs/EVICTION.md).
 public enum EvictionStrategy: Sendable, Hashable {
     /// Keeps the records asked for most often (the default): a new record is kept only when it
     /// has been asked for more often than the record it would push out, as W-TinyLFU decides,

@@ -7,7 +7,7 @@ internal import LMDB
 /// main part is the rest of the records, swept by a hand in key order, which stands in for the
 /// recency order a list would keep. Gets count through the ``AccessBuffer`` only; a write that
 /// passes the bound removes expired records first (``expiryWalk``), then settles
-/// (EvictionPolicy+Settling.swift). docs/CACHING.md ("Eviction runs inside writes", "The policy")
+/// (EvictionPolicy+Settling.swift). docs/EVICTION.md ("Eviction runs inside writes", "The policy")
 /// gives the rules and why: the candidate and the victim, fading popularity, the hand's grace,
 /// the ``PolicyTrial``, ``EvictionStrategy/recency``, and what a restart forgets.
 final class EvictionPolicy: Sendable {

@@ -5,7 +5,7 @@ internal import Synchronization
 /// only if the sketch prefers it). Whichever had more hits lately wins (``prefersRecency``); hit
 /// counts halve every ``halvingMultiple`` × the miniature size of sampled accesses. Simulations,
 /// not the collection's own hit ratio: a policy turned to recency would see recency's hits only.
-/// (The miniature simulation of Waldspurger et al., USENIX ATC 2017; docs/CACHING.md, "The trial".)
+/// (The miniature simulation of Waldspurger et al., USENIX ATC 2017; docs/EVICTION.md, "The trial".)
 /// Only the thread counting a batch of accesses touches the caches (under the counting lock).
 final class PolicyTrial: @unchecked Sendable {
     // @unchecked and exclusivity unchecked: the caches and counts are touched only under the
