@@ -78,6 +78,10 @@ public final class PowerLossSimulator {
     public var creationOnly = false
     /// Only the crash points where an LMDB meta page is being written (for torn meta pages).
     public var metaWritesOnly = false
+    /// Also, before a sync, every pending write torn after each of its pieces (the first `k`
+    /// written, the rest not): every way a write that goes on in order can stop, whatever the
+    /// seed draws. Worth it where writes are few (a creation).
+    public var tornPrefixes = false
     /// The crash points are visited in this many interleaved passes, so that the first images
     /// already cover the whole run.
     public var passes = 16
@@ -157,7 +161,9 @@ public final class PowerLossSimulator {
                 if creationOnly && state.committed > 0 { return false }
                 guard state.point % passes == residue, !metaWritesOnly || state.inFlight != nil else { return true }
                 report.crashPoints += 1
-                for variant in state.variants(subsets: subsets, tearSize: tearSize, generator: &generator) {
+                let variants = state.variants(
+                    subsets: subsets, tearSize: tearSize, tornPrefixes: tornPrefixes, generator: &generator)
+                for variant in variants {
                     guard identities.insert(state.identity(of: variant)).inserted else {
                         report.duplicates += 1
                         continue

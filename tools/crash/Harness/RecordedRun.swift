@@ -351,8 +351,11 @@ extension CrashState {
 
     /// The variants to build at this point: everything pending dropped, everything applied (what a
     /// SIGKILL leaves), and, before a sync completes, each change omitted alone, `subsets` random
-    /// subsets and `subsets` random subsets torn at `tearSize`-byte pieces (512: sectors).
-    public func variants(subsets: Int, tearSize: Int, generator: inout SeededGenerator) -> [Variant] {
+    /// subsets and `subsets` random subsets torn at `tearSize`-byte pieces (512: sectors); with
+    /// `tornPrefixes`, also each change torn after each of its pieces, the others applied.
+    public func variants(
+        subsets: Int, tearSize: Int, tornPrefixes: Bool = false, generator: inout SeededGenerator
+    ) -> [Variant] {
         let changes = choosable
         let names = pendingNames.count
         var result = [
@@ -365,6 +368,17 @@ extension CrashState {
                 var choices = Array(repeating: Variant.Choice.applied, count: changes.count)
                 choices[index] = .dropped
                 result.append(Variant(name: "change \(changes[index].id) omitted", choices: choices, names: names))
+            }
+            for index in changes.indices where tornPrefixes {
+                let pieces = changes[index].change.pieceCount(size: tearSize)
+                for written in 1..<max(1, pieces) {
+                    var choices = Array(repeating: Variant.Choice.applied, count: changes.count)
+                    choices[index] = .torn((0..<pieces).map { $0 < written })
+                    result.append(
+                        Variant(
+                            name: "change \(changes[index].id) torn after \(written) of \(pieces) pieces",
+                            choices: choices, names: names))
+                }
             }
         }
         let rounds = beforeSync ? subsets : min(subsets, 1)
