@@ -62,8 +62,9 @@ enum TestServer {
         let owner = (env["HOARD_PG_AS"] ?? "").split(separator: " ").map(String.init)
         // runProcess (posix_spawn and waitpid), not Foundation's Process, whose waitUntilExit did
         // not return here once pg_ctl had ended.
+        // HOARD_PG_AS is a command prefix whose first word is an absolute path (postgres.sh).
         let result = try runProcess(
-            owner.isEmpty ? bin + "/pg_ctl" : "/usr/sbin/runuser",
+            owner.first ?? bin + "/pg_ctl",
             (owner.isEmpty ? [] : Array(owner.dropFirst()) + [bin + "/pg_ctl"]) + ["-D", data, "-w"] + arguments)
         guard result.status == 0 else {
             throw PgCtlFailed(arguments: arguments, status: result.status, output: result.stdout + result.stderr)

@@ -19,7 +19,10 @@ hoard_pg_dir=$(mktemp -d /tmp/hoard-pg.XXXXXX)
 if [ "$(id -u)" = 0 ]; then
     id postgres >/dev/null 2>&1 || { echo "error: no 'postgres' user to run PostgreSQL as" >&2; exit 1; }
     chown postgres: "$hoard_pg_dir"
-    HOARD_PG_AS="runuser -u postgres --"
+    # From /: the postgres user may not enter the directory this runs in (a clone in a 0700
+    # folder), and PostgreSQL's tools warn when they cannot.
+    # (Absolute paths: the tests run the prefix's first word as the program.)
+    HOARD_PG_AS="$(command -v env) -C / $(command -v runuser) -u postgres --"
 else
     HOARD_PG_AS=""
 fi
