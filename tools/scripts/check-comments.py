@@ -46,7 +46,8 @@ NOT_OURS = re.compile(
 
 
 def tracked(root):
-    out = subprocess.run(["git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard"], capture_output=True, text=True, check=True).stdout
+    command = ["git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard"]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     return [path for path in out.splitlines() if os.path.isfile(os.path.join(root, path))]
 
 
@@ -110,17 +111,28 @@ def packages(path):
     return bases
 
 
-def exists(name, path, names, folders):
-    """Whether a name leads to a file or folder: from the root, the naming file's folder, its
-    package, or as the tail of a path of the repository (a path inside a module: Records/…)."""
-    if "/" not in name:
-        return name in {os.path.basename(n) for n in names | folders}
-    if any(os.path.normpath(os.path.join(base, name)) in names | folders for base in packages(path)):
-        return True
-    return any(n.endswith("/" + name) for n in names | folders)
+class Paths:
+    """The repository's files and folders, indexed once for the look-ups of `exists`."""
+
+    def __init__(self, names):
+        self.all = set(names)
+        for name in names:  # every folder above every file
+            while (name := os.path.dirname(name)) and name not in self.all:
+                self.all.add(name)
+        self.basenames = {os.path.basename(path) for path in self.all}
+        self.tails = {path.split("/", depth)[-1] for path in self.all for depth in range(1, path.count("/") + 1)}
+
+    def exists(self, name, path):
+        """Whether a name leads to a file or folder: from the root, the naming file's folder, its
+        package, or as the tail of a path of the repository (a path inside a module: Records/…)."""
+        if "/" not in name:
+            return name in self.basenames
+        if any(os.path.normpath(os.path.join(base, name)) in self.all for base in packages(path)):
+            return True
+        return name in self.tails
 
 
-def references(files, names, folders):
+def references(files, paths):
     found = []
     for path, text in files.items():
         if path == "CHANGELOG.md":  # history: it names what a change removed or renamed
@@ -130,21 +142,13 @@ def references(files, names, folders):
                 name = match.group(1).rstrip(".")
                 if NOT_OURS.search(name) or "…" in name:
                     continue
-                if not exists(name, path, names, folders):
+                if not paths.exists(name, path):
                     found.append((path, number, f"names a file that does not exist: {name}"))
     return found
 
 
 def check(files, names):
-    names = set(names) | set(files)
-    folders = {os.path.dirname(n) for n in names}
-    folders |= {os.path.dirname(f) for f in list(folders)}
-    while True:
-        more = {os.path.dirname(f) for f in folders} - folders
-        if not more:
-            break
-        folders |= more
-    return measurements(files) + references(files, names, folders)
+    return measurements(files) + references(files, Paths(set(names) | set(files)))
 
 
 def self_test(files, names):
