@@ -45,16 +45,34 @@ package final class CBORKeyTable: @unchecked Sendable {
         var utf8: UnsafeRawBufferPointer
     }
 
-    /// A table of `names`, field `n` being `names[n]`.
-    package init(_ names: [String]) {
+    /// The numbering the keys are written in, or `nil` for text keys.
+    package let numbering: CBORKeyNumbering?
+    /// With a numbering, the field of each number (`-1`: none), numbers being below its count.
+    private let fieldOfNumber: UnsafeMutableBufferPointer<Int>
+
+    /// A table of `names`, field `n` being `names[n]`: keyed by the names as text, or with a
+    /// `numbering` (which must number every name) by their numbers.
+    package init(_ names: [String], numbering: CBORKeyNumbering? = nil) {
         self.names = names
         self.count = names.count
+        self.numbering = numbering
+        fieldOfNumber = .allocate(capacity: numbering?.names.count ?? 0)
+        fieldOfNumber.initialize(repeating: -1)
         let writer = Writer()
         var bounds: [(start: Int, content: Int, end: Int)] = []
-        for name in names {
+        for (field, name) in names.enumerated() {
             let start = writer.count
-            writer.text(name)
-            bounds.append((start, start + Writer.headLength(UInt64(name.utf8.count)), writer.count))
+            if let numbering {
+                // A name the numbering lacks gets a number no map holds: the key is never matched,
+                // and writing it is refused (`checkDistinct`).
+                let number = numbering.number(of: name)
+                if let number, fieldOfNumber[number] < 0 { fieldOfNumber[number] = field }
+                writer.head(0, UInt64(number ?? Int(UInt32.max)))
+                bounds.append((start, start, writer.count))
+            } else {
+                writer.text(name)
+                bounds.append((start, start + Writer.headLength(UInt64(name.utf8.count)), writer.count))
+            }
         }
         let storage = UnsafeMutableRawPointer.allocate(byteCount: max(writer.count, 1), alignment: 8)
         writer.withBytes { if let bytes = $0.baseAddress { storage.copyMemory(from: bytes, byteCount: $0.count) } }
@@ -78,10 +96,22 @@ package final class CBORKeyTable: @unchecked Sendable {
         }
         _ = ordered.initialize(from: order)
         hasEqualNames = Set(names).count < names.count
+        missesNumbers = numbering.map { numbering in names.contains { numbering.number(of: $0) == nil } } ?? false
     }
 
-    /// Refuses a map in which two written fields have the same name.
+    /// Whether a name has no number in the table's numbering (then writing it is refused).
+    private let missesNumbers: Bool
+
+    /// Refuses a map in which two written fields have the same name, or a field whose name has no
+    /// number.
     func checkDistinct(_ ranges: borrowing RawStack<FieldRange>, path: [any CodingKey]) throws {
+        if missesNumbers, let numbering {
+            for field in 0..<names.count where ranges[field].start >= 0 && numbering.number(of: names[field]) == nil {
+                throw EncodingError.invalidValue(
+                    names[field],
+                    .init(codingPath: path, debugDescription: "CBOR: the key '\(names[field])' has no number"))
+            }
+        }
         guard hasEqualNames else { return }
         var written = Set<String>()
         for field in 0..<names.count where ranges[field].start >= 0 && !written.insert(names[field]).inserted {
@@ -95,6 +125,15 @@ package final class CBORKeyTable: @unchecked Sendable {
         storage.deallocate()
         spans.deallocate()
         ordered.deallocate()
+        fieldOfNumber.deallocate()
+    }
+
+    /// The field whose key is `number`, in a numbered table.
+    @inline(__always)
+    func field(number: UInt64) -> Int? {
+        guard number < UInt64(fieldOfNumber.count) else { return nil }
+        let field = fieldOfNumber[Int(number)]
+        return field >= 0 ? field : nil
     }
 
     @inline(__always)
@@ -160,7 +199,10 @@ extension CBORDecoder {
             for position in 0..<map.count {
                 let entry = state.entries[map.base + position]
                 let field: Int?
-                if entry.keyLength >= 0 && entry.keyOffset >= 0 {
+                if keys.numbering != nil {
+                    // Numbered keys: a text key names no field (as a key the table lacks).
+                    field = entry.keyLength < 0 && entry.intKey >= 0 ? keys.field(number: UInt64(entry.intKey)) : nil
+                } else if entry.keyLength >= 0 && entry.keyOffset >= 0 {
                     field = keys.field(
                         matching: state.reader.bytes(from: entry.keyOffset, count: entry.keyLength), position: position)
                 } else if entry.keyLength == 0, var name = state.chunkedKeys[map.base + position] {
@@ -196,13 +238,21 @@ extension DecoderState {
         let count = try reader.checkLength(head.argument, units: 2, from: head.contentOffset)
         let values = fieldValues.buffer(0..<keys.count)  // one bounds check for the loop
         var position = head.contentOffset
+        let numbered = keys.numbering != nil
         for index in 0..<count {
             let initial = try reader.byte(at: position)
-            guard initial >= 0x60 && initial <= 0x77 else { return nil }
-            let keyOffset = position + 1
-            let keyLength = try reader.checkLength(UInt64(initial & 0x1F), from: keyOffset)
-            guard let field = keys.field(matching: reader.bytes(from: keyOffset, count: keyLength), position: index)
-            else { return nil }
+            let keyOffset: Int, keyLength: Int, found: Int?
+            if numbered {
+                guard initial <= 0x17 else { return nil }
+                (keyOffset, keyLength) = (position, 1)
+                found = keys.field(number: UInt64(initial))
+            } else {
+                guard initial >= 0x60 && initial <= 0x77 else { return nil }
+                keyOffset = position + 1
+                keyLength = try reader.checkLength(UInt64(initial & 0x1F), from: keyOffset)
+                found = keys.field(matching: reader.bytes(from: keyOffset, count: keyLength), position: index)
+            }
+            guard let field = found else { return nil }
             // Two keys that name one field are the same key. (`field` is below `keys.count`,
             // which is how many values the caller made room for.)
             guard values[field] < 0 else { throw CBORDecodingError(.duplicateKey(keys.names[field]), at: 0) }

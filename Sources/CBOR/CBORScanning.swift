@@ -1,7 +1,7 @@
 // Maps read front to back and written in one go by property number, for code generated per model
 // type. Both sides do only the common case, and decline everything else:
 //
-// - the scanner reads a definite map of text keys that a table names, each at most once, with
+// - the scanner reads a definite map of text keys (or numbers, with a numbering) that a table names, each at most once, with
 //   values of the plain types (definite text strings, integers, floats, booleans, null), and
 //   nothing after the map. It accepts a value only where the general decoder
 //   (`decodeFields`, `decode`) would accept it and read the same value;
@@ -51,12 +51,14 @@ package final class CBORPropertyTable: @unchecked Sendable {
 
     /// A table of `names`, or `nil` when generated code cannot use it: two properties with one
     /// key name, or more than 64 keys (the scanner tracks keys seen in one word).
-    package init?(_ names: [String?]) {
+    package init?(_ names: [String?], numbering: CBORKeyNumbering? = nil) {
         let present = names.indices.filter { names[$0] != nil }
         let keyNames = present.compactMap { names[$0] }
         guard keyNames.count <= 64, Set(keyNames).count == keyNames.count else { return nil }
+        // With a numbering, every name needs a number: one without would be written as no key.
+        if let numbering, keyNames.contains(where: { numbering.number(of: $0) == nil }) { return nil }
         self.names = names
-        let keys = CBORKeyTable(keyNames)
+        let keys = CBORKeyTable(keyNames, numbering: numbering)
         self.keys = keys
         func key(_ property: Int, _ field: Int) -> PropertyKey {
             guard field >= 0 else {
@@ -201,7 +203,12 @@ package struct CBORFieldScanner {
 
     @inline(never)
     private mutating func nextPropertyInGeneral() -> Int? {
-        guard let key = readHead(), key.major == 3, key.argument <= UInt64(end - offset) else { return decline() }
+        guard let key = readHead() else { return decline() }
+        if table.keys.numbering != nil {
+            guard key.major == 0, let field = table.keys.field(number: key.argument) else { return decline() }
+            return take(field: field, keyLength: 0)  // the head was the whole key
+        }
+        guard key.major == 3, key.argument <= UInt64(end - offset) else { return decline() }
         let bytes = UnsafeRawBufferPointer(start: base + offset, count: Int(key.argument))
         guard let field = table.keys.field(matching: bytes, position: position) else { return decline() }
         return take(field: field, keyLength: bytes.count)

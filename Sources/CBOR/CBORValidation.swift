@@ -15,6 +15,18 @@ extension CBORValue {
         maxDepth: Int = CBORDecoder.defaultMaxDepth,
         topLevelKey: (UnsafeRawBufferPointer?) throws -> Void = { _ in }
     ) throws -> UInt8 {
+        try validate(buffer, maxDepth: maxDepth) { (key: CBORTopLevelKey) in
+            if case .text(let bytes) = key { try topLevelKey(bytes) } else { try topLevelKey(nil) }
+        }
+    }
+
+    /// ``validate(_:maxDepth:topLevelKey:)``, telling the top-level map's keys apart: a definite
+    /// text key's UTF-8 bytes, an unsigned integer's value, or another kind of key.
+    @discardableResult
+    package static func validate(
+        _ buffer: UnsafeRawBufferPointer, maxDepth: Int = CBORDecoder.defaultMaxDepth,
+        topLevel: (CBORTopLevelKey) throws -> Void
+    ) throws -> UInt8 {
         let reader = Reader(buffer, maxDepth: maxDepth)
         let head = try reader.head(at: 0)
         let end: Int
@@ -29,10 +41,10 @@ extension CBORValue {
                         let length = try reader.checkLength(key.argument, from: key.contentOffset)
                         let bytes = reader.bytes(from: key.contentOffset, count: length)
                         guard isValidUTF8(bytes) else { throw CBORDecodingError(.invalidUTF8, at: position) }
-                        try topLevelKey(bytes)
+                        try topLevel(.text(bytes))
                         position = key.contentOffset + length
                     } else {
-                        try topLevelKey(nil)
+                        try topLevel(key.major == 0 ? .number(key.argument) : .other)
                         position = try reader.skip(at: position, depth: 1, validating: true)
                     }
                     position = try reader.skip(at: position, depth: 1, validating: true)
@@ -46,4 +58,14 @@ extension CBORValue {
         guard end == buffer.count else { throw CBORDecodingError(.trailingBytes(count: buffer.count - end), at: end) }
         return head.major
     }
+}
+
+/// A key of a payload's top-level map, as ``CBORValue/validate(_:maxDepth:topLevel:)`` tells it.
+package enum CBORTopLevelKey {
+    /// A definite-length text key: its UTF-8 bytes.
+    case text(UnsafeRawBufferPointer)
+    /// An unsigned integer key.
+    case number(UInt64)
+    /// Any other key.
+    case other
 }

@@ -95,9 +95,49 @@ public func payload(of record: [UInt8]) -> [UInt8] {
     record.withUnsafeBytes { bytes in (try? RecordHeader.parse(bytes)).map { Array($0.1) } ?? [] }
 }
 
+/// The payload of `record`, a record of `collection` in `store`, keyed by the key names of its
+/// version as text (as the Codable path writes them), whichever record format holds it.
+public func namedPayload(of record: [UInt8], collection: String, in store: Store) throws -> [UInt8] {
+    let schema = try #require(try store.schema(of: collection))
+    return try record.withUnsafeBytes { bytes in
+        let (header, payload) = try RecordHeader.parse(bytes)
+        return try schema.textKeyed(payload, header: header)
+    }
+}
+
+/// A record as code before record format 3 wrote it: `header` in format 2, over `payload`, keyed
+/// by key names as text.
+public func formatTwoRecord(_ header: RecordHeader, payload: [UInt8]) -> [UInt8] {
+    var earlier = header
+    earlier.recordFormat = 2
+    return earlier.record(with: payload)
+}
+
+/// `payload` (keyed by the key names of `Model`'s local version `version`) as a record of format 3
+/// holds it, keyed by numbers; `nil` when a key is not one of the version's.
+public func numberedPayload<Model: VariablyCodable>(_ payload: [UInt8], version: Int, of model: Model.Type) -> [UInt8]?
+{
+    try? Model.keySets.numberedPayload(payload, version: version)
+}
+
+/// A record of `header` holding `payload` (keyed by the key names of `Model`'s version
+/// `header.version`): with `numbered`, in format 3 with its keys numbered when every key is one of
+/// the version's; else in format 2, as code before numbered keys wrote it.
+public func makeRecord<Model: VariablyCodable>(
+    _ header: RecordHeader, payload: [UInt8], of model: Model.Type, numbered: Bool
+) -> [UInt8] {
+    guard numbered, let numbered = numberedPayload(payload, version: header.version, of: model) else {
+        return formatTwoRecord(header, payload: payload)
+    }
+    var current = header
+    current.recordFormat = RecordHeader.format
+    return current.record(with: numbered)
+}
+
 public func writeRecord(_ note: Note, version: Int, in store: Store, header: ((inout [UInt8]) -> Void)? = nil) throws {
     let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(version)]).encode(note)
-    var record = RecordHeader(version: version, writtenAt: 42, expiresAt: nil).record(with: payload)
+    // An earlier version's code wrote names, not numbers.
+    var record = formatTwoRecord(RecordHeader(version: version, writtenAt: 42, expiresAt: nil), payload: payload)
     header?(&record)
     let db = try store.environment.openDatabase("c:Note")
     try store.environment.write { txn in try txn.put(record, forKey: note.id.keyBytes, in: db) }

@@ -134,7 +134,9 @@ struct BulkPutTests {
             for model in models {
                 let expected = try withKeySet(.currentLocal) { try encoder.encode(model) }
                 #expect(
-                    payload(of: try record(model.id, in: store, collection: "Choosy")) == expected,
+                    try namedPayload(
+                        of: try record(model.id, in: store, collection: "Choosy"), collection: "Choosy", in: store)
+                        == expected,
                     "model \(model.id)")
                 #expect(try choosy.get(model.id) == model)
             }

@@ -339,7 +339,7 @@ struct CLITests {
             // A broken magic: the header is not a header.
             let text13 = try offset(of: "marker-13-end")
             let magic = try #require(
-                (max(0, text13 - 80)..<text13).last { bytes[$0] == 0x48 && bytes[$0 + 1] == 2 && bytes[$0 + 6] <= 1 }
+                (max(0, text13 - 80)..<text13).last { bytes[$0] == 0x48 && bytes[$0 + 1] == 3 && bytes[$0 + 6] <= 1 }
             )
             try patchFile(file, at: magic, with: [0x58, 0x58])
             // A record with an intact header and checksum but a payload that is not CBOR, and one
@@ -355,10 +355,10 @@ struct CLITests {
                         .init(.text("ID"), .unsigned(42)), .init(.text("COLOUR"), .text("red")),
                     ]).encoded()
                     try txn.put(
-                        RecordHeader(version: 3, writtenAt: 1, expiresAt: nil).record(with: unknown),
+                        formatTwoRecord(RecordHeader(version: 3, writtenAt: 1, expiresAt: nil), payload: unknown),
                         forKey: Int64(42).keyBytes, in: database)
                     try txn.put(
-                        RecordHeader(version: 9, writtenAt: 1, expiresAt: nil).record(with: unknown),
+                        formatTwoRecord(RecordHeader(version: 9, writtenAt: 1, expiresAt: nil), payload: unknown),
                         forKey: Int64(43).keyBytes, in: database)
                     // {"ID": 44, "TEXT": {"a": 1, "a": 2}}: a duplicate key below the top level.
                     let nestedTwice: [UInt8] =
@@ -366,7 +366,7 @@ struct CLITests {
                             0xA2, 0x61, 0x61, 0x01, 0x61, 0x61, 0x02,
                         ]
                     try txn.put(
-                        RecordHeader(version: 3, writtenAt: 1, expiresAt: nil).record(with: nestedTwice),
+                        formatTwoRecord(RecordHeader(version: 3, writtenAt: 1, expiresAt: nil), payload: nestedTwice),
                         forKey: Int64(44).keyBytes, in: database)
                 }
             }
@@ -539,7 +539,10 @@ struct CLITests {
                     let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)]).encode(
                         Contact(id: id, name: "old \(id)"))
                     try txn.put(
-                        RecordHeader(version: 1, writtenAt: 77, expiresAt: 9_999_999_999_999).record(with: payload),
+                        // One in format 2, as code before numbered keys wrote it.
+                        makeRecord(
+                            RecordHeader(version: 1, writtenAt: 77, expiresAt: 9_999_999_999_999), payload: payload,
+                            of: Contact.self, numbered: id != 3),
                         forKey: id.keyBytes, in: database)
                 }
             }
@@ -586,7 +589,9 @@ struct CLITests {
                 FramedTwice(id: 1, frame: Frame(width: 3)))
             try store.environment.write { txn in
                 try txn.put(
-                    RecordHeader(version: 1, writtenAt: 5, expiresAt: nil).record(with: payload),
+                    makeRecord(
+                        RecordHeader(version: 1, writtenAt: 5, expiresAt: nil), payload: payload, of: FramedTwice.self,
+                        numbered: true),
                     forKey: Int64(1).keyBytes, in: database)
             }
             try framed.put(FramedTwice(id: 2, frame: Frame(width: 4)))
@@ -598,7 +603,9 @@ struct CLITests {
             let ticketDatabase = try store.environment.openDatabase("c:tickets")
             try store.environment.write { txn in
                 try txn.put(
-                    RecordHeader(version: 1, writtenAt: 5, expiresAt: nil).record(with: ticketPayload),
+                    makeRecord(
+                        RecordHeader(version: 1, writtenAt: 5, expiresAt: nil), payload: ticketPayload,
+                        of: Ticket<Priority>.self, numbered: true),
                     forKey: Int64(2).keyBytes, in: ticketDatabase)
             }
 

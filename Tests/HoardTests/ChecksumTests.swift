@@ -31,8 +31,10 @@ struct ChecksumTests {
         return record + payload
     }
 
-    @Test("a header of format 2 is laid out as FORMAT.md says, with zlib's CRC-32, for every payload length")
-    func formatTwoLayout() throws {
+    @Test(
+        "a header of format 3 (and 2) is laid out as FORMAT.md says, with zlib's CRC-32, for every payload length",
+        arguments: [UInt8(3), 2])
+    func layout(format: UInt8) throws {
         #expect(Self.referenceCRC(Array("123456789".utf8)) == 0xCBF4_3926)  // the published check value
         var rng = SeededGenerator(seed: SeededGenerator.seedFromEnvironment())
         let versions: [(Int, [UInt8])] = [
@@ -44,13 +46,16 @@ struct ChecksumTests {
             let (version, leb) = versions[length % versions.count]
             let writtenAt = 1_764_000_000_000 + Int64(length)
             let expiresAt: Int64? = length % 2 == 0 ? nil : writtenAt + 99
-            let header = RecordHeader(version: version, writtenAt: writtenAt, expiresAt: expiresAt)
+            var header = RecordHeader(version: version, writtenAt: writtenAt, expiresAt: expiresAt)
+            header.recordFormat = format
             let record = header.record(with: payload)
-            let context = "payload of \(length) bytes, version \(version) (seed \(rng.seed))"
+            let context = "format \(format), payload of \(length) bytes, version \(version) (seed \(rng.seed))"
             #expect(header.size == (expiresAt == nil ? 13 : 19) + leb.count, "\(context)")
             #expect(record.count == header.size + length)
-            #expect(record[0] == 0x48 && record[1] == 2 && record[6] == (expiresAt == nil ? 0 : 1), "\(context)")
-            #expect(Self.bigEndian(record[2..<6]) == UInt64(Self.referenceCRC(record[6...])), "\(context)")
+            #expect(record[0] == 0x48 && record[1] == format && record[6] == (expiresAt == nil ? 0 : 1), "\(context)")
+            // Format 3's checksum covers its format byte too.
+            let covered = (format == 3 ? [format] : []) + record[6...]
+            #expect(Self.bigEndian(record[2..<6]) == UInt64(Self.referenceCRC(covered)), "\(context)")
             #expect(Self.bigEndian(record[7..<13]) == UInt64(writtenAt))
             if let expiresAt { #expect(Self.bigEndian(record[13..<19]) == UInt64(expiresAt)) }
             let versionAt = expiresAt == nil ? 13 : 19
@@ -59,7 +64,8 @@ struct ChecksumTests {
                 let (header, payload) = try RecordHeader.parse(bytes)
                 return (header, Array(payload))
             }
-            #expect(parsed.0 == header && parsed.0.recordFormat == 2 && parsed.1 == payload, "\(context)")
+            #expect(parsed.0 == header && parsed.0.recordFormat == format && parsed.1 == payload, "\(context)")
+            #expect(parsed.0.hasNumberedKeys == (format == 3) && parsed.0.isCurrentFormat == (format == 3))
             record.withUnsafeBytes { bytes in
                 #expect(RecordHeader.peekVersion(bytes) == version, "\(context)")
                 #expect(RecordHeader.peekWrittenAt(bytes) == writtenAt)
@@ -102,12 +108,16 @@ struct ChecksumTests {
         }
     }
 
-    @Test("every flipped bit and every cut of a format-2 record is damage, named, never a different record")
-    func damage() {
+    @Test(
+        "every flipped bit and every cut of a record of format 3 (and 2) is damage, named, never a different record",
+        arguments: [UInt8(3), 2])
+    func damage(format: UInt8) {
         for length in [0, 1, 7, 40] {
             let payload = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37) }
             for expiresAt in [nil, Int64(9_000)] {
-                let record = RecordHeader(version: 200, writtenAt: 8_000, expiresAt: expiresAt).record(with: payload)
+                var header = RecordHeader(version: 200, writtenAt: 8_000, expiresAt: expiresAt)
+                header.recordFormat = format
+                let record = header.record(with: payload)
                 for bit in 0..<(record.count * 8) {
                     var damaged = record
                     damaged[bit / 8] ^= 1 << UInt8(bit % 8)

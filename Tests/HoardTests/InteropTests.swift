@@ -20,6 +20,42 @@ struct InteropTests {
             .appendingPathComponent("tools/interop/read_store.py").path
     }
 
+    @Test("FORMAT.md's Python sketch reads records of the current format")
+    func formatSketch() throws {
+        let page = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/FORMAT.md")
+        let text = try String(contentsOf: page, encoding: .utf8)
+        let start = try #require(text.range(of: "```python\n"), "FORMAT.md has no Python sketch")
+        let end = try #require(text.range(of: "```", range: start.upperBound..<text.endIndex))
+        let sketch = String(text[start.upperBound..<end.lowerBound])
+        #expect(sketch.contains("b\"collection:User\"") && sketch.contains("b\"c:User\""))
+        try withTemporaryDirectory { dir in
+            let notes = [
+                Note(id: 3, text: "three", stars: 1, pinned: true), Note(id: 9, text: "Grüße", stars: 5, pinned: false),
+            ]
+            try Store(path: dir + "/store", options: testOptions).collection(Note.self).put(notes)
+            // The sketch as printed, for the collection Note, printing what it read.
+            let program =
+                "import json\npath = \(String(reflecting: dir + "/store"))\n"
+                + sketch.replacingOccurrences(of: "User", with: "Note")
+                + "        print(json.dumps({\"version\": version, \"payload\": payload}))\n"
+            try writeFile(dir + "/sketch.py", Array(program.utf8))
+            let child = try ChildProcess(Self.python, [dir + "/sketch.py"])
+            var read: [[String: Any]] = []
+            while let line = try child.readLine() {
+                read.append(try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]))
+            }
+            #expect(child.wait() == 0, "the sketch failed")
+            #expect(read.count == notes.count)
+            for (note, record) in zip(notes, read) {
+                let payload = try #require(record["payload"] as? [String: Any])
+                #expect(record["version"] as? Int == 3)
+                #expect(payload["ID"] as? Int == Int(note.id) && payload["TEXT"] as? String == note.text)
+                #expect(payload["STARS"] as? Int == note.stars && payload["PINNED"] as? Bool == note.pinned)
+            }
+        }
+    }
+
     @Test("Python's lmdb and cbor2 read every field of every record")
     func pythonReadsTheStore() throws {
         try withTemporaryDirectory { dir in
@@ -27,12 +63,14 @@ struct InteropTests {
             let notes = [
                 Note(id: -5, text: "minus", stars: 4, pinned: true),
                 Note(id: 12, text: "Grüße 水", stars: 0, pinned: false),
+                Note(id: 30, text: "in record format 2", stars: 2, pinned: true),
             ]
             let tags = [Tag(id: "", uses: 1), Tag(id: "swift", uses: 9)]
             do {
                 let store = try Store(path: path, options: testOptions)
                 try store.collection(Note.self).put(notes[0], expiry: .at(Date(timeIntervalSince1970: 1_900_000_000)))
                 try store.collection(Note.self).put(notes[1])
+                try writeRecord(notes[2], version: 3, in: store)  // keys as text, as before numbers
                 try store.collection(Tag.self).put(tags)
                 // A nested model whose key changed between versions: one record of each version,
                 // the older one in record format 1.
@@ -67,7 +105,7 @@ struct InteropTests {
             #expect(versions?["3"] == ["id": "ID", "text": "TEXT", "stars": "STARS", "pinned": "PINNED"])
 
             let records = lines.filter { $0["collection"] != nil }
-            #expect(records.count == 6)
+            #expect(records.count == 7)
             // The nested model's fields, named through the registry's `nested` entry alone.
             for (id, version, width) in [(Int64(1), 1, 10), (Int64(2), 2, 20)] {
                 let key = id.keyBytes.map { String(format: "%02x", $0) }.joined()
@@ -87,7 +125,7 @@ struct InteropTests {
                     })
                 #expect(record["collection"] as? String == "Note")
                 #expect(record["version"] as? Int == 3)
-                #expect(record["written"] as? Int == 1_700_000_000_000)
+                #expect(record["written"] as? Int == (note.id == 30 ? 42 : 1_700_000_000_000))
                 #expect((record["expires"] as? Int) == (note.id == -5 ? 1_900_000_000_000 : nil))
                 let payload = try #require(record["payload"] as? [String: Any])
                 #expect(Set(payload.keys) == ["ID", "TEXT", "STARS", "PINNED"])

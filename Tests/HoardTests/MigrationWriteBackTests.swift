@@ -51,7 +51,7 @@ struct MigrationWriteBackTests {
             let header = try #require(try notes.header(of: 1))
             #expect(header.version == 3)
             #expect(header.writtenAt == 42)  // the write time of the content is kept
-            #expect(payload(of: after) == (try currentPayload(Self.old[0])))
+            #expect(try namedPayload(of: after, collection: "Note", in: store) == (try currentPayload(Self.old[0])))
             #expect(try notes.get(1) == Self.old[0])
             // Record 2 was never read: still version 1 until read and flushed.
             #expect(try notes.header(of: 2)?.version == 1)
@@ -88,8 +88,11 @@ struct MigrationWriteBackTests {
                     let version = note.id % 3 == 0 ? 3 : Int(note.id % 2) + 1  // a mix of versions 1, 2, 3
                     let payload = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(version)])
                         .encode(note)
+                    // Some in format 2, as code before numbered keys wrote them.
                     try txn.put(
-                        RecordHeader(version: version, writtenAt: 7, expiresAt: nil).record(with: payload),
+                        makeRecord(
+                            RecordHeader(version: version, writtenAt: 7, expiresAt: nil), payload: payload,
+                            of: Note.self, numbered: note.id % 5 != 0 || version == 3),
                         forKey: note.id.keyBytes, in: db)
                 }
             }
@@ -110,7 +113,8 @@ struct MigrationWriteBackTests {
             for note in all {
                 #expect(try notes.header(of: note.id)?.version == 3)
                 #expect(
-                    payload(of: try #require(try storedRecord(note.id, in: store)))
+                    try namedPayload(
+                        of: try #require(try storedRecord(note.id, in: store)), collection: "Note", in: store)
                         == (try currentPayload(note)))
             }
             #expect(try notes.header(of: 3_000)?.version == 9)

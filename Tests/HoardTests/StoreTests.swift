@@ -88,11 +88,9 @@ struct StoreTests {
             #expect(try withKeySet(.local(1)) { try notes.get(7) } == note)
             // The stored payload uses the current local key names, whatever the caller chose.
             let db = try store.environment.openDatabase("c:Note")
-            let payload = try store.environment.read { txn in
-                try txn.withValue(forKey: Int64(7).keyBytes, in: db) { record in Array(try RecordHeader.parse(record).1)
-                }
-            }
-            let stored = try CBORValue(decoding: try #require(payload))
+            let record = try store.environment.read { txn in try txn.value(forKey: Int64(7).keyBytes, in: db) }
+            let stored = try CBORValue(
+                decoding: try namedPayload(of: try #require(record), collection: "Note", in: store))
             #expect("\(stored)".contains("PINNED") && "\(stored)".contains("TEXT"), "stored: \(stored)")
         }
     }
@@ -181,8 +179,8 @@ struct StoreTests {
             }
             try store.environment.write { txn in try txn.put([0x48, 0x02, 0], forKey: Int64(5).keyBytes, in: db) }
             expectHoardError(.corruptRecord, ["Note[5]", "fewer than the 14-byte header"]) { _ = try notes.get(5) }
-            try store.environment.write { txn in try txn.put([0x48, 0x03, 0], forKey: Int64(5).keyBytes, in: db) }
-            expectHoardError(.corruptRecord, ["Note[5]", "record format 3 is not one of the formats 1 and 2"]) {
+            try store.environment.write { txn in try txn.put([0x48, 0x04, 0], forKey: Int64(5).keyBytes, in: db) }
+            expectHoardError(.corruptRecord, ["Note[5]", "record format 4 is not one of the formats 1 to 3"]) {
                 _ = try notes.get(5)
             }
             // A payload that is valid CBOR with a valid checksum but not a Note.

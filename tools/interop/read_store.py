@@ -63,9 +63,16 @@ def named(payload, entry, version):
     return result
 
 
+def numbers(entry, version):
+    """What the numbers keying a record of format 3 stand for: the version's top-level key names
+    (a dotted name gives its part before the first dot), in UTF-8 byte order."""
+    names = {name.split(".")[0] for name in entry["versions"].get(str(version), {}).values()}
+    return sorted(names, key=lambda name: name.encode("utf-8"))
+
+
 def header(record):
-    """A record's (version, written, expires, payload), in record format 2 or 1; ValueError when
-    it breaks the format."""
+    """A record's (version, written, expires, payload, numbered), in record format 3, 2 or 1;
+    ValueError when it breaks the format."""
     if record[:2] == b"HR":  # format 1: a fixed 28-byte header
         if len(record) < 28:
             raise ValueError("record shorter than the header")
@@ -74,10 +81,12 @@ def header(record):
             raise ValueError("bad header")
         if zlib.crc32(record[:24] + record[28:]) != crc:
             raise ValueError("checksum mismatch")
-        return version, written, expires if flags & 1 else None, record[28:]
-    if len(record) < 14 or record[:2] != b"H\x02" or record[6] & ~1:
+        return version, written, expires if flags & 1 else None, record[28:], False
+    if len(record) < 14 or record[:1] != b"H" or record[1] not in (2, 3) or record[6] & ~1:
         raise ValueError("bad header")
-    if zlib.crc32(record[6:]) != int.from_bytes(record[2:6], "big"):
+    # Format 3's checksum covers its format byte too.
+    covered = record[1:2] + record[6:] if record[1] == 3 else record[6:]
+    if zlib.crc32(covered) != int.from_bytes(record[2:6], "big"):
         raise ValueError("checksum mismatch")
     written, at, expires = int.from_bytes(record[7:13], "big"), 13, None
     if record[6] & 1:
@@ -87,7 +96,7 @@ def header(record):
         byte = record[at]
         version, shift, at = version | (byte & 0x7F) << shift, shift + 7, at + 1
         if byte < 0x80:
-            return version, written, expires, record[at:]
+            return version, written, expires, record[at:], record[1] == 3
 
 
 def main(path):
@@ -109,11 +118,19 @@ def main(path):
         db = env.open_db(name, create=False)
         with env.begin(db=db) as txn:
             for key, record in txn.cursor():
+                entry = registry[name[2:].decode()]
                 try:
-                    version, written, expires, body = header(record)
+                    version, written, expires, body, numbered = header(record)
                 except (ValueError, IndexError) as error:
                     sys.exit(f"{name.decode()}[{key.hex()}]: {error or 'bad header'}")
                 payload = cbor2.loads(body)
+                if numbered:
+                    names = numbers(entry, version)
+                    if not isinstance(payload, dict) or not all(
+                        type(number) is int and 0 <= number < len(names) for number in payload
+                    ):
+                        sys.exit(f"{name.decode()}[{key.hex()}]: a key is not one of version {version}'s numbers")
+                    payload = {names[number]: value for number, value in payload.items()}
                 print(json.dumps({
                     "collection": name[2:].decode(),
                     "key": key.hex(),
@@ -121,7 +138,7 @@ def main(path):
                     "written": written,
                     "expires": expires,
                     "payload": plain(payload),
-                    "named": named(payload, registry[name[2:].decode()], version),
+                    "named": named(payload, entry, version),
                 }, sort_keys=True))
 
 

@@ -91,19 +91,40 @@ extension HoardCollection {
     /// Encodes through the model's `encode(to:)`.
     private func encodeOrdinarily<R>(_ model: Model, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         try withStorageKeySet(version: currentVersion) {
-            guard let fields = currentFields else { return try encoder.encode(model).withUnsafeBytes(body) }
+            guard let fields = currentFields else {
+                // Codable's containers write the key names; the record keys by their numbers.
+                let named = try encoder.encode(model)
+                return try named.withUnsafeBytes { try numbering(currentVersion).numbered($0) }.withUnsafeBytes(body)
+            }
             return try encoder.encodeFields(
                 keys: fields.keys, { try model.encode(fields: $0, layout: fields.layout) }, reading: body)
         }
     }
 
+    /// The numbering of local version `version`'s payloads (one of `localVersions`).
+    func numbering(_ version: Int) throws -> CBORKeyNumbering {
+        guard let numbering = numberings[version] else {
+            throw RecordDamage("key-set version \(version) is not one of \(Model.self)'s local versions")
+        }
+        return numbering
+    }
+
     /// Decodes a payload written with local key set `version` (one of `localVersions`): by the
     /// model's generated code (`scan`, from `@VariablyCoded`) when it has some and does not
-    /// decline, else through its `init(from:)`.
+    /// decline, else through its `init(from:)`. `numbered`: whether its keys are numbers (record
+    /// format 3) rather than names (formats 1 and 2, numbered here first).
     ///
     /// The key set stays chosen (`withKeySet`) for nested `VariablyCodable` values, which are
     /// decoded through Codable.
-    func decodePayload(_ payload: UnsafeRawBufferPointer, version: Int) throws -> Model {
+    func decodePayload(_ payload: UnsafeRawBufferPointer, version: Int, numbered: Bool = true) throws -> Model {
+        guard numbered else {
+            // A map the numbering does not fit (keys it lacks, an indefinite length: from another
+            // tool) is read by name, as before numbers, which also gives any error.
+            if let renumbered = try? numbering(version).numbered(payload) {
+                return try renumbered.withUnsafeBytes { try decodePayload($0, version: version) }
+            }
+            return try withKeySet(.local(version)) { try decoder.decode(Model.self, from: payload) }
+        }
         // Generated code reads plain values only: no nested model needs the key set chosen. (The
         // scanner holds the table unowned; the collection holds it for as long as it lives.)
         if let table = version == currentVersion ? currentScanned : olderScanned[version],
@@ -118,7 +139,8 @@ extension HoardCollection {
         }
         return try withKeySet(.local(version)) {
             guard let fields = version == currentVersion ? currentFields : olderFields[version] else {
-                return try decoder.decode(Model.self, from: payload)
+                // Codable's containers read key names.
+                return try decoder.decode(Model.self, from: try numbering(version).named(payload))
             }
             return try decoder.decodeFields(from: payload, keys: fields.keys) {
                 try Model(fields: $0, layout: fields.layout)

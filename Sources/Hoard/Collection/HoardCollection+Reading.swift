@@ -215,7 +215,7 @@ extension HoardCollection {
                 reason: "key-set version \(header.version) is not one of \(Model.self)'s local versions")
         }
         do {
-            let model = try decodePayload(payload, version: header.version)
+            let model = try decodePayload(payload, version: header.version, numbered: header.hasNumberedKeys)
             if (header.version < currentVersion || !header.isCurrentFormat) && migration == .lazy {
                 let key = key()
                 state.pendingMigrations.withLock { pending in
@@ -225,6 +225,11 @@ extension HoardCollection {
             return model
         } catch let error as CBORDecodingError {
             throw HoardError.corruptRecord(collection: name, key: storedKey(key()), reason: "\(error)")
+        } catch let error as CBORKeyingError {
+            throw HoardError.corruptRecord(
+                collection: name, key: storedKey(key()), reason: "the payload's keys do not fit its version: \(error)")
+        } catch let error as RecordDamage {
+            throw HoardError.corruptRecord(collection: name, key: storedKey(key()), reason: error.reason)
         } catch {
             throw HoardError.decoding(
                 collection: name, key: storedKey(key()), version: header.version, underlying: error)

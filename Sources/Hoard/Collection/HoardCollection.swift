@@ -33,6 +33,8 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     let decoder = CBORDecoder()
     /// The model's declared local versions: the only ones a record may be decoded with.
     let localVersions: Set<Int>
+    /// How each local version's payloads number their keys (docs/FORMAT.md).
+    let numberings: [Int: CBORKeyNumbering]
     /// Field-by-field coding of the current version's payloads, and of older versions' (`nil`
     /// for a key set with dotted key names, which goes through Codable's containers).
     let currentFields: PayloadFields<Model>?
@@ -68,11 +70,15 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         localVersions = Set(keySets.localVersions)
         let databaseName = Store.collectionPrefix + name
         var fields: [Int: PayloadFields<Model>] = [:]
+        var numberings: [Int: CBORKeyNumbering] = [:]
         for version in keySets.localVersions {
+            let numbering = CBORKeyNumbering.payload(keyNames: try keySets.keyNames(for: .local(version)).values)
+            numberings[version] = numbering
             if let layout = try keySets.fieldLayout(for: .local(version)) {
-                fields[version] = PayloadFields(layout: layout)
+                fields[version] = PayloadFields(layout: layout, numbering: numbering)
             }
         }
+        self.numberings = numberings
         currentVersion = keySets.currentVersion
         tagIndex = store.tags.map {
             TagIndex(database: $0, collection: name, maxKeySize: store.environment.maxKeySize)

@@ -10,10 +10,13 @@ internal import CBOR
 struct PayloadFields<Model: VariablyCodable>: Sendable {
     let layout: FieldLayout<Model>
     let keys: CBORKeyTable
+    /// The numbers the keys are written as (record format 3).
+    let numbering: CBORKeyNumbering
 
-    init(layout: FieldLayout<Model>) {
+    init(layout: FieldLayout<Model>, numbering: CBORKeyNumbering) {
         self.layout = layout
-        self.keys = CBORKeyTable(layout.keyNames)
+        self.numbering = numbering
+        self.keys = CBORKeyTable(layout.keyNames, numbering: numbering)
     }
 
     /// The key names of the properties the model's generated code reads (`Model.scan`), or `nil`
@@ -30,12 +33,12 @@ struct PayloadFields<Model: VariablyCodable>: Sendable {
 
     /// The key names by field number, for writing what the model's `encode(to:)` records
     /// (`Model.recordFields`): property `n` is field `n`. (`nil` past 64 keys, as for generated code.)
-    var recorded: CBORPropertyTable? { CBORPropertyTable(layout.keyNames) }
+    var recorded: CBORPropertyTable? { CBORPropertyTable(layout.keyNames, numbering: numbering) }
 
     private func table(_ properties: [PartialKeyPath<Model>]) -> CBORPropertyTable? {
         guard !properties.isEmpty else { return nil }
         let names = layout.keyNames
-        return CBORPropertyTable(layout.fields(of: properties).map { $0.map { names[$0] } })
+        return CBORPropertyTable(layout.fields(of: properties).map { $0.map { names[$0] } }, numbering: numbering)
     }
 }
 

@@ -61,7 +61,7 @@ extension HoardCollection {
             let (header, payload) = try RecordHeader.parse(record)
             state.model = model
             state.expiresAt = expiry
-            if header.version == currentVersion {
+            if header.version == currentVersion && header.isCurrentFormat {
                 state.value = Array(payload)
             } else {
                 state.value = try withPayload(of: model, key: UnsafeRawBufferPointer(start: nil, count: 0)) {

@@ -1,13 +1,14 @@
 /// The header in front of every stored payload; docs/FORMAT.md specifies it byte by byte.
 ///
-/// Records are written in format 2, a header of 14 bytes (20 with an expiry) for a version below
+/// Records are written in format 3, a header of 14 bytes (20 with an expiry) for a version below
 /// 128:
 ///
 /// ```
 /// offset size  field
 ///  0     1     magic "H" (0x48)
-///  1     1     record format (2)
-///  2     4     CRC-32 (IEEE 802.3, as zlib's crc32) of every byte from offset 6 on, big-endian
+///  1     1     record format (3; 2 has the same header)
+///  2     4     CRC-32 (IEEE 802.3, as zlib's crc32), big-endian: of the format byte and every
+///              byte from offset 6 on (format 2: of the bytes from offset 6 on)
 ///  6     1     flags (bit 0: the record expires; other bits 0)
 ///  7     6     written at: milliseconds since 1970-01-01T00:00:00Z, 48-bit big-endian
 /// 13     6     expires at, as written at: only when flag bit 0 is set
@@ -15,15 +16,17 @@
 ///  …     …     payload: one CBOR data item
 /// ```
 ///
-/// Records of format 1 (a fixed 28-byte header, "HR", then the format byte) are read as well;
-/// a migration rewrites them in format 2.
+/// In format 3 the payload's top-level map is keyed by numbers that stand for the key names of
+/// the header's version (docs/FORMAT.md says which number is which); in formats 2 and 1 by the
+/// names as text. Records of format 1 (a fixed 28-byte header, "HR", then the format byte) and 2
+/// are read as well; a migration rewrites them in format 3.
 public struct RecordHeader: Sendable, Hashable {
     /// The size of the smallest header (no expiry, a version below 128).
     public static let minimumSize = 14
     /// The record format this code writes.
-    public static let format: UInt8 = 2
+    public static let format: UInt8 = 3
     /// The record formats this code reads.
-    public static let formats: ClosedRange<UInt8> = 1...2
+    public static let formats: ClosedRange<UInt8> = 1...3
     /// The latest time a header holds, in milliseconds since 1970 (2^48 − 1, in the year 10889).
     public static let latestTime: Int64 = (1 << 48) - 1
     static let magic: UInt8 = 0x48
@@ -34,8 +37,10 @@ public struct RecordHeader: Sendable, Hashable {
     public var writtenAt: Int64
     /// When the record expires, in milliseconds since 1970; `nil` for never.
     public var expiresAt: Int64?
-    /// The record format the header was read in (``format`` for one made here).
-    public internal(set) var recordFormat: UInt8 = Self.format
+    /// The record format the header was read in (``format`` for one made here). A header written
+    /// with format 2 (a renewal of a text-keyed record, which keeps its payload) has the same
+    /// layout; one of format 1 is written as 2.
+    public package(set) var recordFormat: UInt8 = Self.format
 
     /// A header with these fields (times in milliseconds since 1970, as stored). Times are kept
     /// within `0...latestTime` when written: an earlier one is written as 0, a later one as
@@ -52,14 +57,17 @@ public struct RecordHeader: Sendable, Hashable {
         return expiresAt <= now
     }
 
-    /// The size of this header in format 2, in bytes.
+    /// The size of this header in formats 2 and 3, in bytes.
     public var size: Int { (expiresAt == nil ? 13 : 19) + Self.leb128Size(storedVersion) }
 
-    /// The size of this header as its record stores it: in format 2, ``size``; in format 1, 28.
+    /// The size of this header as its record stores it: in formats 2 and 3, ``size``; in format 1, 28.
     public var storedSize: Int { recordFormat == 1 ? Legacy.size : size }
 
     /// Whether a record with this header is written in the format this code writes.
     public var isCurrentFormat: Bool { recordFormat == Self.format }
+
+    /// Whether the payload's top-level keys are numbers (format 3) rather than text (1 and 2).
+    public var hasNumberedKeys: Bool { recordFormat >= 3 }
 
     private var storedVersion: UInt32 { UInt32(truncatingIfNeeded: version) }
 
@@ -81,7 +89,7 @@ public struct RecordHeader: Sendable, Hashable {
             record.count == size + payload.count,
             "a record buffer of \(record.count) bytes for a \(size)-byte header and a \(payload.count)-byte payload")
         record[0] = Self.magic
-        record[1] = Self.format
+        record[1] = max(recordFormat, 2)
         record[6] = expiresAt == nil ? 0 : 1
         Self.storeTime(writtenAt, at: 7, in: record)
         var offset = 13
@@ -97,9 +105,7 @@ public struct RecordHeader: Sendable, Hashable {
         }
         record[offset] = UInt8(version)
         UnsafeMutableRawBufferPointer(rebasing: record[size...]).copyMemory(from: payload)
-        var crc = CRC32()
-        crc.update(UnsafeRawBufferPointer(rebasing: record[6...]))
-        storeBigEndian(crc.value, at: 2, in: record)
+        storeBigEndian(Self.checksum(UnsafeRawBufferPointer(record)), at: 2, in: record)
     }
 
     // MARK: - Peeking (unchecked, for counting and for the read rule)
@@ -107,7 +113,7 @@ public struct RecordHeader: Sendable, Hashable {
     /// The record format of `record`'s header, when the bytes start with one this code reads.
     @inline(__always)
     static func peekFormat(_ record: UnsafeRawBufferPointer) -> UInt8? {
-        if record.count >= minimumSize, record[0] == magic, record[1] == format { return format }
+        if record.count >= minimumSize, record[0] == magic, record[1] == format || record[1] == 2 { return record[1] }
         if record.count >= Legacy.size, record[0] == magic, record[1] == Legacy.magic1, record[2] == 1 { return 1 }
         return nil
     }
@@ -116,7 +122,7 @@ public struct RecordHeader: Sendable, Hashable {
     /// counting versions quickly), or `nil` when the bytes do not start with a header.
     public static func peekVersion(_ record: UnsafeRawBufferPointer) -> Int? {
         switch peekFormat(record) {
-        case format?: (try? readVersion(record, at: record[6] & 1 == 1 ? 19 : 13)).map { Int($0.value) }
+        case 2?, format?: (try? readVersion(record, at: record[6] & 1 == 1 ? 19 : 13)).map { Int($0.value) }
         case 1?: Int(loadBigEndian(UInt32.self, at: 4, in: record))
         default: nil
         }
@@ -127,7 +133,7 @@ public struct RecordHeader: Sendable, Hashable {
     @inline(__always)
     public static func peekWrittenAt(_ record: UnsafeRawBufferPointer) -> Int64? {
         switch peekFormat(record) {
-        case format?: loadTime(at: 7, in: record)
+        case 2?, format?: loadTime(at: 7, in: record)
         case 1?: Int64(bitPattern: loadBigEndian(UInt64.self, at: 8, in: record))
         default: nil
         }
@@ -137,7 +143,7 @@ public struct RecordHeader: Sendable, Hashable {
     @inline(__always)
     public static func peekExpiry(_ record: UnsafeRawBufferPointer) -> Int64? {
         switch peekFormat(record) {
-        case format?: record[6] & 1 == 1 && record.count >= 20 ? loadTime(at: 13, in: record) : nil
+        case 2?, format?: record[6] & 1 == 1 && record.count >= 20 ? loadTime(at: 13, in: record) : nil
         case 1?: record[3] & 1 == 1 ? Int64(bitPattern: loadBigEndian(UInt64.self, at: 16, in: record)) : nil
         default: nil
         }
@@ -159,8 +165,8 @@ public struct RecordHeader: Sendable, Hashable {
             throw RecordDamage("the header does not start with \"H\" (found 0x\(hexString([record[0]])))")
         }
         if record[1] == Legacy.magic1 { return try Legacy.parse(record) }
-        guard record[1] == format else {
-            throw RecordDamage("record format \(record[1]) is not one of the formats 1 and 2 this code reads")
+        guard record[1] == format || record[1] == 2 else {
+            throw RecordDamage("record format \(record[1]) is not one of the formats 1 to 3 this code reads")
         }
         guard record.count >= minimumSize else {
             throw RecordDamage("the record has \(record.count) bytes, fewer than the \(minimumSize)-byte header")
@@ -172,14 +178,24 @@ public struct RecordHeader: Sendable, Hashable {
             throw RecordDamage("the record has \(record.count) bytes, fewer than the 20-byte header with an expiry")
         }
         let (version, end) = try readVersion(record, at: expires ? 19 : 13)
-        var crc = CRC32()
-        crc.update(UnsafeRawBufferPointer(rebasing: record[6...]))
+        let computed = checksum(record)
         let stored = loadBigEndian(UInt32.self, at: 2, in: record)
-        guard crc.value == stored else { throw checksumMismatch(stored: stored, computed: crc.value) }
-        let header = RecordHeader(
+        guard computed == stored else { throw checksumMismatch(stored: stored, computed: computed) }
+        var header = RecordHeader(
             version: Int(version), writtenAt: loadTime(at: 7, in: record),
             expiresAt: expires ? loadTime(at: 13, in: record) : nil)
+        header.recordFormat = record[1]
         return (header, UnsafeRawBufferPointer(rebasing: record[end...]))
+    }
+
+    /// The checksum of a record of format 2 or 3 (its format byte at offset 1). Format 3 covers its
+    /// format byte, which tells how to read the payload's keys: one flipped bit would otherwise
+    /// make a record of format 3 one of format 2 with the same checksum.
+    private static func checksum(_ record: UnsafeRawBufferPointer) -> UInt32 {
+        var crc = CRC32()
+        if record[1] >= 3 { crc.update(UnsafeRawBufferPointer(rebasing: record[1..<2])) }
+        crc.update(UnsafeRawBufferPointer(rebasing: record[6...]))
+        return crc.value
     }
 
     static func checksumMismatch(stored: UInt32, computed: UInt32) -> RecordDamage {
@@ -253,7 +269,7 @@ enum Legacy {
             throw RecordDamage("the record has \(record.count) bytes, fewer than the \(size)-byte header of format 1")
         }
         guard record[2] == 1 else {
-            throw RecordDamage("record format \(record[2]) is not one of the formats 1 and 2 this code reads")
+            throw RecordDamage("record format \(record[2]) is not one of the formats 1 to 3 this code reads")
         }
         let flags = record[3]
         guard flags & ~1 == 0 else { throw RecordDamage("unknown header flags 0x\(hexString([flags]))") }

@@ -260,7 +260,7 @@ package struct RecordWriter {
     }
 
     /// Rewrites the header of the record under `key`, its version and payload kept (in the
-    /// current record format, which may change its size). `header` gets the stored write time and
+    /// current header layout, which may change its size; a text-keyed payload keeps format 2). `header` gets the stored write time and
     /// expiry and returns the new header, or `nil` to leave the record as it is. Observers hear of
     /// nothing: a renewal does not change a record's value. Returns `nil` when there is no valid
     /// record (a damaged one is not given a fresh checksum), `false` when `header` declined,
@@ -278,6 +278,9 @@ package struct RecordWriter {
             else { return nil }
             guard var new = header(stored.writtenAt, stored.expiresAt) else { return false }
             new.version = stored.version
+            // The payload is kept, and with it its keying: a text-keyed one (formats 1 and 2) gets
+            // a header of format 2, which a migration later rewrites as any older record.
+            new.recordFormat = max(stored.recordFormat, 2)
             let size = new.size + payload.count
             return try withUnsafeTemporaryAllocation(byteCount: size, alignment: 1) { renewed in
                 new.write(payload: payload, into: renewed)

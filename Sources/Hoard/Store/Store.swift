@@ -126,11 +126,12 @@ public final class Store: Sendable {
     }
 
     /// The store format this code reads and writes. Format 1 had no tags, format 2 tagged
-    /// records, format 3 writes records in record format 2 (``RecordHeader``). Code of this
-    /// version opens stores of every format up to this one and makes a store it opens for writing
-    /// format 3 in that open, so that older code, which cannot read the records it will write,
-    /// refuses the store with ``HoardError/newerFormat(path:found:supported:)``.
-    public static let formatVersion = 3
+    /// records, format 3 wrote records in record format 2, format 4 writes them in record format 3
+    /// (``RecordHeader``: keys by number). Code of this version opens stores of every format up to
+    /// this one and makes a store it opens for writing format 4 in that open, so that older code,
+    /// which cannot read the records it will write, refuses the store with
+    /// ``HoardError/newerFormat(path:found:supported:)``.
+    public static let formatVersion = 4
     /// The name of the meta database.
     static let metaName = "hoard.meta"
     /// The name of the outbox database: keys to announce to other replicas.

@@ -178,9 +178,11 @@ extension HoardCollection {
                 guard let predicate, let model = try? decode(record, key: { Array(key) }) else { return nil }
                 return predicate(model)
             },
-            sameContent: { version, payload, index in
-                // An older version: the same content re-encodes to the fresh bytes.
-                guard localVersions.contains(version), let old = try? decodePayload(payload, version: version) else {
+            sameContent: { header, payload, index in
+                // An older version or record format: the same content re-encodes to the fresh bytes.
+                guard localVersions.contains(header.version),
+                    let old = try? decodePayload(payload, version: header.version, numbered: header.hasNumberedKeys)
+                else {
                     return false
                 }
                 return (try? encode(old) { $0.elementsEqual(incoming.payload(index)) }) ?? false

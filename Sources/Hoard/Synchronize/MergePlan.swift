@@ -22,12 +22,12 @@ struct MergePlan {
     /// - Parameters:
     ///   - forEachStored: walks the stored scope in key order.
     ///   - inScope: for a predicate scope, whether a stored record (not in `fresh`) matches; `nil` when it does not decode.
-    ///   - sameContent: whether a record of an older `version` holds the same content as fresh entry `index`.
+    ///   - sameContent: whether a record of an older version or record format (its header) holds the same content as fresh entry `index`.
     init(
         fresh: FreshBytes, now: Int64, collection: String, keyKind: KeyKind, currentVersion: Int, hasPredicate: Bool,
         forEachStored: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> LMDB.IterationStep) throws -> Void,
         inScope: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool?,
-        sameContent: (Int, UnsafeRawBufferPointer, Int) -> Bool
+        sameContent: (RecordHeader, UnsafeRawBufferPointer, Int) -> Bool
     ) rethrows {
         self.init()
         try withoutActuallyEscaping(inScope) { inScope in
@@ -43,7 +43,7 @@ struct MergePlan {
         _ fresh: FreshBytes, _ now: Int64, _ report: Reporter, _ hasPredicate: Bool,
         _ forEachStored: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> LMDB.IterationStep) throws -> Void,
         _ inScope: @escaping (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool?,
-        _ sameContent: @escaping (Int, UnsafeRawBufferPointer, Int) -> Bool
+        _ sameContent: @escaping (RecordHeader, UnsafeRawBufferPointer, Int) -> Bool
     ) rethrows {
         let currentVersion = report.currentVersion
         let count = fresh.keys.count
@@ -95,16 +95,12 @@ struct MergePlan {
             if header.isExpired(at: now) {
                 plan.puts.append(next)
                 plan.added.append(next)
-            } else if header.version == currentVersion {
+            } else if header.version == currentVersion && header.isCurrentFormat {
                 if !bytesEqual(fresh.payload(next), payload) {
                     plan.puts.append(next)
                     plan.updated.append(next)
-                } else if header.isCurrentFormat {
-                    plan.unchanged += 1
                 } else {
-                    // The same payload under a header of an older record format: rewritten.
-                    plan.puts.append(next)
-                    plan.migrated.append(next)
+                    plan.unchanged += 1
                 }
             } else if header.version > currentVersion {
                 plan.replaced.append(report.newer(key, header.version))
@@ -112,7 +108,7 @@ struct MergePlan {
                 plan.updated.append(next)
             } else {
                 plan.puts.append(next)
-                if sameContent(header.version, payload, next) {
+                if sameContent(header, payload, next) {
                     plan.migrated.append(next)
                 } else {
                     plan.updated.append(next)

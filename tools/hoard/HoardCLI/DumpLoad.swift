@@ -125,13 +125,15 @@ enum DumpLine {
         _ handle: CollectionShape, key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer,
         into line: JSONWriter
     ) {
-        if let (header, payload) = try? RecordHeader.parse(record), (try? CBORValue.validate(payload)) != nil {
+        if let (header, payload) = try? RecordHeader.parse(record), (try? CBORValue.validate(payload)) != nil,
+            !header.hasNumberedKeys || handle.schema.payloadKeyNames(header.version) != nil
+        {
             writeRecord(handle, key: key, record: record, intact: (header, payload), into: line)
             return
         }
         // A damaged one says what is wrong, with whatever could be read.
         writeStart(handle, key: key, into: line)
-        let view = RecordView(record)
+        let view = RecordView(record, schema: handle.schema)
         if let header = view.header { writeHeader(header, into: line) }
         if let damage = view.damage {
             line.append(#","damage":"#)
@@ -154,7 +156,11 @@ enum DumpLine {
         writeHeader(intact.header, into: line)
         line.append(#","value":"#)
         // Written from its bytes when it can be.
-        if !line.append(validatedCBOR: intact.payload), let value = try? CBORValue(decoding: Array(intact.payload)) {
+        let header = intact.header
+        let names = header.hasNumberedKeys ? handle.schema.payloadKeyNames(header.version) : nil
+        if !line.append(validatedCBOR: intact.payload, names: names),
+            let value = try? CBORValue(decoding: handle.schema.textKeyed(intact.payload, header: header))
+        {
             line.append(cbor: value)
         }
         writeEnd(key: key, record: record, into: line)

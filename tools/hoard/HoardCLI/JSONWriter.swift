@@ -353,10 +353,11 @@ extension JSONWriter {
     /// exactly as ``append(cbor:pretty:level:)`` writes it decoded: the fast path of `dump`, which
     /// builds no `CBORValue`. It declines (returns `false`, having written nothing) when the
     /// payload holds an item whose JSON depends on more than the item itself — a tag, a map key
-    /// that is not text — or an indefinite length; decode it and call `append(cbor:)` then.
-    func append(validatedCBOR payload: UnsafeRawBufferPointer) -> Bool {
+    /// that is not text — or an indefinite length; decode it and call `append(cbor:)` then. With
+    /// `names`, the top-level map's keys are numbers that stand for them (record format 3).
+    func append(validatedCBOR payload: UnsafeRawBufferPointer, names: [String]? = nil) -> Bool {
         let mark = count
-        guard appendItem(of: payload, at: 0) == payload.count else {
+        guard appendItem(of: payload, at: 0, names: names) == payload.count else {
             count = mark
             return false
         }
@@ -364,7 +365,8 @@ extension JSONWriter {
     }
 
     /// Writes the item at `offset` and returns where the next one starts, or `nil` to decline.
-    private func appendItem(of payload: UnsafeRawBufferPointer, at offset: Int) -> Int? {
+    /// `names`: what the numbers keying the map at `offset` stand for.
+    private func appendItem(of payload: UnsafeRawBufferPointer, at offset: Int, names: [String]? = nil) -> Int? {
         switch CBORValue.item(in: payload, at: offset) {
         case .scalar(let value, let end)?:
             append(cbor: value)
@@ -393,8 +395,17 @@ extension JSONWriter {
             var index = 0
             while index < count {
                 if index > 0 { write(UInt8(ascii: ",")) }
-                guard case .text(let key, let keyEnd)? = CBORValue.item(in: payload, at: position) else { return nil }
-                append(quotedUTF8: key.assumingMemoryBound(to: UInt8.self))
+                let keyEnd: Int
+                switch CBORValue.item(in: payload, at: position) {
+                case .text(let key, let end)? where names == nil:
+                    append(quotedUTF8: key.assumingMemoryBound(to: UInt8.self))
+                    keyEnd = end
+                case .scalar(.unsigned(let number), let end)? where names.map({ number < UInt64($0.count) }) == true:
+                    append(quoted: names?[Int(number)] ?? "")
+                    keyEnd = end
+                default:
+                    return nil
+                }
                 write(UInt8(ascii: ":"))
                 guard let end = appendItem(of: payload, at: keyEnd) else { return nil }
                 position = end

@@ -53,7 +53,15 @@ struct Put: StoreCommand {
         let payload = parsed.cbor
         try check(payload, names: names, key: key, handle: handle)
         let header = RecordHeader(version: schema.currentVersion, writtenAt: Store.systemClock(), expiresAt: nil)
-        let record = header.record(with: payload.deterministicallyOrdered().encoded())
+        let named = payload.deterministicallyOrdered().encoded()
+        let record = header.record(
+            with: try named.withUnsafeBytes { bytes in
+                do throws(RecordDamage) {
+                    return try schema.numbered(bytes, version: schema.currentVersion)
+                } catch {
+                    throw CLIError.usage("the value cannot be stored: \(error.reason)")
+                }
+            })
         let replaced = try opened.writeLMDB { txn in
             let existed = try txn.contains(key, in: handle.database)
             var writer = try opened.writer(of: collection, database: handle.database, in: txn)

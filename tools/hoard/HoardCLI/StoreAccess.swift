@@ -175,13 +175,15 @@ struct RecordView {
     var damage: String?
     var payload: CBORValue?
 
-    /// Parses `bytes`; damage is described, never thrown.
-    init(_ bytes: UnsafeRawBufferPointer) {
+    /// Parses `bytes`, a record of the collection of `schema`; its payload keyed by key names,
+    /// whichever record format holds it. Damage is described, never thrown.
+    init(_ bytes: UnsafeRawBufferPointer, schema: CollectionSchema) {
         do throws(RecordDamage) {
             let (header, payload) = try RecordHeader.parse(bytes)
             self.header = header
+            let named = try schema.textKeyed(payload, header: header)
             do {
-                self.payload = try CBORValue(decoding: payload)
+                self.payload = try CBORValue(decoding: named)
             } catch {
                 damage = "the payload is not valid CBOR: \(error)"
             }

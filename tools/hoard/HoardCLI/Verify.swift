@@ -158,11 +158,18 @@ struct RecordCheck {
     /// The top-level key names of each version.
     private let topLevel: [Int: KeyNames]
 
+    /// The names each version's numbered keys stand for, by number.
+    private let numberedNames: [Int: [String]]
+
     init(_ shape: CollectionShape) {
         self.shape = shape
         topLevel = shape.schema.versions.mapValues {
             KeyNames(Set($0.values.map { String($0.prefix { $0 != "." }) }))
         }
+        numberedNames = Dictionary(
+            uniqueKeysWithValues: shape.schema.versions.keys.compactMap { version in
+                shape.schema.payloadKeyNames(version).map { (version, $0) }
+            })
     }
 
     /// What is wrong with one record, or `nil`.
@@ -200,16 +207,32 @@ struct RecordCheck {
                     : damaged("written with key-set version \(header.version), which the registry does not record"))
         }
         var seen = KeyNames.Seen()
+        let numbered = header.hasNumberedKeys ? numberedNames[header.version] : nil
         do {
-            let major = try CBORValue.validate(payload) { name in
-                guard let name else { throw PayloadProblem("the payload has a map key that is not text") }
-                guard let index = known.index(of: name) else {
-                    throw PayloadProblem(
-                        "the payload has key '\(String(decoding: name, as: UTF8.self))', which is not a key of version \(header.version)"
-                    )
-                }
-                guard seen.insert(index) else {
-                    throw PayloadProblem("the payload has key '\(known.names[index])' twice")
+            let major = try CBORValue.validate(payload) { (key: CBORTopLevelKey) in
+                switch (key, numbered) {
+                case (.number(let number), let names?):
+                    // Numbers stand for the version's top-level names (docs/FORMAT.md).
+                    guard number < UInt64(names.count) else {
+                        throw PayloadProblem(
+                            "the payload has key \(number), which stands for no key of version \(header.version)")
+                    }
+                    guard seen.insert(Int(number)) else {
+                        throw PayloadProblem("the payload has key \(number) ('\(names[Int(number)])') twice")
+                    }
+                case (.text(let bytes), nil):
+                    guard let index = known.index(of: bytes) else {
+                        throw PayloadProblem(
+                            "the payload has key '\(String(decoding: bytes, as: UTF8.self))', which is not a key of version \(header.version)"
+                        )
+                    }
+                    guard seen.insert(index) else {
+                        throw PayloadProblem("the payload has key '\(known.names[index])' twice")
+                    }
+                case (_, nil):
+                    throw PayloadProblem("the payload has a map key that is not text")
+                case (_, _?):
+                    throw PayloadProblem("the payload has a map key that is not a number (record format 3)")
                 }
             }
             if major != 5 { return .failure(damaged("the payload is not a CBOR map")) }

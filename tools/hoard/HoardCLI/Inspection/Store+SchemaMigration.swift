@@ -67,11 +67,16 @@ extension Store {
                     seen += 1
                     if seen > batchSize { next = Array(key); return .stop }
                     guard let (header, payload) = try? RecordHeader.parse(record) else { return .next }
-                    guard header.version < schema.currentVersion else { outcome.upToDate += 1; return .next }
+                    // Older versions, and the current one in an older record format (keys as text).
+                    guard header.version < schema.currentVersion || !header.isCurrentFormat else {
+                        outcome.upToDate += 1
+                        return .next
+                    }
                     let left = { reason in
                         outcome.left.append(.init(key: StoredKey(key, kind: keyKind), reason: reason))
                     }
-                    guard let old = schema.versions[header.version], let value = try? CBORValue(decoding: payload)
+                    guard let old = schema.versions[header.version],
+                        let value = try? CBORValue(decoding: schema.textKeyed(payload, header: header))
                     else {
                         left("version \(header.version) is unknown to the registry or its payload is damaged")
                         return .next
@@ -85,7 +90,15 @@ extension Store {
                     let renamed = schema.renaming(value, from: header.version).value
                     let rewritten = RecordHeader(
                         version: schema.currentVersion, writtenAt: header.writtenAt, expiresAt: header.expiresAt)
-                    pending.append((Array(key), Array(record), rewritten.record(with: renamed.encoded())))
+                    guard
+                        let numbered = try? renamed.encoded().withUnsafeBytes({ bytes throws(RecordDamage) in
+                            try schema.numbered(bytes, version: schema.currentVersion)
+                        })
+                    else {
+                        left("its renamed payload has keys the current version does not name")
+                        return .next
+                    }
+                    pending.append((Array(key), Array(record), rewritten.record(with: numbered)))
                     return .next
                 }
             }
@@ -166,7 +179,8 @@ extension Store {
             var types: [String: Set<UInt8>] = [:]
             try txn.forEach(in: database) { _, record in
                 guard RecordHeader.peekVersion(record) == schema.currentVersion,
-                    let (_, payload) = try? RecordHeader.parse(record), let value = try? CBORValue(decoding: payload)
+                    let (header, payload) = try? RecordHeader.parse(record),
+                    let value = try? CBORValue(decoding: schema.textKeyed(payload, header: header))
                 else { return .next }
                 for (property, name) in current {
                     if let found = lookup(value, keyPath(name)) {
