@@ -3,6 +3,11 @@
 // known to every reader (a schema). The numbering turns the top-level map of a payload from one
 // keying into the other; key tables built with it (`CBORKeyTable`, `CBORPropertyTable`) read and
 // write numbered maps directly.
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
 
 /// Names numbered 0..<count: `names[n]` is key `n`.
 ///
@@ -132,4 +137,78 @@ package struct CBORKeyingError: Error, CustomStringConvertible, Sendable {
     /// What is wrong.
     package let description: String
     init(_ description: String) { self.description = description }
+}
+
+// MARK: - A first entry left out
+
+extension CBORKeyNumbering {
+    /// `payload`, a numbered map, without its entry for number 0 when that entry's value is
+    /// exactly the bytes `value`: for a value the reader can put back from elsewhere (a record's
+    /// ID, from its key). `nil` when the map has no such entry (it is then stored as it is).
+    package static func withoutFirstEntry<R>(
+        _ payload: UnsafeRawBufferPointer, ifValueIs value: UnsafeRawBufferPointer,
+        _ body: (UnsafeRawBufferPointer) throws -> R
+    ) rethrows -> R? {
+        let reader = Reader(payload, maxDepth: CBORDecoder.defaultMaxDepth)
+        guard let head = try? reader.head(at: 0), head.major == 5, !head.isIndefinite, head.argument > 0,
+            head.contentOffset < payload.count, payload[head.contentOffset] == 0x00
+        else { return nil }
+        let valueStart = head.contentOffset + 1
+        let rest = valueStart + value.count
+        guard rest <= payload.count, memcmpEqual(payload, from: valueStart, value) else { return nil }
+        let newHeadLength = Writer.headLength(head.argument - 1)
+        return try withUnsafeTemporaryAllocation(byteCount: newHeadLength + payload.count - rest, alignment: 1) {
+            stored in
+            _ = storeMapHead(head.argument - 1, into: stored)
+            UnsafeMutableRawBufferPointer(rebasing: stored[newHeadLength...])
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: payload[rest...]))
+            return try body(UnsafeRawBufferPointer(stored))
+        }
+    }
+
+    /// `payload`, a numbered map, with an entry for number 0 of `value` (one encoded item) when it
+    /// has none: the inverse of ``withoutFirstEntry(_:ifValueIs:_:)``. `nil` when it has one, or is
+    /// not a definite-length map (it is then read as it is).
+    package static func withFirstEntry<R>(
+        _ payload: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) rethrows -> R? {
+        let reader = Reader(payload, maxDepth: CBORDecoder.defaultMaxDepth)
+        guard let head = try? reader.head(at: 0), head.major == 5, !head.isIndefinite,
+            head.argument == 0 || (head.contentOffset < payload.count && payload[head.contentOffset] != 0x00)
+        else { return nil }
+        let newHeadLength = Writer.headLength(head.argument + 1)
+        let count = newHeadLength + 1 + value.count + payload.count - head.contentOffset
+        return try withUnsafeTemporaryAllocation(byteCount: count, alignment: 1) { restored in
+            _ = storeMapHead(head.argument + 1, into: restored)
+            restored[newHeadLength] = 0x00
+            UnsafeMutableRawBufferPointer(rebasing: restored[(newHeadLength + 1)...]).copyMemory(from: value)
+            UnsafeMutableRawBufferPointer(rebasing: restored[(newHeadLength + 1 + value.count)...])
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: payload[head.contentOffset...]))
+            return try body(UnsafeRawBufferPointer(restored))
+        }
+    }
+}
+
+/// Writes the head of a map of `count` entries at the start of `buffer` (room for it assumed);
+/// returns its length.
+private func storeMapHead(_ count: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    let info: UInt8, width: Int
+    switch count {
+    case 0..<24: (info, width) = (UInt8(count), 0)
+    case 24...0xFF: (info, width) = (24, 1)
+    case 0x100...0xFFFF: (info, width) = (25, 2)
+    case 0x1_0000...0xFFFF_FFFF: (info, width) = (26, 4)
+    default: (info, width) = (27, 8)
+    }
+    buffer[0] = 0xA0 | info
+    // The argument's bytes, big-endian.
+    for index in 0..<width { buffer[1 + index] = UInt8(truncatingIfNeeded: count >> UInt64(8 * (width - 1 - index))) }
+    return 1 + width
+}
+
+/// Whether `buffer` holds the bytes of `other` at `offset` (which must fit).
+private func memcmpEqual(_ buffer: UnsafeRawBufferPointer, from offset: Int, _ other: UnsafeRawBufferPointer) -> Bool {
+    guard !other.isEmpty else { return true }
+    guard let base = buffer.baseAddress, let bytes = other.baseAddress else { return false }
+    return memcmp(base + offset, bytes, other.count) == 0
 }

@@ -81,7 +81,9 @@ extension HoardCollection {
             if header.version > currentVersion { return .upToDate(newer: true) }
             if header.version == currentVersion && header.isCurrentFormat { return .upToDate(newer: false) }
             guard header.version == currentVersion || localVersions.contains(header.version),
-                let model = try? decodePayload(payload, version: header.version, numbered: header.hasNumberedKeys)
+                let model = try? key.withUnsafeBytes({ key in
+                    try decodePayload(payload, version: header.version, numbered: header.hasNumberedKeys, key: key)
+                })
             else { return .damaged }
             return .old(header, model)
         }
