@@ -159,7 +159,7 @@ extension CBORKeyNumbering {
         let newHeadLength = Writer.headLength(head.argument - 1)
         return try withUnsafeTemporaryAllocation(byteCount: newHeadLength + payload.count - rest, alignment: 1) {
             stored in
-            _ = storeMapHead(head.argument - 1, into: stored)
+            _ = storeCBORHead(5, head.argument - 1, into: stored)
             UnsafeMutableRawBufferPointer(rebasing: stored[newHeadLength...])
                 .copyMemory(from: UnsafeRawBufferPointer(rebasing: payload[rest...]))
             return try body(UnsafeRawBufferPointer(stored))
@@ -179,7 +179,7 @@ extension CBORKeyNumbering {
         let newHeadLength = Writer.headLength(head.argument + 1)
         let count = newHeadLength + 1 + value.count + payload.count - head.contentOffset
         return try withUnsafeTemporaryAllocation(byteCount: count, alignment: 1) { restored in
-            _ = storeMapHead(head.argument + 1, into: restored)
+            _ = storeCBORHead(5, head.argument + 1, into: restored)
             restored[newHeadLength] = 0x00
             UnsafeMutableRawBufferPointer(rebasing: restored[(newHeadLength + 1)...]).copyMemory(from: value)
             UnsafeMutableRawBufferPointer(rebasing: restored[(newHeadLength + 1 + value.count)...])
@@ -189,20 +189,23 @@ extension CBORKeyNumbering {
     }
 }
 
-/// Writes the head of a map of `count` entries at the start of `buffer` (room for it assumed);
-/// returns its length.
-private func storeMapHead(_ count: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+/// Writes the head of major type `major` with `argument` (shortest form) at the start of
+/// `buffer`, which has room for it (at most 9 bytes); returns its length. For code that writes
+/// small items into its own memory.
+package func storeCBORHead(_ major: UInt8, _ argument: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
     let info: UInt8, width: Int
-    switch count {
-    case 0..<24: (info, width) = (UInt8(count), 0)
+    switch argument {
+    case 0..<24: (info, width) = (UInt8(argument), 0)
     case 24...0xFF: (info, width) = (24, 1)
     case 0x100...0xFFFF: (info, width) = (25, 2)
     case 0x1_0000...0xFFFF_FFFF: (info, width) = (26, 4)
     default: (info, width) = (27, 8)
     }
-    buffer[0] = 0xA0 | info
+    buffer[0] = major << 5 | info
     // The argument's bytes, big-endian.
-    for index in 0..<width { buffer[1 + index] = UInt8(truncatingIfNeeded: count >> UInt64(8 * (width - 1 - index))) }
+    for index in 0..<width {
+        buffer[1 + index] = UInt8(truncatingIfNeeded: argument >> UInt64(8 * (width - 1 - index)))
+    }
     return 1 + width
 }
 

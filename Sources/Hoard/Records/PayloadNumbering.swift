@@ -49,11 +49,13 @@ enum PayloadID {
             switch kind {
             case .int where key.count == 8:
                 let value = Int64(bitPattern: loadBigEndian(UInt64.self, at: 0, in: key) ^ (1 << 63))
-                length = value >= 0 ? storeHead(0, UInt64(value), buffer) : storeHead(1, UInt64(-1 - value), buffer)
+                length =
+                    value >= 0
+                    ? storeCBORHead(0, UInt64(value), into: buffer) : storeCBORHead(1, UInt64(-1 - value), into: buffer)
             case .uint where key.count == 8:
-                length = storeHead(0, loadBigEndian(UInt64.self, at: 0, in: key), buffer)
+                length = storeCBORHead(0, loadBigEndian(UInt64.self, at: 0, in: key), into: buffer)
             case .string where key.count >= 1 && key[0] == 0x01:
-                let head = storeHead(3, UInt64(key.count - 1), buffer)
+                let head = storeCBORHead(3, UInt64(key.count - 1), into: buffer)
                 UnsafeMutableRawBufferPointer(rebasing: buffer[head...])
                     .copyMemory(from: UnsafeRawBufferPointer(rebasing: key[1...]))
                 length = head + key.count - 1
@@ -67,23 +69,6 @@ enum PayloadID {
             }
             return try body(UnsafeRawBufferPointer(rebasing: buffer[..<length]))
         }
-    }
-
-    /// Writes the head of major type `major` with `argument` at the start of `buffer`; its length.
-    private static func storeHead(_ major: UInt8, _ argument: UInt64, _ buffer: UnsafeMutableRawBufferPointer) -> Int {
-        let info: UInt8, width: Int
-        switch argument {
-        case 0..<24: (info, width) = (UInt8(argument), 0)
-        case 24...0xFF: (info, width) = (24, 1)
-        case 0x100...0xFFFF: (info, width) = (25, 2)
-        case 0x1_0000...0xFFFF_FFFF: (info, width) = (26, 4)
-        default: (info, width) = (27, 8)
-        }
-        buffer[0] = major << 5 | info
-        for index in 0..<width {
-            buffer[1 + index] = UInt8(truncatingIfNeeded: argument >> UInt64(8 * (width - 1 - index)))
-        }
-        return 1 + width
     }
 
     /// `payload` as a record stores it: without the ID's entry when that holds what `key` says.
