@@ -139,7 +139,9 @@ extension HoardCollection {
             return try withKeySet(.local(version)) { try decoder.decode(Model.self, from: payload) }
         }
         // The ID's entry, left out of the stored bytes, comes back from the key.
-        guard elidingID.contains(version) else { return try decodeNumbered(payload, version: version) }
+        guard version == currentVersion ? elidesCurrentID : elidingID.contains(version) else {
+            return try decodeNumbered(payload, version: version)
+        }
         return try PayloadID.withRestored(payload, key: key, kind: Model.ID.keyKind) {
             try decodeNumbered($0, version: version)
         }

@@ -39,60 +39,114 @@ enum PayloadID {
         }
     }
 
-    /// The ID's value as a payload holds it (the encoder's CBOR for it), made from its key bytes
-    /// and handed to `body`; `nil` when the key is not one of `kind`.
-    static func withValue<R>(
-        ofKey key: UnsafeRawBufferPointer, kind: KeyKind, _ body: (UnsafeRawBufferPointer) throws -> R
-    ) rethrows -> R? {
-        try withUnsafeTemporaryAllocation(byteCount: key.count + 9, alignment: 8) { buffer in
-            let length: Int
-            switch kind {
-            case .int where key.count == 8:
-                let value = Int64(bitPattern: loadBigEndian(UInt64.self, at: 0, in: key) ^ (1 << 63))
-                length =
-                    value >= 0
-                    ? storeCBORHead(0, UInt64(value), into: buffer) : storeCBORHead(1, UInt64(-1 - value), into: buffer)
-            case .uint where key.count == 8:
-                length = storeCBORHead(0, loadBigEndian(UInt64.self, at: 0, in: key), into: buffer)
-            case .string where key.count >= 1 && key[0] == 0x01:
-                let head = storeCBORHead(3, UInt64(key.count - 1), into: buffer)
-                UnsafeMutableRawBufferPointer(rebasing: buffer[head...])
-                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: key[1...]))
-                length = head + key.count - 1
-            case .uuid where key.count == 16:
-                // Tag 37 over the 16 bytes, as the encoder writes a UUID.
-                (buffer[0], buffer[1], buffer[2]) = (0xD8, 37, 0x50)
-                UnsafeMutableRawBufferPointer(rebasing: buffer[3...]).copyMemory(from: key)
-                length = 19
-            default:
-                return nil
-            }
-            return try body(UnsafeRawBufferPointer(rebasing: buffer[..<length]))
+    /// Writes the ID's value as a payload holds it (the encoder's CBOR for it), made from its key
+    /// bytes, at the start of `buffer` (at least `key.count + 9` bytes); its length, or `nil` when
+    /// the key is not one of `kind`.
+    static func value(
+        ofKey key: UnsafeRawBufferPointer, kind: KeyKind, into buffer: UnsafeMutableRawBufferPointer
+    ) -> Int? {
+        switch kind {
+        case .int where key.count == 8:
+            let value = Int64(bitPattern: loadBigEndian(UInt64.self, at: 0, in: key) ^ (1 << 63))
+            return value >= 0
+                ? storeCBORHead(0, UInt64(value), into: buffer) : storeCBORHead(1, UInt64(-1 - value), into: buffer)
+        case .uint where key.count == 8:
+            return storeCBORHead(0, loadBigEndian(UInt64.self, at: 0, in: key), into: buffer)
+        case .string where key.count >= 1 && key[0] == 0x01:
+            let head = storeCBORHead(3, UInt64(key.count - 1), into: buffer)
+            UnsafeMutableRawBufferPointer(rebasing: buffer[head...])
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: key[1...]))
+            return head + key.count - 1
+        case .uuid where key.count == 16:
+            // Tag 37 over the 16 bytes, as the encoder writes a UUID.
+            (buffer[0], buffer[1], buffer[2]) = (0xD8, 37, 0x50)
+            UnsafeMutableRawBufferPointer(rebasing: buffer[3...]).copyMemory(from: key)
+            return 19
+        default:
+            return nil
         }
     }
 
-    /// `payload` as a record stores it: without the ID's entry when that holds what `key` says.
+    /// The bytes of scratch space ``stored(_:key:kind:into:)`` and ``restored(_:key:kind:into:)`` need.
+    static func scratchSize(payload: Int, key: Int) -> Int { payload + 2 * key + 32 }
+
+    /// Writes `payload` as a record stores it into `buffer` (``scratchSize(payload:key:)`` bytes):
+    /// without the ID's entry when that holds what `key` says. Its length, or `nil` (nothing
+    /// written) when the payload is stored as it is.
+    static func stored(
+        _ payload: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, kind: KeyKind,
+        into buffer: UnsafeMutableRawBufferPointer
+    ) -> Int? {
+        let scratch = UnsafeMutableRawBufferPointer(rebasing: buffer[(payload.count + 10)...])
+        guard let length = value(ofKey: key, kind: kind, into: scratch) else { return nil }
+        return CBORKeyNumbering.removingFirstEntry(
+            payload, ifValueIs: UnsafeRawBufferPointer(rebasing: scratch[..<length]), into: buffer)
+    }
+
+    /// Writes `payload`, as a record stores it, into `buffer` (``scratchSize(payload:key:)`` bytes)
+    /// with the ID's entry put back from `key` when it was left out. Its length, or `nil` (nothing
+    /// written) when the payload has its ID's entry.
+    static func restored(
+        _ payload: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, kind: KeyKind,
+        into buffer: UnsafeMutableRawBufferPointer
+    ) -> Int? {
+        let scratch = UnsafeMutableRawBufferPointer(rebasing: buffer[(payload.count + key.count + 20)...])
+        guard let length = value(ofKey: key, kind: kind, into: scratch) else { return nil }
+        return CBORKeyNumbering.addingFirstEntry(
+            payload, value: UnsafeRawBufferPointer(rebasing: scratch[..<length]), into: buffer)
+    }
+
+    /// `payload` as a record stores it, handed to `body` (``stored(_:key:kind:into:)``).
+    @inline(__always)
     static func withStored<R>(
         _ payload: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, kind: KeyKind,
         _ body: (UnsafeRawBufferPointer) throws -> R
     ) rethrows -> R {
-        let stored = try withValue(ofKey: key, kind: kind) { id in
-            try CBORKeyNumbering.withoutFirstEntry(payload, ifValueIs: id, body)
+        try withScratch(scratchSize(payload: payload.count, key: key.count)) { buffer in
+            guard let length = stored(payload, key: key, kind: kind, into: buffer) else { return try body(payload) }
+            return try body(UnsafeRawBufferPointer(rebasing: buffer[..<length]))
         }
-        if let stored = stored ?? nil { return stored }
-        return try body(payload)
     }
 
-    /// `payload`, as a record stores it, with the ID's entry put back from `key` when it was left out.
+    /// `payload` with its ID's entry, handed to `body` (``restored(_:key:kind:into:)``).
+    @inline(__always)
     static func withRestored<R>(
         _ payload: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, kind: KeyKind,
         _ body: (UnsafeRawBufferPointer) throws -> R
     ) rethrows -> R {
-        let restored = try withValue(ofKey: key, kind: kind) { id in
-            try CBORKeyNumbering.withFirstEntry(payload, value: id, body)
+        try withScratch(scratchSize(payload: payload.count, key: key.count)) { buffer in
+            guard let length = restored(payload, key: key, kind: kind, into: buffer) else { return try body(payload) }
+            return try body(UnsafeRawBufferPointer(rebasing: buffer[..<length]))
         }
-        if let restored = restored ?? nil { return restored }
-        return try body(payload)
+    }
+
+    /// `count` bytes of scratch memory for `body`: on the stack when few. (Not through
+    /// `withUnsafeTemporaryAllocation`, which unspecialized generic code, as a collection's is,
+    /// calls with a lookup of its result type's metadata every time.)
+    @inline(__always)
+    private static func withScratch<R>(
+        _ count: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> R
+    ) rethrows -> R {
+        guard count <= MemoryLayout<Scratch>.size else {
+            var heap = [UInt8](repeating: 0, count: count)
+            return try heap.withUnsafeMutableBytes(body)
+        }
+        var scratch = Scratch()
+        return try withUnsafeMutableBytes(of: &scratch) {
+            try body(UnsafeMutableRawBufferPointer(rebasing: $0[..<count]))
+        }
+    }
+
+    /// 256 bytes on the stack.
+    private struct Scratch {
+        var words:
+            (
+                UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                UInt64, UInt64, UInt64, UInt64, UInt64, UInt64
+            ) = (
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+            )
     }
 }
 
