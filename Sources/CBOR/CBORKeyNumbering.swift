@@ -3,11 +3,6 @@
 // known to every reader (a schema). The numbering turns the top-level map of a payload from one
 // keying into the other; key tables built with it (`CBORKeyTable`, `CBORPropertyTable`) read and
 // write numbered maps directly.
-#if canImport(Glibc)
-internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// Names numbered 0..<count: `names[n]` is key `n`.
 ///
@@ -137,97 +132,4 @@ package struct CBORKeyingError: Error, CustomStringConvertible, Sendable {
     /// What is wrong.
     package let description: String
     init(_ description: String) { self.description = description }
-}
-
-// MARK: - A first entry left out
-
-extension CBORKeyNumbering {
-    /// Writes `payload`, a numbered map, into `buffer` (at least `payload.count` bytes) without
-    /// its entry for number 0 when that entry's value is exactly the bytes `value`: for a value the
-    /// reader can put back from elsewhere (a record's ID, from its key). Returns the length
-    /// written, or `nil` (nothing written) when the map has no such entry: it is then stored as it is.
-    ///
-    /// Not generic, as the callers' closures would be: unspecialized generic code looks up the
-    /// metadata of an optional result on every call.
-    package static func removingFirstEntry(
-        _ payload: UnsafeRawBufferPointer, ifValueIs value: UnsafeRawBufferPointer,
-        into buffer: UnsafeMutableRawBufferPointer
-    ) -> Int? {
-        guard let head = mapHead(payload), head.argument > 0, head.contentOffset < payload.count,
-            payload[head.contentOffset] == 0x00
-        else { return nil }
-        let valueStart = head.contentOffset + 1
-        let rest = valueStart + value.count
-        guard rest <= payload.count, memcmpEqual(payload, from: valueStart, value) else { return nil }
-        let headLength = storeCBORHead(5, head.argument - 1, into: buffer)
-        UnsafeMutableRawBufferPointer(rebasing: buffer[headLength...])
-            .copyMemory(from: UnsafeRawBufferPointer(rebasing: payload[rest...]))
-        return headLength + payload.count - rest
-    }
-
-    /// Writes `payload`, a numbered map, into `buffer` (at least `payload.count + value.count + 10`
-    /// bytes) with an entry for number 0 of `value` (one encoded item) when it has none: the
-    /// inverse of ``removingFirstEntry(_:ifValueIs:into:)``. Returns the length written, or `nil`
-    /// (nothing written) when it has one or is not a definite-length map: it is then read as it is.
-    package static func addingFirstEntry(
-        _ payload: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer
-    ) -> Int? {
-        guard let head = mapHead(payload),
-            head.argument == 0 || (head.contentOffset < payload.count && payload[head.contentOffset] != 0x00)
-        else { return nil }
-        var length = storeCBORHead(5, head.argument + 1, into: buffer)
-        buffer[length] = 0x00
-        length += 1
-        UnsafeMutableRawBufferPointer(rebasing: buffer[length...]).copyMemory(from: value)
-        length += value.count
-        UnsafeMutableRawBufferPointer(rebasing: buffer[length...])
-            .copyMemory(from: UnsafeRawBufferPointer(rebasing: payload[head.contentOffset...]))
-        return length + payload.count - head.contentOffset
-    }
-}
-
-/// The head of the definite-length map `payload` starts with, or `nil`.
-@inline(__always)
-private func mapHead(_ payload: UnsafeRawBufferPointer) -> Head? {
-    guard let initial = payload.first else { return nil }
-    if initial >= 0xA0 && initial <= 0xB7 {
-        return Head(major: 5, info: initial & 0x1F, argument: UInt64(initial & 0x1F), contentOffset: 1)
-    }
-    let reader = Reader(payload, maxDepth: CBORDecoder.defaultMaxDepth)
-    guard let head = try? reader.head(at: 0), head.major == 5, !head.isIndefinite else { return nil }
-    return head
-}
-
-/// Writes the head of major type `major` with `argument` (shortest form) at the start of
-/// `buffer`, which has room for it (at most 9 bytes); returns its length. For code that writes
-/// small items into its own memory.
-package func storeCBORHead(_ major: UInt8, _ argument: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
-    let m = major << 5
-    switch argument {
-    case 0..<24:
-        buffer[0] = m | UInt8(argument)
-        return 1
-    case 24...0xFF:
-        (buffer[0], buffer[1]) = (m | 24, UInt8(argument))
-        return 2
-    case 0x100...0xFFFF:
-        buffer[0] = m | 25
-        buffer.storeBytes(of: UInt16(argument).bigEndian, toByteOffset: 1, as: UInt16.self)
-        return 3
-    case 0x1_0000...0xFFFF_FFFF:
-        buffer[0] = m | 26
-        buffer.storeBytes(of: UInt32(argument).bigEndian, toByteOffset: 1, as: UInt32.self)
-        return 5
-    default:
-        buffer[0] = m | 27
-        buffer.storeBytes(of: argument.bigEndian, toByteOffset: 1, as: UInt64.self)
-        return 9
-    }
-}
-
-/// Whether `buffer` holds the bytes of `other` at `offset` (which must fit).
-private func memcmpEqual(_ buffer: UnsafeRawBufferPointer, from offset: Int, _ other: UnsafeRawBufferPointer) -> Bool {
-    guard !other.isEmpty else { return true }
-    guard let base = buffer.baseAddress, let bytes = other.baseAddress else { return false }
-    return memcmp(base + offset, bytes, other.count) == 0
 }

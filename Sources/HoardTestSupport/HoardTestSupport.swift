@@ -95,15 +95,13 @@ public func payload(of record: [UInt8]) -> [UInt8] {
     record.withUnsafeBytes { bytes in (try? RecordHeader.parse(bytes)).map { Array($0.1) } ?? [] }
 }
 
-/// The payload of `record`, the record of `collection` in `store` under the key of `id`, keyed by
-/// the key names of its version as text (as the Codable path writes them) with the ID's entry,
-/// whichever record format holds it.
-public func namedPayload(of record: [UInt8], id: some HoardKey, collection: String, in store: Store) throws -> [UInt8] {
+/// The payload of `record`, a record of `collection` in `store`, keyed by the key names of its
+/// version as text (as the Codable path writes them), whichever record format holds it.
+public func namedPayload(of record: [UInt8], collection: String, in store: Store) throws -> [UInt8] {
     let schema = try #require(try store.schema(of: collection))
-    let kind = try store.keyKind(of: schema)
     return try record.withUnsafeBytes { bytes in
         let (header, payload) = try RecordHeader.parse(bytes)
-        return try id.withKeyBytes { key in try schema.textKeyed(payload, header: header, key: key, keyKind: kind) }
+        return try schema.textKeyed(payload, header: header)
     }
 }
 
@@ -115,31 +113,25 @@ public func formatTwoRecord(_ header: RecordHeader, payload: [UInt8]) -> [UInt8]
     return earlier.record(with: payload)
 }
 
+/// `payload` (keyed by the key names of `Model`'s local version `version`) as a record of format 3
+/// holds it, keyed by numbers; `nil` when a key is not one of the version's.
+public func numberedPayload<Model: VariablyCodable>(_ payload: [UInt8], version: Int, of model: Model.Type) -> [UInt8]?
+{
+    try? Model.keySets.numberedPayload(payload, version: version)
+}
+
 /// A record of `header` holding `payload` (keyed by the key names of `Model`'s version
-/// `header.version`), under the key of `id`: with `numbered`, as Hoard stores it in format 3 (keys
-/// numbered, the ID's entry left out when it holds `id`) when every key is one of the version's and
-/// the payload has an ID entry (a record of format 3 without one reads the key's ID); else in
-/// format 2, as code before numbered keys wrote it.
-public func makeRecord<Model: VariablyCodable & Identifiable>(
-    _ header: RecordHeader, payload: [UInt8], of model: Model.Type, id: Model.ID, numbered: Bool
-) -> [UInt8] where Model.ID: HoardKey {
-    let idName = (try? Model.keySets.keyNames(for: .local(header.version)))?["id"]
-    let hasID: Bool =
-        if let idName, case .map(let entries)? = try? CBORValue(decoding: payload) {
-            entries.contains { $0.key == .text(idName) }
-        } else {
-            true
-        }
-    guard numbered, hasID,
-        let stored = id.withKeyBytes({ key in
-            try? Model.keySets.storedPayload(payload, version: header.version, key: key, keyKind: Model.ID.keyKind)
-        })
-    else {
+/// `header.version`): with `numbered`, in format 3 with its keys numbered when every key is one of
+/// the version's; else in format 2, as code before numbered keys wrote it.
+public func makeRecord<Model: VariablyCodable>(
+    _ header: RecordHeader, payload: [UInt8], of model: Model.Type, numbered: Bool
+) -> [UInt8] {
+    guard numbered, let numbered = numberedPayload(payload, version: header.version, of: model) else {
         return formatTwoRecord(header, payload: payload)
     }
     var current = header
     current.recordFormat = RecordHeader.format
-    return current.record(with: stored)
+    return current.record(with: numbered)
 }
 
 public func writeRecord(_ note: Note, version: Int, in store: Store, header: ((inout [UInt8]) -> Void)? = nil) throws {

@@ -135,8 +135,7 @@ struct BulkPutTests {
                 let expected = try withKeySet(.currentLocal) { try encoder.encode(model) }
                 #expect(
                     try namedPayload(
-                        of: try record(model.id, in: store, collection: "Choosy"), id: model.id, collection: "Choosy",
-                        in: store)
+                        of: try record(model.id, in: store, collection: "Choosy"), collection: "Choosy", in: store)
                         == expected,
                     "model \(model.id)")
                 #expect(try choosy.get(model.id) == model)

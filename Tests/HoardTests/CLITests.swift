@@ -542,7 +542,7 @@ struct CLITests {
                         // One in format 2, as code before numbered keys wrote it.
                         makeRecord(
                             RecordHeader(version: 1, writtenAt: 77, expiresAt: 9_999_999_999_999), payload: payload,
-                            of: Contact.self, id: id, numbered: id != 3),
+                            of: Contact.self, numbered: id != 3),
                         forKey: id.keyBytes, in: database)
                 }
             }
@@ -591,7 +591,7 @@ struct CLITests {
                 try txn.put(
                     makeRecord(
                         RecordHeader(version: 1, writtenAt: 5, expiresAt: nil), payload: payload, of: FramedTwice.self,
-                        id: 1, numbered: true),
+                        numbered: true),
                     forKey: Int64(1).keyBytes, in: database)
             }
             try framed.put(FramedTwice(id: 2, frame: Frame(width: 4)))
@@ -605,7 +605,7 @@ struct CLITests {
                 try txn.put(
                     makeRecord(
                         RecordHeader(version: 1, writtenAt: 5, expiresAt: nil), payload: ticketPayload,
-                        of: Ticket<Priority>.self, id: 2, numbered: true),
+                        of: Ticket<Priority>.self, numbered: true),
                     forKey: Int64(2).keyBytes, in: ticketDatabase)
             }
 

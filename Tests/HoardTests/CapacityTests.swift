@@ -370,7 +370,7 @@ private func contents(_ notes: HoardCollection<Note>) throws -> [Int64: Note] {
     var result: [Int64: Note] = [:]
     try notes.store.readLMDB { txn in
         try txn.forEach(in: notes.database) { key, record in
-            if let model = try notes.decode(record, key: key) { result[model.id] = model }
+            if let model = try notes.decode(record, key: { Array(key) }) { result[model.id] = model }
             return .next
         }
     }

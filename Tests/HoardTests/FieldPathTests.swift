@@ -184,7 +184,7 @@ struct FieldPathTests {
                 // Keys by name (format 2) in some rounds, by number (format 3, when they fit) in others.
                 let record = makeRecord(
                     RecordHeader(version: 1, writtenAt: 1, expiresAt: nil), payload: payload, of: Probe.self,
-                    id: model.id, numbered: round % 3 != 0)
+                    numbered: round % 3 != 0)
                 try store.environment.write { txn in try txn.put(record, forKey: model.id.keyBytes, in: database) }
                 let viaFields: Result<Probe, Outcome>
                 do {
@@ -215,7 +215,7 @@ struct FieldPathTests {
                     try store.environment.read { txn in try txn.value(forKey: model.id.keyBytes, in: database) })
                 let expected = try withKeySet(.currentLocal) { try CBOREncoder(deterministic: true).encode(model) }
                 #expect(
-                    try namedPayload(of: record, id: model.id, collection: "Probe", in: store) == expected,
+                    try namedPayload(of: record, collection: "Probe", in: store) == expected,
                     "seed \(seed), model \(model.id)")
                 #expect(try probes.get(model.id) == model, "seed \(seed), model \(model.id)")
             }

@@ -99,7 +99,7 @@ struct GeneratedCodingTests {
             for model in models {
                 let record = try #require(
                     try store.environment.read { txn in try txn.value(forKey: model.id.keyBytes, in: database) })
-                let payload = try namedPayload(of: record, id: model.id, collection: "Plain", in: store)
+                let payload = try namedPayload(of: record, collection: "Plain", in: store)
                 let expected = try withKeySet(.currentLocal) { try CBOREncoder(deterministic: true).encode(model) }
                 #expect(payload == expected, "seed \(seed), model \(model.id)")
                 #expect(
@@ -179,7 +179,7 @@ struct GeneratedCodingTests {
                 // Keys by name (format 2) in some rounds, by number (format 3, when they fit) in others.
                 let record = makeRecord(
                     RecordHeader(version: version, writtenAt: 1, expiresAt: nil), payload: payload, of: Plain.self,
-                    id: model.id, numbered: round % 3 != 0)
+                    numbered: round % 3 != 0)
                 try store.environment.write { txn in try txn.put(record, forKey: model.id.keyBytes, in: database) }
                 #expect(same(try? plains.get(model.id), expected), "seed \(seed), round \(round)")
             }

@@ -28,7 +28,7 @@ struct KeyedJSONTests {
             for model in models {
                 let record = try #require(
                     try store.environment.read { txn in try txn.value(forKey: model.id.keyBytes, in: database) })
-                let payload = try namedPayload(of: record, id: model.id, collection: "values", in: store)
+                let payload = try namedPayload(of: record, collection: "values", in: store)
                 let expected = try withKeySet(.currentLocal) { try CBOREncoder(deterministic: true).encode(model) }
                 #expect(payload == expected, "seed \(seed), \(model.id)")
                 #expect(try scanned(payload) == model, "seed \(seed), \(model.id)")

@@ -51,9 +51,7 @@ struct MigrationWriteBackTests {
             let header = try #require(try notes.header(of: 1))
             #expect(header.version == 3)
             #expect(header.writtenAt == 42)  // the write time of the content is kept
-            #expect(
-                try namedPayload(of: after, id: Int64(1), collection: "Note", in: store)
-                    == (try currentPayload(Self.old[0])))
+            #expect(try namedPayload(of: after, collection: "Note", in: store) == (try currentPayload(Self.old[0])))
             #expect(try notes.get(1) == Self.old[0])
             // Record 2 was never read: still version 1 until read and flushed.
             #expect(try notes.header(of: 2)?.version == 1)
@@ -94,7 +92,7 @@ struct MigrationWriteBackTests {
                     try txn.put(
                         makeRecord(
                             RecordHeader(version: version, writtenAt: 7, expiresAt: nil), payload: payload,
-                            of: Note.self, id: note.id, numbered: note.id % 5 != 0 || version == 3),
+                            of: Note.self, numbered: note.id % 5 != 0 || version == 3),
                         forKey: note.id.keyBytes, in: db)
                 }
             }
@@ -116,8 +114,7 @@ struct MigrationWriteBackTests {
                 #expect(try notes.header(of: note.id)?.version == 3)
                 #expect(
                     try namedPayload(
-                        of: try #require(try storedRecord(note.id, in: store)), id: note.id, collection: "Note",
-                        in: store)
+                        of: try #require(try storedRecord(note.id, in: store)), collection: "Note", in: store)
                         == (try currentPayload(note)))
             }
             #expect(try notes.header(of: 3_000)?.version == 9)

@@ -159,7 +159,7 @@ struct NestedVersionTests {
         let database = try store.environment.openDatabase("c:" + name)
         let record = try #require(
             try store.environment.read { txn in try txn.value(forKey: id.keyBytes, in: database) })
-        return try CBORValue(decoding: try namedPayload(of: record, id: id, collection: name, in: store))
+        return try CBORValue(decoding: try namedPayload(of: record, collection: name, in: store))
     }
 
     @Test("a nested value is written with the key set reading will use, and reads back")

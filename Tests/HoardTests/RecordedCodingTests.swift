@@ -100,7 +100,7 @@ struct RecordedCodingTests {
         return try store.environment.read { txn in
             try ids.map { id in
                 let record = try #require(try txn.value(forKey: id.keyBytes, in: database))
-                return try namedPayload(of: record, id: id, collection: collection, in: store)
+                return try namedPayload(of: record, collection: collection, in: store)
             }
         }
     }

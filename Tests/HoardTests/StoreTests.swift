@@ -90,7 +90,7 @@ struct StoreTests {
             let db = try store.environment.openDatabase("c:Note")
             let record = try store.environment.read { txn in try txn.value(forKey: Int64(7).keyBytes, in: db) }
             let stored = try CBORValue(
-                decoding: try namedPayload(of: try #require(record), id: Int64(7), collection: "Note", in: store))
+                decoding: try namedPayload(of: try #require(record), collection: "Note", in: store))
             #expect("\(stored)".contains("PINNED") && "\(stored)".contains("TEXT"), "stored: \(stored)")
         }
     }

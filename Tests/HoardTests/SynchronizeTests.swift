@@ -82,7 +82,7 @@ struct SynchronizeTests {
                         if case .older = entry { older = Bool.random(using: &rng) }
                         var record = makeRecord(
                             RecordHeader(version: version, writtenAt: 1, expiresAt: expires), payload: payload,
-                            of: Note.self, id: id, numbered: !older)
+                            of: Note.self, numbered: !older)
                         if case .damaged = entry { record[record.count - 1] ^= 0xFF }
                         try txn.put(record, forKey: id.keyBytes, in: db)
                     }

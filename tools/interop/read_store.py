@@ -11,7 +11,6 @@ record that breaks the format.
 import json
 import struct
 import sys
-import uuid
 import zlib
 
 import cbor2
@@ -28,8 +27,6 @@ def plain(value):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [plain(v) for v in value]
-    if isinstance(value, uuid.UUID):  # cbor2 reads tag 37 as a UUID
-        return {"tag": 37, "value": value.hex}
     # cbor2 turns tag 1 into datetime and tag 32 into a URL string on its own; keep them readable.
     if hasattr(value, "isoformat"):
         return {"tag": 1, "value": value.timestamp()}
@@ -67,26 +64,10 @@ def named(payload, entry, version):
 
 
 def numbers(entry, version):
-    """What the numbers keying a record of format 3 stand for: the `id` property's key name first
-    when it has no dot, then the version's other top-level key names (a dotted name gives its part
-    before the first dot) in UTF-8 byte order."""
-    names = entry["versions"].get(str(version), {})
-    ident = names.get("id") if "." not in names.get("id", ".") else None
-    others = {name.split(".")[0] for name in names.values()} - {ident}
-    return ([ident] if ident else []) + sorted(others, key=lambda name: name.encode("utf-8"))
-
-
-def id_value(key, kind):
-    """The ID a key encodes, as its payload entry would hold it; None for custom keys."""
-    if kind == "int" and len(key) == 8:
-        return int.from_bytes(key, "big") - (1 << 63)
-    if kind == "uint" and len(key) == 8:
-        return int.from_bytes(key, "big")
-    if kind == "string" and key[:1] == b"\x01":
-        return key[1:].decode("utf-8")
-    if kind == "uuid" and len(key) == 16:
-        return uuid.UUID(bytes=bytes(key))
-    return None
+    """What the numbers keying a record of format 3 stand for: the version's top-level key names
+    (a dotted name gives its part before the first dot), in UTF-8 byte order."""
+    names = {name.split(".")[0] for name in entry["versions"].get(str(version), {}).values()}
+    return sorted(names, key=lambda name: name.encode("utf-8"))
 
 
 def header(record):
@@ -150,12 +131,6 @@ def main(path):
                     ):
                         sys.exit(f"{name.decode()}[{key.hex()}]: a key is not one of version {version}'s numbers")
                     payload = {names[number]: value for number, value in payload.items()}
-                    # The ID's entry is left out when the key holds it: put back from the key.
-                    ident = entry["versions"][str(version)].get("id")
-                    if ident and ident == names[0] and ident not in payload:
-                        value = id_value(key, entry.get("key"))
-                        if value is not None:
-                            payload[ident] = value
                 print(json.dumps({
                     "collection": name[2:].decode(),
                     "key": key.hex(),

@@ -16,7 +16,7 @@ extension HoardCollection {
     ) throws -> R {
         do {
             func forwarding(_ raw: UnsafeRawBufferPointer) throws -> R {
-                do { return try withStoredPayload(raw, key: key, body) } catch { throw Forwarded(error: error) }
+                do { return try body(raw) } catch { throw Forwarded(error: error) }
             }
             return try ordinarily ? encodeOrdinarily(model, forwarding) : encode(model, forwarding)
         } catch let forwarded as Forwarded {
@@ -24,17 +24,6 @@ extension HoardCollection {
         } catch {
             throw HoardError.encoding(collection: name, key: storedKey(key), underlying: error)
         }
-    }
-
-    /// `payload`, just encoded in the current version, as its record stores it under `key`: without
-    /// the ID's entry when that holds what the key says (``PayloadID``). Every path from a model to
-    /// stored bytes goes through here, so that equal models give equal stored bytes.
-    @inline(__always)
-    func withStoredPayload<R>(
-        _ payload: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R
-    ) rethrows -> R {
-        guard elidesCurrentID else { return try body(payload) }
-        return try PayloadID.withStored(payload, key: key, kind: Model.ID.keyKind, body)
     }
 
     /// Encodes a payload: deterministic CBOR with the current local key set. (`put` also tries
@@ -127,28 +116,15 @@ extension HoardCollection {
     ///
     /// The key set stays chosen (`withKeySet`) for nested `VariablyCodable` values, which are
     /// decoded through Codable.
-    func decodePayload(
-        _ payload: UnsafeRawBufferPointer, version: Int, numbered: Bool = true, key: UnsafeRawBufferPointer
-    ) throws -> Model {
+    func decodePayload(_ payload: UnsafeRawBufferPointer, version: Int, numbered: Bool = true) throws -> Model {
         guard numbered else {
             // A map the numbering does not fit (keys it lacks, an indefinite length: from another
             // tool) is read by name, as before numbers, which also gives any error.
             if let renumbered = try? numbering(version).numbered(payload) {
-                return try renumbered.withUnsafeBytes { try decodeNumbered($0, version: version) }
+                return try renumbered.withUnsafeBytes { try decodePayload($0, version: version) }
             }
             return try withKeySet(.local(version)) { try decoder.decode(Model.self, from: payload) }
         }
-        // The ID's entry, left out of the stored bytes, comes back from the key.
-        guard version == currentVersion ? elidesCurrentID : elidingID.contains(version) else {
-            return try decodeNumbered(payload, version: version)
-        }
-        return try PayloadID.withRestored(payload, key: key, kind: Model.ID.keyKind) {
-            try decodeNumbered($0, version: version)
-        }
-    }
-
-    /// ``decodePayload(_:version:numbered:key:)`` of a numbered payload with its ID's entry.
-    private func decodeNumbered(_ payload: UnsafeRawBufferPointer, version: Int) throws -> Model {
         // Generated code reads plain values only: no nested model needs the key set chosen. (The
         // scanner holds the table unowned; the collection holds it for as long as it lives.)
         if let table = version == currentVersion ? currentScanned : olderScanned[version],

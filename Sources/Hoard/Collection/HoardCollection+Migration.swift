@@ -81,9 +81,7 @@ extension HoardCollection {
             if header.version > currentVersion { return .upToDate(newer: true) }
             if header.version == currentVersion && header.isCurrentFormat { return .upToDate(newer: false) }
             guard header.version == currentVersion || localVersions.contains(header.version),
-                let model = try? key.withUnsafeBytes({ key in
-                    try decodePayload(payload, version: header.version, numbered: header.hasNumberedKeys, key: key)
-                })
+                let model = try? decodePayload(payload, version: header.version, numbered: header.hasNumberedKeys)
             else { return .damaged }
             return .old(header, model)
         }

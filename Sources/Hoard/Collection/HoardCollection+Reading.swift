@@ -70,11 +70,7 @@ extension HoardCollection {
                 refreshDue = now >= point
             }
         }
-        if expired {
-            try id.withKeyBytes { key in _ = try decode(record, key: key, expired: true) }
-            return nil
-        }
-        return try id.withKeyBytes { key in try decodeLive(record, key: key) }
+        return try decode(record, key: { id.keyBytes }, expired: expired)
     }
 
     /// Whether a live (unexpired) record is stored under `id`; reads its header only.
@@ -129,7 +125,7 @@ extension HoardCollection {
             let rule = readRule(in: txn)
             try txn.forEach(in: database, range: keys.bytes, reverse: reverse) { key, record in
                 let expired = rule.expiry(of: record).map { $0 <= now } ?? false
-                guard let model = try decode(record, key: key, expired: expired) else { return .next }
+                guard let model = try decode(record, key: { Array(key) }, expired: expired) else { return .next }
                 return try body(model).lmdb
             }
         }
@@ -154,7 +150,7 @@ extension HoardCollection {
             try txn.forEach(in: database, range: keys.bytes, reverse: reverse) { key, record in
                 let expired = rule.expiry(of: record).map { $0 <= now } ?? false
                 do {
-                    if let model = try decode(record, key: key, expired: expired) {
+                    if let model = try decode(record, key: { Array(key) }, expired: expired) {
                         result.models.append(model)
                     }
                 } catch let error as HoardError where skippingDamaged {
@@ -199,59 +195,44 @@ extension HoardCollection {
 
     /// Decodes one record: header, checksum, version, payload; `nil` when the read rule found it
     /// `expired` (its header and checksum are checked all the same: a damaged record is an error,
-    /// never a miss). `key`: the record's key, which holds its ID, and names it in errors.
-    func decode(_ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, expired: Bool = false) throws -> Model? {
-        if expired {
-            do throws(RecordDamage) {
-                _ = try RecordHeader.parse(record)
-            } catch {
-                throw HoardError.corruptRecord(collection: name, key: storedKey(key), reason: error.reason)
-            }
-            return nil
-        }
-        return try decodeLive(record, key: key)
-    }
-
-    /// ``decode(_:key:expired:)`` of a record that is not expired. (A closure that returns it, as
-    /// the key's bytes lent from the stack need, then returns a `Model`, whose metadata
-    /// unspecialized code has at hand, not a `Model?`.)
-    func decodeLive(_ record: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer) throws -> Model {
+    /// never a miss). `key` gives the record's key, for errors and lazy migrations only.
+    func decode(_ record: UnsafeRawBufferPointer, key: () -> [UInt8], expired: Bool = false) throws -> Model? {
         let header: RecordHeader
         let payload: UnsafeRawBufferPointer
         do throws(RecordDamage) {
             (header, payload) = try RecordHeader.parse(record)
         } catch {
-            throw HoardError.corruptRecord(collection: name, key: storedKey(key), reason: error.reason)
+            throw HoardError.corruptRecord(collection: name, key: storedKey(key()), reason: error.reason)
         }
+        if expired { return nil }
         guard header.version <= currentVersion else {
             throw HoardError.newerRecord(
-                collection: name, key: storedKey(key), version: header.version, current: currentVersion)
+                collection: name, key: storedKey(key()), version: header.version, current: currentVersion)
         }
         guard header.version == currentVersion || localVersions.contains(header.version) else {
             throw HoardError.corruptRecord(
-                collection: name, key: storedKey(key),
+                collection: name, key: storedKey(key()),
                 reason: "key-set version \(header.version) is not one of \(Model.self)'s local versions")
         }
         do {
-            let model = try decodePayload(
-                payload, version: header.version, numbered: header.hasNumberedKeys, key: key)
+            let model = try decodePayload(payload, version: header.version, numbered: header.hasNumberedKeys)
             if (header.version < currentVersion || !header.isCurrentFormat) && migration == .lazy {
-                let key = Array(key)
+                let key = key()
                 state.pendingMigrations.withLock { pending in
                     if pending.count < Self.pendingLimit { pending.insert(key) }
                 }
             }
             return model
         } catch let error as CBORDecodingError {
-            throw HoardError.corruptRecord(collection: name, key: storedKey(key), reason: "\(error)")
+            throw HoardError.corruptRecord(collection: name, key: storedKey(key()), reason: "\(error)")
         } catch let error as CBORKeyingError {
             throw HoardError.corruptRecord(
-                collection: name, key: storedKey(key), reason: "the payload's keys do not fit its version: \(error)")
+                collection: name, key: storedKey(key()), reason: "the payload's keys do not fit its version: \(error)")
         } catch let error as RecordDamage {
-            throw HoardError.corruptRecord(collection: name, key: storedKey(key), reason: error.reason)
+            throw HoardError.corruptRecord(collection: name, key: storedKey(key()), reason: error.reason)
         } catch {
             throw HoardError.decoding(
-                collection: name, key: storedKey(key), version: header.version, underlying: error)
+                collection: name, key: storedKey(key()), version: header.version, underlying: error)
         }
     }
 }

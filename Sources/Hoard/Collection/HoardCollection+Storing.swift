@@ -186,7 +186,7 @@ extension HoardCollection {
                     try store($0, batch, key: key, order, in: txn)
                 }
             }
-            try withStoredPayload(payload, key: key) { try store($0, batch, key: key, order, in: txn) }
+            try store(payload, batch, key: key, order, in: txn)
         }
     }
 

@@ -35,10 +35,6 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
     let localVersions: Set<Int>
     /// How each local version's payloads number their keys (docs/FORMAT.md).
     let numberings: [Int: CBORKeyNumbering]
-    /// The versions whose payloads leave the ID's entry out when it holds what the key says
-    /// (``PayloadID``), and whether the current one does.
-    let elidingID: Set<Int>
-    let elidesCurrentID: Bool
     /// Field-by-field coding of the current version's payloads, and of older versions' (`nil`
     /// for a key set with dotted key names, which goes through Codable's containers).
     let currentFields: PayloadFields<Model>?
@@ -75,21 +71,14 @@ public final class HoardCollection<Model: VariablyCodable & Identifiable>: Senda
         let databaseName = Store.collectionPrefix + name
         var fields: [Int: PayloadFields<Model>] = [:]
         var numberings: [Int: CBORKeyNumbering] = [:]
-        var elidingID = Set<Int>()
         for version in keySets.localVersions {
-            let keyNames = try keySets.keyNames(for: .local(version))
-            let numbering = CBORKeyNumbering.payload(keyNames: keyNames)
+            let numbering = CBORKeyNumbering.payload(keyNames: try keySets.keyNames(for: .local(version)).values)
             numberings[version] = numbering
-            if CBORKeyNumbering.idKeyName(keyNames) != nil && PayloadID.elides(Model.ID.keyKind) {
-                elidingID.insert(version)
-            }
             if let layout = try keySets.fieldLayout(for: .local(version)) {
                 fields[version] = PayloadFields(layout: layout, numbering: numbering)
             }
         }
         self.numberings = numberings
-        self.elidingID = elidingID
-        elidesCurrentID = elidingID.contains(keySets.currentVersion)
         currentVersion = keySets.currentVersion
         tagIndex = store.tags.map {
             TagIndex(database: $0, collection: name, maxKeySize: store.environment.maxKeySize)

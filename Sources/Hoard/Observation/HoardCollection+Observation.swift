@@ -55,8 +55,7 @@ extension HoardCollection {
             var state = ObservedState<Model>(transaction: txn.id)
             guard let record = try txn.withValue(forKey: key, in: database, { $0 }) else { return state }
             let expiry = readRule(in: txn, lease: false).expiry(of: record)
-            let expired = expiry.map { $0 <= now } ?? false
-            guard let model = try key.withUnsafeBytes({ key in try decode(record, key: key, expired: expired) }) else {
+            guard let model = try decode(record, key: { key }, expired: expiry.map { $0 <= now } ?? false) else {
                 return state
             }
             let (header, payload) = try RecordHeader.parse(record)
@@ -65,7 +64,9 @@ extension HoardCollection {
             if header.version == currentVersion && header.isCurrentFormat {
                 state.value = Array(payload)
             } else {
-                state.value = try key.withUnsafeBytes { key in try withPayload(of: model, key: key) { Array($0) } }
+                state.value = try withPayload(of: model, key: UnsafeRawBufferPointer(start: nil, count: 0)) {
+                    Array($0)
+                }
             }
             return state
         }

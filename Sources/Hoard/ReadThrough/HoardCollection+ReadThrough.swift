@@ -254,7 +254,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
         if !vouched { store.replicationState.invalidations.noteRemoved(collection: name, keys: [key]) }
         do {
             return try txn.withValue(forKey: key, in: database) { record -> Stored? in
-                let model = try key.withUnsafeBytes { key in try decodeLive(record, key: key) }
+                guard let model = try decode(record, key: { key }) else { return nil }
                 return Stored(
                     model: model, expiresAt: rule.expiry(of: record), vouched: rule.vouches(for: record))
             } ?? nil

@@ -175,20 +175,17 @@ extension HoardCollection {
             forEachStored: { visit in try txn.forEach(in: database, range: range, visit) },
             inScope: { record, key in
                 // Outside the fresh side, a record is in scope only if its model matches; nil: it does not decode.
-                guard let predicate, let model = try? decode(record, key: key) else { return nil }
+                guard let predicate, let model = try? decode(record, key: { Array(key) }) else { return nil }
                 return predicate(model)
             },
             sameContent: { header, payload, index in
                 // An older version or record format: the same content re-encodes to the fresh bytes.
-                Array(incoming.key(index)).withUnsafeBytes { key in
-                    guard localVersions.contains(header.version),
-                        let old = try? decodePayload(
-                            payload, version: header.version, numbered: header.hasNumberedKeys, key: key)
-                    else {
-                        return false
-                    }
-                    return (try? withPayload(of: old, key: key) { $0.elementsEqual(incoming.payload(index)) }) ?? false
+                guard localVersions.contains(header.version),
+                    let old = try? decodePayload(payload, version: header.version, numbered: header.hasNumberedKeys)
+                else {
+                    return false
                 }
+                return (try? encode(old) { $0.elementsEqual(incoming.payload(index)) }) ?? false
             }
         )
     }

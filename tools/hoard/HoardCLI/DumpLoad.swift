@@ -133,7 +133,7 @@ enum DumpLine {
         }
         // A damaged one says what is wrong, with whatever could be read.
         writeStart(handle, key: key, into: line)
-        let view = RecordView(record, key: key, collection: handle)
+        let view = RecordView(record, schema: handle.schema)
         if let header = view.header { writeHeader(header, into: line) }
         if let damage = view.damage {
             line.append(#","damage":"#)
@@ -158,12 +158,8 @@ enum DumpLine {
         // Written from its bytes when it can be.
         let header = intact.header
         let names = header.hasNumberedKeys ? handle.schema.payloadKeyNames(header.version) : nil
-        let written = handle.schema.withID(intact.payload, header: header, key: key, keyKind: handle.keyKind) {
-            line.append(validatedCBOR: $0, names: names)
-        }
-        if !written,
-            let value = try? CBORValue(
-                decoding: handle.schema.textKeyed(intact.payload, header: header, key: key, keyKind: handle.keyKind))
+        if !line.append(validatedCBOR: intact.payload, names: names),
+            let value = try? CBORValue(decoding: handle.schema.textKeyed(intact.payload, header: header))
         {
             line.append(cbor: value)
         }

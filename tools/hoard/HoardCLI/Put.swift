@@ -54,17 +54,14 @@ struct Put: StoreCommand {
         try check(payload, names: names, key: key, handle: handle)
         let header = RecordHeader(version: schema.currentVersion, writtenAt: Store.systemClock(), expiresAt: nil)
         let named = payload.deterministicallyOrdered().encoded()
-        let stored: [UInt8]
-        do {
-            stored = try named.withUnsafeBytes { bytes in
-                try key.withUnsafeBytes { key in
-                    try schema.storedPayload(bytes, version: schema.currentVersion, key: key, keyKind: handle.keyKind)
+        let record = header.record(
+            with: try named.withUnsafeBytes { bytes in
+                do throws(RecordDamage) {
+                    return try schema.numbered(bytes, version: schema.currentVersion)
+                } catch {
+                    throw CLIError.usage("the value cannot be stored: \(error.reason)")
                 }
-            }
-        } catch let damage as RecordDamage {
-            throw CLIError.usage("the value cannot be stored: \(damage.reason)")
-        }
-        let record = header.record(with: stored)
+            })
         let replaced = try opened.writeLMDB { txn in
             let existed = try txn.contains(key, in: handle.database)
             var writer = try opened.writer(of: collection, database: handle.database, in: txn)

@@ -69,7 +69,7 @@ struct Scan: StoreCommand {
                 try checkInterrupt()
                 if let version, RecordHeader.peekVersion(bytes) != version { return .next }
                 if expired, !(RecordHeader.peekExpiry(bytes).map { $0 <= now } ?? false) { return .next }
-                let view = RecordView(bytes, key: key, collection: handle.shape)
+                let view = RecordView(bytes, schema: handle.schema)
                 if store.json {
                     say(view.json(collection: handle.shape, key: key, now: now, asCurrent: false).text)
                 } else {

@@ -175,24 +175,20 @@ struct RecordView {
     var damage: String?
     var payload: CBORValue?
 
-    /// Parses `bytes`, the record under `key` in `collection`; its payload keyed by key names, its
-    /// ID's entry included, whichever record format holds it. Damage is described, never thrown.
-    init(_ bytes: UnsafeRawBufferPointer, key: some Collection<UInt8>, collection: CollectionShape) {
-        do {
+    /// Parses `bytes`, a record of the collection of `schema`; its payload keyed by key names,
+    /// whichever record format holds it. Damage is described, never thrown.
+    init(_ bytes: UnsafeRawBufferPointer, schema: CollectionSchema) {
+        do throws(RecordDamage) {
             let (header, payload) = try RecordHeader.parse(bytes)
             self.header = header
-            let named = try Array(key).withUnsafeBytes { key in
-                try collection.schema.textKeyed(payload, header: header, key: key, keyKind: collection.keyKind)
-            }
+            let named = try schema.textKeyed(payload, header: header)
             do {
                 self.payload = try CBORValue(decoding: named)
             } catch {
                 damage = "the payload is not valid CBOR: \(error)"
             }
-        } catch let error as RecordDamage {
-            damage = error.reason
         } catch {
-            damage = "\(error)"
+            damage = error.reason
         }
     }
 

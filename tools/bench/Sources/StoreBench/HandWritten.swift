@@ -1,6 +1,5 @@
-// A hand-written codec for `Member`'s current key set (version 3, record format 3: the ID in the
-// key, then A, C, E, F, N numbered 1 to 5): the least work any model layer could do over the same
-// record format and LMDB wrapper. It knows
+// A hand-written codec for `Member`'s current key set (version 3: keys A, C, E, F, I, N): the
+// least work any model layer could do over the same record format and LMDB wrapper. It knows
 // this one model and version and nothing else (no migration, no errors worth reading), so it is
 // not a way to use Hoard: it is a reference that shows how much of a budget the record format
 // and LMDB leave to the model layer (see BENCHMARKS.md).
@@ -44,18 +43,18 @@ private func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
     return true
 }
 
-/// Decodes a version-3 `Member` payload stored under `key`; every key exactly once, strings
-/// checked as UTF-8.
-func handWrittenDecode(_ payload: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer) throws -> Member {
+/// Decodes a version-3 `Member` payload; every key exactly once, strings checked as UTF-8.
+func handWrittenDecode(_ payload: UnsafeRawBufferPointer) throws -> Member {
     var offset = 0
     let map = try head(payload, &offset)
-    guard map.major == 5, map.argument == 5, key.count == 8 else { throw HandWrittenError() }
-    let id = Int64(bitPattern: UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) ^ (1 << 63))
-    var name = "", email = "", age = 0, city = "", followers = 0
+    guard map.major == 5, map.argument == 6 else { throw HandWrittenError() }
+    var id: Int64 = 0, name = "", email = "", age = 0, city = "", followers = 0
     var seen: UInt8 = 0
-    for _ in 0..<5 {
+    for _ in 0..<6 {
         let key = try head(payload, &offset)
-        guard key.major == 0 else { throw HandWrittenError() }
+        guard key.major == 3, key.argument == 1, offset < payload.count else { throw HandWrittenError() }
+        let letter = payload[offset]
+        offset += 1
         let value = try head(payload, &offset)
         func integer() throws -> Int64 {
             guard value.argument <= UInt64(Int64.max) else { throw HandWrittenError() }
@@ -76,12 +75,13 @@ func handWrittenDecode(_ payload: UnsafeRawBufferPointer, key: UnsafeRawBufferPo
             return string
         }
         let bit: UInt8
-        switch key.argument {
-        case 1: age = Int(try integer()); bit = 1
-        case 2: city = try text(); bit = 2
-        case 3: email = try text(); bit = 4
-        case 4: followers = Int(try integer()); bit = 8
-        case 5: name = try text(); bit = 16
+        switch letter {
+        case UInt8(ascii: "A"): age = Int(try integer()); bit = 1
+        case UInt8(ascii: "C"): city = try text(); bit = 2
+        case UInt8(ascii: "E"): email = try text(); bit = 4
+        case UInt8(ascii: "F"): followers = Int(try integer()); bit = 8
+        case UInt8(ascii: "I"): id = try integer(); bit = 16
+        case UInt8(ascii: "N"): name = try text(); bit = 32
         default: throw HandWrittenError()
         }
         guard seen & bit == 0 else { throw HandWrittenError() }
@@ -90,8 +90,7 @@ func handWrittenDecode(_ payload: UnsafeRawBufferPointer, key: UnsafeRawBufferPo
     return Member(id: id, name: name, email: email, age: age, city: city, followers: followers)
 }
 
-/// Encodes `member` as a version-3 payload of record format 3 into `out` (emptied first), keys in
-/// deterministic order.
+/// Encodes `member` as a version-3 payload into `out` (emptied first), keys in deterministic order.
 func handWrittenEncode(_ member: Member, into out: inout [UInt8]) {
     out.removeAll(keepingCapacity: true)
     func head(_ major: UInt8, _ argument: UInt64) {
@@ -113,11 +112,12 @@ func handWrittenEncode(_ member: Member, into out: inout [UInt8]) {
             out.append(contentsOf: utf8)
         }
     }
-    // The ID is the record's key, not in the payload; the other keys by number.
-    head(5, 5)
-    out.append(1); integer(Int64(member.age))
-    out.append(2); text(member.city)
-    out.append(3); text(member.email)
-    out.append(4); integer(Int64(member.followers))
-    out.append(5); text(member.name)
+    func key(_ letter: Unicode.Scalar) { out.append(0x61); out.append(UInt8(ascii: letter)) }
+    head(5, 6)
+    key("A"); integer(Int64(member.age))
+    key("C"); text(member.city)
+    key("E"); text(member.email)
+    key("F"); integer(Int64(member.followers))
+    key("I"); integer(member.id)
+    key("N"); text(member.name)
 }

@@ -28,10 +28,12 @@ let members = (0..<count).map { i in
 let getOrder = members.indices.shuffled(using: &rng)
 nonisolated(unsafe) var sink = 0
 
-// The exact records Hoard writes, for the C baseline to put and get: put through a scratch store
-// and read back.
+// The exact records Hoard writes, for the C baseline to put and get.
+let encoder = CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.currentLocal])
 let keys = members.map { $0.id.keyBytes }
-let records = try exactRecords(of: members)
+let records = try members.map {
+    RecordHeader(version: 3, writtenAt: 0, expiresAt: nil).record(with: try encoder.encode($0))
+}
 
 func fail(_ what: String, _ rc: Int32) -> Never {
     print("error: \(what): \(String(cString: mdb_strerror(rc)))")
@@ -183,7 +185,7 @@ func handWrittenGetAll() throws -> UInt64 {
                     try txn.withValue(forKey: key, in: database) { record -> Member in
                         let (header, payload) = try RecordHeader.parse(record)
                         guard header.version == 3 else { throw HandWrittenError() }
-                        return try handWrittenDecode(payload, key: key)
+                        return try handWrittenDecode(payload)
                     }
                 }
                 sink &+= member?.age ?? 0
@@ -230,16 +232,13 @@ let get = try compare(
     baselineRound: rawGetAll, candidateRound: hoardGetAll)
 
 // Decoding a record written two versions ago against a current one: the same members stored
-// with local key set 1 (and version 1 in the header) in a second collection, as code before
-// record format 3 stored them (keys by name, in a header of format 2).
+// with local key set 1 (and version 1 in the header) in a second collection.
 let old = try store.collection(Member.self, named: "MemberV1")
 let v1Encoder = CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)])
 let oldDatabase = try store.environment.openDatabase("c:MemberV1")
 try store.environment.write { txn in
     for member in members {
-        var header = RecordHeader(version: 1, writtenAt: 0, expiresAt: nil)
-        header.recordFormat = 2
-        let record = header.record(with: try v1Encoder.encode(member))
+        let record = RecordHeader(version: 1, writtenAt: 0, expiresAt: nil).record(with: try v1Encoder.encode(member))
         try txn.put(record, forKey: member.id.keyBytes, in: oldDatabase)
     }
 }

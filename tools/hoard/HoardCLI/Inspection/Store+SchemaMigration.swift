@@ -76,8 +76,7 @@ extension Store {
                         outcome.left.append(.init(key: StoredKey(key, kind: keyKind), reason: reason))
                     }
                     guard let old = schema.versions[header.version],
-                        let value = try? CBORValue(
-                            decoding: schema.textKeyed(payload, header: header, key: key, keyKind: keyKind))
+                        let value = try? CBORValue(decoding: schema.textKeyed(payload, header: header))
                     else {
                         left("version \(header.version) is unknown to the registry or its payload is damaged")
                         return .next
@@ -93,7 +92,7 @@ extension Store {
                         version: schema.currentVersion, writtenAt: header.writtenAt, expiresAt: header.expiresAt)
                     guard
                         let numbered = try? renamed.encoded().withUnsafeBytes({ bytes throws(RecordDamage) in
-                            try schema.storedPayload(bytes, version: schema.currentVersion, key: key, keyKind: keyKind)
+                            try schema.numbered(bytes, version: schema.currentVersion)
                         })
                     else {
                         left("its renamed payload has keys the current version does not name")
@@ -178,12 +177,10 @@ extension Store {
         guard let current = schema.versions[schema.currentVersion] else { return [:] }
         return try readLMDB { txn in
             var types: [String: Set<UInt8>] = [:]
-            let keyKind = try keyKind(of: schema)
-            try txn.forEach(in: database) { key, record in
+            try txn.forEach(in: database) { _, record in
                 guard RecordHeader.peekVersion(record) == schema.currentVersion,
                     let (header, payload) = try? RecordHeader.parse(record),
-                    let value = try? CBORValue(
-                        decoding: schema.textKeyed(payload, header: header, key: key, keyKind: keyKind))
+                    let value = try? CBORValue(decoding: schema.textKeyed(payload, header: header))
                 else { return .next }
                 for (property, name) in current {
                     if let found = lookup(value, keyPath(name)) {
