@@ -29,6 +29,12 @@ struct CRC32 {
     /// Whether the processor folds with carry-less multiplies (`CCRC32`).
     static let accelerated = hoard_crc32_accelerated() != 0
 
+    /// Adds one byte.
+    @inline(__always)
+    mutating func update(byte: UInt8) {
+        state = Self.tables[Int((state ^ UInt32(byte)) & 0xFF)] ^ (state >> 8)
+    }
+
     mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard var pointer = bytes.baseAddress else { return }
         var remaining = bytes.count

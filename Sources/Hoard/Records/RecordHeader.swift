@@ -37,10 +37,11 @@ public struct RecordHeader: Sendable, Hashable {
     public var writtenAt: Int64
     /// When the record expires, in milliseconds since 1970; `nil` for never.
     public var expiresAt: Int64?
-    /// The record format the header was read in (``format`` for one made here). A header written
-    /// with format 2 (a renewal of a text-keyed record, which keeps its payload) has the same
-    /// layout; one of format 1 is written as 2.
-    public package(set) var recordFormat: UInt8 = Self.format
+    /// The record format the header was read in, or is written in: ``format`` for one made here.
+    /// Set it to 2 to write a record as code before record format 3 did, over a payload keyed by
+    /// name (a renewal of such a record keeps it so; tools and tests make such records); format
+    /// 1 is written as 2, whose header has the same layout as 3's.
+    public var recordFormat: UInt8 = Self.format
 
     /// A header with these fields (times in milliseconds since 1970, as stored). Times are kept
     /// within `0...latestTime` when written: an earlier one is written as 0, a later one as
@@ -191,9 +192,10 @@ public struct RecordHeader: Sendable, Hashable {
     /// The checksum of a record of format 2 or 3 (its format byte at offset 1). Format 3 covers its
     /// format byte, which tells how to read the payload's keys: one flipped bit would otherwise
     /// make a record of format 3 one of format 2 with the same checksum.
+    @inline(__always)
     private static func checksum(_ record: UnsafeRawBufferPointer) -> UInt32 {
         var crc = CRC32()
-        if record[1] >= 3 { crc.update(UnsafeRawBufferPointer(rebasing: record[1..<2])) }
+        if record[1] >= 3 { crc.update(byte: record[1]) }
         crc.update(UnsafeRawBufferPointer(rebasing: record[6...]))
         return crc.value
     }

@@ -165,7 +165,6 @@ public func format(_ value: Double, _ decimals: Int) -> String {
     return text
 }
 
-/// A fresh temporary directory.
 /// Removes a store made in a ``temporaryDirectory(_:)`` at `directory`/store.
 public func removeStore(in directory: String) {
     unlink(directory + "/store/data.mdb")
@@ -174,6 +173,7 @@ public func removeStore(in directory: String) {
     rmdir(directory)
 }
 
+/// A fresh temporary directory.
 public func temporaryDirectory(_ name: String) -> String {
     var template = Array("/tmp/hoard-bench-\(name)-XXXXXX".utf8CString)
     let path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }

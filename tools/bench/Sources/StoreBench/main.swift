@@ -28,12 +28,10 @@ let members = (0..<count).map { i in
 let getOrder = members.indices.shuffled(using: &rng)
 nonisolated(unsafe) var sink = 0
 
-// The exact records Hoard writes, for the C baseline to put and get.
-let encoder = CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.currentLocal])
+// The exact records Hoard writes, for the C baseline to put and get: put through a scratch store
+// and read back.
 let keys = members.map { $0.id.keyBytes }
-let records = try members.map {
-    RecordHeader(version: 3, writtenAt: 0, expiresAt: nil).record(with: try encoder.encode($0))
-}
+let records = try exactRecords(of: members)
 
 func fail(_ what: String, _ rc: Int32) -> Never {
     print("error: \(what): \(String(cString: mdb_strerror(rc)))")
@@ -232,13 +230,16 @@ let get = try compare(
     baselineRound: rawGetAll, candidateRound: hoardGetAll)
 
 // Decoding a record written two versions ago against a current one: the same members stored
-// with local key set 1 (and version 1 in the header) in a second collection.
+// with local key set 1 (and version 1 in the header) in a second collection, as code before
+// record format 3 stored them (keys by name, in a header of format 2).
 let old = try store.collection(Member.self, named: "MemberV1")
 let v1Encoder = CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(1)])
 let oldDatabase = try store.environment.openDatabase("c:MemberV1")
 try store.environment.write { txn in
     for member in members {
-        let record = RecordHeader(version: 1, writtenAt: 0, expiresAt: nil).record(with: try v1Encoder.encode(member))
+        var header = RecordHeader(version: 1, writtenAt: 0, expiresAt: nil)
+        header.recordFormat = 2
+        let record = header.record(with: try v1Encoder.encode(member))
         try txn.put(record, forKey: member.id.keyBytes, in: oldDatabase)
     }
 }

@@ -1,0 +1,44 @@
+import CBOR
+import Foundation
+@testable @_spi(LMDB) import Hoard
+import HoardTestSupport
+import Testing
+import VariableCoding
+
+/// Record format 3's payloads: top-level keys by number.
+@Suite("Payload keys by number")
+struct PayloadKeysTests {
+    @Test("numbers stand for a version's top-level key names in UTF-8 order; a dotted name counts once")
+    func numbering() {
+        let numbering = CBORKeyNumbering.payload(keyNames: ["B", "É", "meta.x", "meta.y", "A"])
+        #expect(numbering.names == ["A", "B", "meta", "É"])
+        #expect(numbering.number(of: "meta") == 2 && numbering.number(of: "meta.x") == nil)
+    }
+
+    @Test("a put stores only numbers at the top level, which name back to the payload the Codable path writes")
+    func stored() throws {
+        try withStore { store, _ in
+            let notes = try store.collection(Note.self)
+            let note = Note(id: -42, text: "forty-two", stars: 3, pinned: true)
+            try notes.put(note)
+            let database = try store.environment.openDatabase("c:Note")
+            let record = try #require(
+                try store.environment.read { txn in try txn.value(forKey: note.id.keyBytes, in: database) })
+            let (header, payload) = try record.withUnsafeBytes { bytes in
+                let (header, payload) = try RecordHeader.parse(bytes)
+                return (header, Array(payload))
+            }
+            #expect(header.recordFormat == 3 && header.hasNumberedKeys)
+            guard case .map(let entries) = try CBORValue(decoding: payload) else {
+                Issue.record("the payload is not a map")
+                return
+            }
+            // Note's version 3 has four key names: numbers 0 to 3, in order, once each.
+            #expect(entries.map(\.key) == (0..<4).map { .unsigned(UInt64($0)) })
+            let codable = try CBOREncoder(deterministic: true, userInfo: [.keySet: KeySetID.local(3)]).encode(note)
+            #expect(try namedPayload(of: record, collection: "Note", in: store) == codable)
+            #expect(payload.count < codable.count)
+            #expect(try notes.get(note.id) == note)
+        }
+    }
+}
