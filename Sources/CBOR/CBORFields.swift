@@ -243,9 +243,19 @@ extension DecoderState {
             let initial = try reader.byte(at: position)
             let keyOffset: Int, keyLength: Int, found: Int?
             if numbered {
-                guard initial <= 0x17 else { return nil }
-                (keyOffset, keyLength) = (position, 1)
-                found = keys.field(number: UInt64(initial))
+                // Numbers below 24 take one byte, up to 255 two (a model of more fields than that
+                // takes the general path).
+                if initial <= 0x17 {
+                    (keyOffset, keyLength) = (position, 1)
+                    found = keys.field(number: UInt64(initial))
+                } else if initial == 0x18 {
+                    let number = try reader.byte(at: position + 1)
+                    guard number >= 24 else { return nil }  // not the shortest head: the general path
+                    (keyOffset, keyLength) = (position, 2)
+                    found = keys.field(number: UInt64(number))
+                } else {
+                    return nil
+                }
             } else {
                 guard initial >= 0x60 && initial <= 0x77 else { return nil }
                 keyOffset = position + 1

@@ -15,6 +15,28 @@ struct PayloadKeysTests {
         #expect(numbering.number(of: "meta") == 2 && numbering.number(of: "meta.x") == nil)
     }
 
+    @Test("a map of more numbered fields than one-byte keys hold is written and read back, field by field")
+    func manyFields() throws {
+        let names = (0..<40).map { "FIELD_\($0)" }
+        let numbering = CBORKeyNumbering(names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        let keys = CBORKeyTable(names, numbering: numbering)
+        let bytes = try CBOREncoder(deterministic: true).encodeFields(keys: keys) { map in
+            for field in names.indices { try map.encode(Int64(field * 1_000), field: field) }
+        }
+        guard case .map(let entries) = try CBORValue(decoding: bytes) else {
+            Issue.record("not a map")
+            return
+        }
+        #expect(entries.map(\.key) == (0..<40).map { .unsigned(UInt64($0)) })
+        let read = try CBORDecoder().decodeFields(from: bytes, keys: keys) { map in
+            try names.indices.map { try map.decode(Int64.self, field: $0) }
+        }
+        #expect(read == names.indices.map { Int64($0 * 1_000) })
+        // The transcoder agrees with the table.
+        let named = try bytes.withUnsafeBytes { try numbering.named($0) }
+        #expect(try named.withUnsafeBytes { try numbering.numbered($0) } == bytes)
+    }
+
     @Test("a put stores only numbers at the top level, which name back to the payload the Codable path writes")
     func stored() throws {
         try withStore { store, _ in
