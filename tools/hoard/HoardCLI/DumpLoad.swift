@@ -126,7 +126,7 @@ enum DumpLine {
         into line: JSONWriter
     ) {
         if let (header, payload) = try? RecordHeader.parse(record), (try? CBORValue.validate(payload)) != nil,
-            !header.hasNumberedKeys || handle.schema.payloadKeyNames(header.version) != nil
+            !header.hasNumberedKeys || handle.payloadKeyNames[header.version] != nil
         {
             writeRecord(handle, key: key, record: record, intact: (header, payload), into: line)
             return
@@ -157,7 +157,7 @@ enum DumpLine {
         line.append(#","value":"#)
         // Written from its bytes when it can be.
         let header = intact.header
-        let names = header.hasNumberedKeys ? handle.schema.payloadKeyNames(header.version) : nil
+        let names = header.hasNumberedKeys ? handle.payloadKeyNames[header.version] : nil
         if !line.append(validatedCBOR: intact.payload, names: names),
             let value = try? CBORValue(decoding: handle.schema.textKeyed(intact.payload, header: header))
         {

@@ -96,11 +96,18 @@ struct CollectionShape {
     let schema: CollectionSchema
     /// How IDs are written (``Store/keyKind(of:)``).
     let keyKind: KeyKind
+    /// For each version, the names its payloads' numbers stand for (record format 3), found once:
+    /// a dump names millions of payloads' keys.
+    let payloadKeyNames: [Int: [String]]
 
     init(_ schema: CollectionSchema, keyKind: KeyKind? = nil) {
         name = schema.name
         self.schema = schema
         self.keyKind = keyKind ?? schema.keyKind ?? .custom
+        payloadKeyNames = Dictionary(
+            uniqueKeysWithValues: schema.versions.keys.compactMap { version in
+                schema.payloadKeyNames(version).map { (version, $0) }
+            })
     }
 
     func describeKey(_ key: some Collection<UInt8>) -> String { keyKind.describe(key) }

@@ -158,18 +158,11 @@ struct RecordCheck {
     /// The top-level key names of each version.
     private let topLevel: [Int: KeyNames]
 
-    /// The names each version's numbered keys stand for, by number.
-    private let numberedNames: [Int: [String]]
-
     init(_ shape: CollectionShape) {
         self.shape = shape
         topLevel = shape.schema.versions.mapValues {
             KeyNames(Set($0.values.map { String($0.prefix { $0 != "." }) }))
         }
-        numberedNames = Dictionary(
-            uniqueKeysWithValues: shape.schema.versions.keys.compactMap { version in
-                shape.schema.payloadKeyNames(version).map { (version, $0) }
-            })
     }
 
     /// What is wrong with one record, or `nil`.
@@ -207,7 +200,7 @@ struct RecordCheck {
                     : damaged("written with key-set version \(header.version), which the registry does not record"))
         }
         var seen = KeyNames.Seen()
-        let numbered = header.hasNumberedKeys ? numberedNames[header.version] : nil
+        let numbered = header.hasNumberedKeys ? shape.payloadKeyNames[header.version] : nil
         do {
             let major = try CBORValue.validate(payload) { (key: CBORTopLevelKey) in
                 switch (key, numbered) {
