@@ -37,6 +37,18 @@ struct PayloadKeysTests {
         #expect(try named.withUnsafeBytes { try numbering.numbered($0) } == bytes)
     }
 
+    @Test("two equal numbers in a map are refused, however wide their heads; distinct ones pass")
+    func duplicateNumbers() throws {
+        // {0: 1, 0: 2}, {0: 1, 0 (as 0x18 0x00): 2}, {1: 1, 0: 2}
+        #expect(throws: CBORDecodingError(.duplicateKey("unsigned(0)"), at: 0)) {
+            try ([0xA2, 0x00, 0x01, 0x00, 0x02] as [UInt8]).withUnsafeBytes { _ = try CBORValue.validate($0) }
+        }
+        #expect(throws: CBORDecodingError(.duplicateKey("unsigned(0)"), at: 0)) {
+            try ([0xA2, 0x00, 0x01, 0x18, 0x00, 0x02] as [UInt8]).withUnsafeBytes { _ = try CBORValue.validate($0) }
+        }
+        #expect(try ([0xA2, 0x01, 0x01, 0x00, 0x02] as [UInt8]).withUnsafeBytes { try CBORValue.validate($0) } == 5)
+    }
+
     @Test("a put stores only numbers at the top level, which name back to the payload the Codable path writes")
     func stored() throws {
         try withStore { store, _ in

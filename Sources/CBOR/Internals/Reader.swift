@@ -188,8 +188,8 @@ struct Reader {
 
     /// Refuses two equal keys among the keys at `offsets` (well-formed, their own maps already
     /// checked), compared as values, as ``CBORValue`` does. In a small map of definite text keys,
-    /// the usual kind, keys are compared pairwise by their bytes, with nothing allocated; any
-    /// other map goes through ``CBORValue``.
+    /// or of unsigned integer keys (a numbered payload), keys are compared pairwise, with nothing
+    /// allocated; any other map goes through ``CBORValue``.
     func checkDistinctKeys(_ offsets: UnsafeMutableBufferPointer<Int>, ofMapAt offset: Int) throws(CBORDecodingError) {
         if offsets.count <= 24 {
             let allText = try withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: offsets.count) {
@@ -204,6 +204,23 @@ struct Reader {
                 return true
             }
             if allText { return }
+        }
+        if offsets.count <= 64 {
+            // Keys that are all unsigned integers (numbered payloads): compared by value, which
+            // is what CBORValue compares, whatever the width of their heads.
+            let allNumbers = try withUnsafeTemporaryAllocation(of: UInt64.self, capacity: offsets.count) {
+                (numbers) throws(CBORDecodingError) -> Bool in
+                for i in offsets.indices {
+                    let key = try head(at: offsets[i])
+                    guard key.major == 0 else { return false }
+                    for j in 0..<i where numbers[j] == key.argument {
+                        throw CBORDecodingError(.duplicateKey(CBORValue.keyName(.unsigned(key.argument))), at: offset)
+                    }
+                    numbers.initializeElement(at: i, to: key.argument)
+                }
+                return true
+            }
+            if allNumbers { return }
         }
         var keys: [CBORValue] = []
         keys.reserveCapacity(offsets.count)
