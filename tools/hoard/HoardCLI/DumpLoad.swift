@@ -157,7 +157,7 @@ enum DumpLine {
         line.append(#","value":"#)
         // Written from its bytes when it can be.
         let header = intact.header
-        let names = header.hasNumberedKeys ? handle.payloadKeyNames[header.version] : nil
+        let names = header.hasNumberedKeys ? handle.payloadKeyJSON[header.version] : nil
         if !line.append(validatedCBOR: intact.payload, names: names),
             let value = try? CBORValue(decoding: handle.schema.textKeyed(intact.payload, header: header))
         {

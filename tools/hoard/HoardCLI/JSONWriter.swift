@@ -101,6 +101,16 @@ final class JSONWriter {
         count += digits
     }
 
+    /// Each of `names` as a JSON string, quoted and escaped once, for
+    /// ``append(validatedCBOR:names:)``.
+    static func quotedNames(_ names: [String]) -> [[UInt8]] {
+        names.map { name in
+            let writer = JSONWriter(capacity: name.utf8.count + 8)
+            writer.append(quoted: name)
+            return Array(writer.bytes)
+        }
+    }
+
     /// `text` as a JSON string: quotes, backslashes and control characters escaped, the rest as UTF-8.
     func append(quoted text: String) {
         var text = text
@@ -354,8 +364,9 @@ extension JSONWriter {
     /// builds no `CBORValue`. It declines (returns `false`, having written nothing) when the
     /// payload holds an item whose JSON depends on more than the item itself — a tag, a map key
     /// that is not text — or an indefinite length; decode it and call `append(cbor:)` then. With
-    /// `names`, the top-level map's keys are numbers that stand for them (record format 3).
-    func append(validatedCBOR payload: UnsafeRawBufferPointer, names: [String]? = nil) -> Bool {
+    /// `names` (each a JSON string, quoted: ``quotedNames(_:)``), the top-level map's keys are
+    /// numbers that stand for them (record format 3).
+    func append(validatedCBOR payload: UnsafeRawBufferPointer, names: [[UInt8]]? = nil) -> Bool {
         let mark = count
         guard appendItem(of: payload, at: 0, names: names) == payload.count else {
             count = mark
@@ -365,8 +376,8 @@ extension JSONWriter {
     }
 
     /// Writes the item at `offset` and returns where the next one starts, or `nil` to decline.
-    /// `names`: what the numbers keying the map at `offset` stand for.
-    private func appendItem(of payload: UnsafeRawBufferPointer, at offset: Int, names: [String]? = nil) -> Int? {
+    /// `names`: what the numbers keying the map at `offset` stand for, as JSON strings.
+    private func appendItem(of payload: UnsafeRawBufferPointer, at offset: Int, names: [[UInt8]]? = nil) -> Int? {
         switch CBORValue.item(in: payload, at: offset) {
         case .scalar(let value, let end)?:
             append(cbor: value)
@@ -400,8 +411,9 @@ extension JSONWriter {
                 case .text(let key, let end)? where names == nil:
                     append(quotedUTF8: key.assumingMemoryBound(to: UInt8.self))
                     keyEnd = end
-                case .scalar(.unsigned(let number), let end)? where names.map({ number < UInt64($0.count) }) == true:
-                    append(quoted: names?[Int(number)] ?? "")
+                case .scalar(.unsigned(let number), let end)?:
+                    guard let names, number < UInt64(names.count) else { return nil }
+                    names[Int(number)].withUnsafeBufferPointer { write($0) }
                     keyEnd = end
                 default:
                     return nil

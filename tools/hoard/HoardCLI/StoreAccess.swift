@@ -99,6 +99,8 @@ struct CollectionShape {
     /// For each version, the names its payloads' numbers stand for (record format 3), found once:
     /// a dump names millions of payloads' keys.
     let payloadKeyNames: [Int: [String]]
+    /// The same names as JSON strings, for `dump`'s lines.
+    let payloadKeyJSON: [Int: [[UInt8]]]
 
     init(_ schema: CollectionSchema, keyKind: KeyKind? = nil) {
         name = schema.name
@@ -108,6 +110,7 @@ struct CollectionShape {
             uniqueKeysWithValues: schema.versions.keys.compactMap { version in
                 schema.payloadKeyNames(version).map { (version, $0) }
             })
+        payloadKeyJSON = payloadKeyNames.mapValues(JSONWriter.quotedNames)
     }
 
     func describeKey(_ key: some Collection<UInt8>) -> String { keyKind.describe(key) }

@@ -200,20 +200,19 @@ struct RecordCheck {
                     : damaged("written with key-set version \(header.version), which the registry does not record"))
         }
         var seen = KeyNames.Seen()
-        let numbered = header.hasNumberedKeys ? shape.payloadKeyNames[header.version] : nil
+        // How many numbers a payload of record format 3 may use; -1: keys are names (formats 1, 2).
+        let numbers = header.hasNumberedKeys ? shape.payloadKeyNames[header.version]?.count ?? 0 : -1
         do {
             let major = try CBORValue.validate(payload) { (key: CBORTopLevelKey) in
-                switch (key, numbered) {
-                case (.number(let number), let names?):
+                switch key {
+                case .number(let number) where numbers >= 0:
                     // Numbers stand for the version's top-level names (docs/FORMAT.md).
-                    guard number < UInt64(names.count) else {
+                    guard number < UInt64(numbers) else {
                         throw PayloadProblem(
                             "the payload has key \(number), which stands for no key of version \(header.version)")
                     }
-                    guard seen.insert(Int(number)) else {
-                        throw PayloadProblem("the payload has key \(number) ('\(names[Int(number)])') twice")
-                    }
-                case (.text(let bytes), nil):
+                    guard seen.insert(Int(number)) else { throw PayloadProblem("the payload has key \(number) twice") }
+                case .text(let bytes) where numbers < 0:
                     guard let index = known.index(of: bytes) else {
                         throw PayloadProblem(
                             "the payload has key '\(String(decoding: bytes, as: UTF8.self))', which is not a key of version \(header.version)"
@@ -222,10 +221,11 @@ struct RecordCheck {
                     guard seen.insert(index) else {
                         throw PayloadProblem("the payload has key '\(known.names[index])' twice")
                     }
-                case (_, nil):
-                    throw PayloadProblem("the payload has a map key that is not text")
-                case (_, _?):
-                    throw PayloadProblem("the payload has a map key that is not a number (record format 3)")
+                default:
+                    throw PayloadProblem(
+                        numbers < 0
+                            ? "the payload has a map key that is not text"
+                            : "the payload has a map key that is not a number (record format 3)")
                 }
             }
             if major != 5 { return .failure(damaged("the payload is not a CBOR map")) }
