@@ -1,10 +1,10 @@
 // Maps read front to back and written in one go by property number, for code generated per model
 // type. Both sides do only the common case, and decline everything else:
 //
-// - the scanner reads a definite map of text keys (or numbers, with a numbering) that a table names, each at most once, with
-//   values of the plain types (definite text strings, integers, floats, booleans, null), and
-//   nothing after the map. It accepts a value only where the general decoder
-//   (`decodeFields`, `decode`) would accept it and read the same value;
+// - the scanner reads a definite map of text keys (or numbers, with a numbering) that a table
+//   names, each at most once, with values of the plain types (definite text strings, integers,
+//   floats, booleans, null), and nothing after the map. It accepts a value only where the general
+//   decoder (`decodeFields`, `decode`) would accept it and read the same value;
 // - the emitter writes the bytes the general encoder writes for the same entries.
 //
 // A declined item goes to the general decoder or encoder, which also gives any error. So the

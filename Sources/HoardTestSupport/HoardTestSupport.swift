@@ -101,7 +101,7 @@ public func namedPayload(of record: [UInt8], collection: String, in store: Store
     let schema = try #require(try store.schema(of: collection))
     return try record.withUnsafeBytes { bytes in
         let (header, payload) = try RecordHeader.parse(bytes)
-        return try schema.textKeyed(payload, header: header)
+        return try PayloadKeys(schema).textKeyed(payload, header: header)
     }
 }
 

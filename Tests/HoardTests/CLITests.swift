@@ -313,6 +313,36 @@ struct CLITests {
         }
     }
 
+    @Test("verify and get name a record of format 3 whose keys are not its version's numbers")
+    func damagedNumbers() throws {
+        try withSampleStore { _, path in
+            do {
+                let environment = try Environment(path: path)
+                let database = try environment.openDatabase("c:Note")
+                let header = RecordHeader(version: 3, writtenAt: 1, expiresAt: nil)
+                try environment.write { txn in
+                    // Version 3 has four names: 9 stands for none; "TEXT" is a name, not a number.
+                    try txn.put(
+                        header.record(with: CBORValue.map([.init(.unsigned(9), .unsigned(1))]).encoded()),
+                        forKey: Int64(51).keyBytes, in: database)
+                    try txn.put(
+                        header.record(with: CBORValue.map([.init(.text("TEXT"), .text("t"))]).encoded()),
+                        forKey: Int64(52).keyBytes, in: database)
+                }
+            }
+            let run = try hoard("verify", path)
+            #expect(run.status == 1)
+            #expect(
+                run.stdout.contains("Note[51]: the payload has key 9, which stands for no key of version 3"),
+                "\(run.stdout)")
+            #expect(
+                run.stdout.contains("Note[52]: the payload has a map key that is not a number (record format 3)"),
+                "\(run.stdout)")
+            let get = try hoard("get", path, "Note", "51")
+            #expect(get.status == 1 && get.stdout.contains("the payload's keys do not fit its version"), "\(get)")
+        }
+    }
+
     @Test("verify names every damaged record: checksum, header, payload")
     func verify() throws {
         try withTemporaryDirectory { dir in

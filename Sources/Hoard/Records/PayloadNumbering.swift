@@ -14,37 +14,43 @@ extension CBORKeyNumbering {
     }
 }
 
-extension CollectionSchema {
-    /// The numbering of version `version`'s payloads, or `nil` when the schema does not record it.
-    func payloadNumbering(_ version: Int) -> CBORKeyNumbering? {
-        versions[version].map { CBORKeyNumbering.payload(keyNames: $0.values) }
+/// The numberings of one collection's versions, made once from its registry entry: for code that
+/// reads or writes many records without the model's type (the `hoard` tool).
+package struct PayloadKeys: Sendable {
+    private let numberings: [Int: CBORKeyNumbering]
+
+    package init(_ schema: CollectionSchema) {
+        numberings = schema.versions.mapValues { CBORKeyNumbering.payload(keyNames: $0.values) }
     }
 
-    /// The names the numbers of version `version`'s payloads stand for, by number (record format
-    /// 3), or `nil` when the schema does not record the version.
-    package func payloadKeyNames(_ version: Int) -> [String]? { payloadNumbering(version)?.names }
+    /// The names the numbers of version `version`'s payloads stand for, by number, or `nil` when
+    /// the registry does not record the version.
+    package func names(_ version: Int) -> [String]? { numberings[version]?.names }
 
     /// `payload`, a record's payload under `header`, keyed by the key names of its version as
     /// text: the payload itself when its record keys by name (formats 1 and 2), else its top-level
-    /// numbers replaced by names. For readers that show or check key names (the `hoard` tool).
+    /// numbers replaced by names. For readers that show or check key names.
     ///
     /// - Throws: ``RecordDamage`` when the numbers do not fit the version's names, or the version
     ///   is not recorded.
     package func textKeyed(_ payload: UnsafeRawBufferPointer, header: RecordHeader) throws(RecordDamage) -> [UInt8] {
         guard header.hasNumberedKeys else { return Array(payload) }
-        guard let numbering = payloadNumbering(header.version) else {
-            throw RecordDamage("key-set version \(header.version) is not recorded in the registry")
-        }
+        let numbering = try numbering(header.version)
         return try RecordDamage.rekeying { try numbering.named(payload) }
     }
 
     /// `payload`, keyed by the key names of version `version` as text, keyed by their numbers for
     /// a record of the current format.
     package func numbered(_ payload: UnsafeRawBufferPointer, version: Int) throws(RecordDamage) -> [UInt8] {
-        guard let numbering = payloadNumbering(version) else {
+        let numbering = try numbering(version)
+        return try RecordDamage.rekeying { try numbering.numbered(payload) }
+    }
+
+    private func numbering(_ version: Int) throws(RecordDamage) -> CBORKeyNumbering {
+        guard let numbering = numberings[version] else {
             throw RecordDamage("key-set version \(version) is not recorded in the registry")
         }
-        return try RecordDamage.rekeying { try numbering.numbered(payload) }
+        return numbering
     }
 }
 

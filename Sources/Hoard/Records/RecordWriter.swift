@@ -260,11 +260,11 @@ package struct RecordWriter {
     }
 
     /// Rewrites the header of the record under `key`, its version and payload kept (in the
-    /// current header layout, which may change its size; a text-keyed payload keeps format 2). `header` gets the stored write time and
-    /// expiry and returns the new header, or `nil` to leave the record as it is. Observers hear of
-    /// nothing: a renewal does not change a record's value. Returns `nil` when there is no valid
-    /// record (a damaged one is not given a fresh checksum), `false` when `header` declined,
-    /// `true` when rewritten.
+    /// current header layout, which may change its size; a text-keyed payload keeps format 2).
+    /// `header` gets the stored write time and expiry and returns the new header, or `nil` to
+    /// leave the record as it is. Observers hear of nothing: a renewal does not change a record's
+    /// value. Returns `nil` when there is no valid record (a damaged one is not given a fresh
+    /// checksum), `false` when `header` declined, `true` when rewritten.
     ///
     /// One search: a cursor finds the record and replaces it in place, the new record made first
     /// (the bytes a read returns are LMDB's only until the next write).

@@ -22,7 +22,8 @@ struct MergePlan {
     /// - Parameters:
     ///   - forEachStored: walks the stored scope in key order.
     ///   - inScope: for a predicate scope, whether a stored record (not in `fresh`) matches; `nil` when it does not decode.
-    ///   - sameContent: whether a record of an older version or record format (its header) holds the same content as fresh entry `index`.
+    ///   - sameContent: whether a record of an older version or record format (its header) holds the
+    ///     same content as fresh entry `index`.
     init(
         fresh: FreshBytes, now: Int64, collection: String, keyKind: KeyKind, currentVersion: Int, hasPredicate: Bool,
         forEachStored: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> LMDB.IterationStep) throws -> Void,

@@ -126,14 +126,14 @@ enum DumpLine {
         into line: JSONWriter
     ) {
         if let (header, payload) = try? RecordHeader.parse(record), (try? CBORValue.validate(payload)) != nil,
-            !header.hasNumberedKeys || handle.payloadKeyNames[header.version] != nil
+            !header.hasNumberedKeys || handle.payloadKeyJSON[header.version] != nil
         {
             writeRecord(handle, key: key, record: record, intact: (header, payload), into: line)
             return
         }
         // A damaged one says what is wrong, with whatever could be read.
         writeStart(handle, key: key, into: line)
-        let view = RecordView(record, schema: handle.schema)
+        let view = RecordView(record, keys: handle.payloadKeys)
         if let header = view.header { writeHeader(header, into: line) }
         if let damage = view.damage {
             line.append(#","damage":"#)
@@ -159,7 +159,7 @@ enum DumpLine {
         let header = intact.header
         let names = header.hasNumberedKeys ? handle.payloadKeyJSON[header.version] : nil
         if !line.append(validatedCBOR: intact.payload, names: names),
-            let value = try? CBORValue(decoding: handle.schema.textKeyed(intact.payload, header: header))
+            let value = try? CBORValue(decoding: handle.payloadKeys.textKeyed(intact.payload, header: header))
         {
             line.append(cbor: value)
         }

@@ -33,7 +33,7 @@ struct Get: StoreCommand {
         let now = Store.systemClock()
         let shown: (json: JSON, text: [String], damaged: Bool)? = try opened.readLMDB { txn in
             try txn.withValue(forKey: key, in: handle.database) { bytes in
-                let view = RecordView(bytes, schema: handle.schema)
+                let view = RecordView(bytes, keys: handle.payloadKeys)
                 return (
                     view.json(collection: handle.shape, key: key, now: now, asCurrent: asCurrent),
                     describe(view, size: bytes.count, handle: handle, now: now), view.damage != nil

@@ -57,7 +57,7 @@ struct Put: StoreCommand {
         let record = header.record(
             with: try named.withUnsafeBytes { bytes in
                 do throws(RecordDamage) {
-                    return try schema.numbered(bytes, version: schema.currentVersion)
+                    return try handle.payloadKeys.numbered(bytes, version: schema.currentVersion)
                 } catch {
                     throw CLIError.usage("the value cannot be stored: \(error.reason)")
                 }

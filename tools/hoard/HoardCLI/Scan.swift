@@ -69,7 +69,7 @@ struct Scan: StoreCommand {
                 try checkInterrupt()
                 if let version, RecordHeader.peekVersion(bytes) != version { return .next }
                 if expired, !(RecordHeader.peekExpiry(bytes).map { $0 <= now } ?? false) { return .next }
-                let view = RecordView(bytes, schema: handle.schema)
+                let view = RecordView(bytes, keys: handle.payloadKeys)
                 if store.json {
                     say(view.json(collection: handle.shape, key: key, now: now, asCurrent: false).text)
                 } else {

@@ -96,21 +96,22 @@ struct CollectionShape {
     let schema: CollectionSchema
     /// How IDs are written (``Store/keyKind(of:)``).
     let keyKind: KeyKind
-    /// For each version, the names its payloads' numbers stand for (record format 3), found once:
-    /// a dump names millions of payloads' keys.
-    let payloadKeyNames: [Int: [String]]
-    /// The same names as JSON strings, for `dump`'s lines.
+    /// How each version's payloads number their keys (record format 3), found once: a dump or a
+    /// verify reads millions of payloads.
+    let payloadKeys: PayloadKeys
+    /// The names of each version's numbers as JSON strings, for `dump`'s lines.
     let payloadKeyJSON: [Int: [[UInt8]]]
 
     init(_ schema: CollectionSchema, keyKind: KeyKind? = nil) {
         name = schema.name
         self.schema = schema
         self.keyKind = keyKind ?? schema.keyKind ?? .custom
-        payloadKeyNames = Dictionary(
+        let payloadKeys = PayloadKeys(schema)
+        self.payloadKeys = payloadKeys
+        payloadKeyJSON = Dictionary(
             uniqueKeysWithValues: schema.versions.keys.compactMap { version in
-                schema.payloadKeyNames(version).map { (version, $0) }
+                payloadKeys.names(version).map { (version, JSONWriter.quotedNames($0)) }
             })
-        payloadKeyJSON = payloadKeyNames.mapValues(JSONWriter.quotedNames)
     }
 
     func describeKey(_ key: some Collection<UInt8>) -> String { keyKind.describe(key) }
@@ -134,6 +135,7 @@ struct CollectionHandle {
     var name: String { shape.name }
     var schema: CollectionSchema { shape.schema }
     var keyKind: KeyKind { shape.keyKind }
+    var payloadKeys: PayloadKeys { shape.payloadKeys }
     func describeKey(_ key: some Collection<UInt8>) -> String { shape.describeKey(key) }
     func key(_ text: String) throws -> [UInt8] { try shape.key(text) }
 }
@@ -185,13 +187,13 @@ struct RecordView {
     var damage: String?
     var payload: CBORValue?
 
-    /// Parses `bytes`, a record of the collection of `schema`; its payload keyed by key names,
-    /// whichever record format holds it. Damage is described, never thrown.
-    init(_ bytes: UnsafeRawBufferPointer, schema: CollectionSchema) {
+    /// Parses `bytes`, a record of the collection whose versions `keys` number; its payload keyed
+    /// by key names, whichever record format holds it. Damage is described, never thrown.
+    init(_ bytes: UnsafeRawBufferPointer, keys: PayloadKeys) {
         do throws(RecordDamage) {
             let (header, payload) = try RecordHeader.parse(bytes)
             self.header = header
-            let named = try schema.textKeyed(payload, header: header)
+            let named = try keys.textKeyed(payload, header: header)
             do {
                 self.payload = try CBORValue(decoding: named)
             } catch {

@@ -201,7 +201,7 @@ struct RecordCheck {
         }
         var seen = KeyNames.Seen()
         // How many numbers a payload of record format 3 may use; -1: keys are names (formats 1, 2).
-        let numbers = header.hasNumberedKeys ? shape.payloadKeyNames[header.version]?.count ?? 0 : -1
+        let numbers = header.hasNumberedKeys ? shape.payloadKeys.names(header.version)?.count ?? 0 : -1
         do {
             let major = try CBORValue.validate(payload) { (key: CBORTopLevelKey) in
                 switch key {

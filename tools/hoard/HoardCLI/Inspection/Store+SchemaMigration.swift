@@ -54,7 +54,8 @@ extension Store {
             let current = schema.versions[schema.currentVersion]
         else { return outcome }
         let keyKind = try self.keyKind(of: schema)
-        let types = try currentTypes(schema, database)
+        let keys = PayloadKeys(schema)
+        let types = try currentTypes(schema, keys, database)
         var resume: [UInt8]? = nil
         repeat {
             try beforeBatch()
@@ -76,7 +77,7 @@ extension Store {
                         outcome.left.append(.init(key: StoredKey(key, kind: keyKind), reason: reason))
                     }
                     guard let old = schema.versions[header.version],
-                        let value = try? CBORValue(decoding: schema.textKeyed(payload, header: header))
+                        let value = try? CBORValue(decoding: keys.textKeyed(payload, header: header))
                     else {
                         left("version \(header.version) is unknown to the registry or its payload is damaged")
                         return .next
@@ -92,7 +93,7 @@ extension Store {
                         version: schema.currentVersion, writtenAt: header.writtenAt, expiresAt: header.expiresAt)
                     guard
                         let numbered = try? renamed.encoded().withUnsafeBytes({ bytes throws(RecordDamage) in
-                            try schema.numbered(bytes, version: schema.currentVersion)
+                            try keys.numbered(bytes, version: schema.currentVersion)
                         })
                     else {
                         left("its renamed payload has keys the current version does not name")
@@ -173,14 +174,16 @@ extension Store {
     }
 
     /// The CBOR types current-version records hold, per property: the yardstick for type changes.
-    private func currentTypes(_ schema: CollectionSchema, _ database: Database) throws -> [String: Set<UInt8>] {
+    private func currentTypes(
+        _ schema: CollectionSchema, _ keys: PayloadKeys, _ database: Database
+    ) throws -> [String: Set<UInt8>] {
         guard let current = schema.versions[schema.currentVersion] else { return [:] }
         return try readLMDB { txn in
             var types: [String: Set<UInt8>] = [:]
             try txn.forEach(in: database) { _, record in
                 guard RecordHeader.peekVersion(record) == schema.currentVersion,
                     let (header, payload) = try? RecordHeader.parse(record),
-                    let value = try? CBORValue(decoding: schema.textKeyed(payload, header: header))
+                    let value = try? CBORValue(decoding: keys.textKeyed(payload, header: header))
                 else { return .next }
                 for (property, name) in current {
                     if let found = lookup(value, keyPath(name)) {
