@@ -96,7 +96,7 @@ struct BusNotice: Sendable, Equatable {
 
     /// The bytes of an even, non-empty number of lowercase hexadecimal digits. (Empty: a key array
     /// of one empty key and an empty array would read alike.)
-    private static func bytes(hex: some Collection<UInt8>) -> [UInt8]? {
+    static func bytes(hex: some Collection<UInt8>) -> [UInt8]? {
         guard !hex.isEmpty, hex.count % 2 == 0 else { return nil }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(hex.count / 2)

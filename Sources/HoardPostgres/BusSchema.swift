@@ -21,13 +21,19 @@ enum ChangeKind: Int16 {
 enum BusSchema {
     /// The newest version of the tables and functions this code knows; a database holding a newer
     /// one is refused. A database is brought up to ``baseVersion``; it becomes version 3 when the
-    /// first tag or clear is published, since a replica of version 2 would take a tag for a key.
-    static let version = 3
+    /// first tag or clear is published, since a replica of version 2 would take a tag for a key,
+    /// and version 4 when a replica that shares fills connects, since a replica of version 3
+    /// would put back a `hoard_publish` that leaves obsolete fills in place.
+    static let version = 4
+    /// The version that tags and clears need.
+    static let tagsVersion = 3
+    /// The version that shared fills need.
+    static let sharedFillsVersion = 4
     /// The version a migration brings a database to.
     static let baseVersion = 2
     /// The channel every notification goes to; the payload says which: `d|…` a change
     /// (``BusNotice``), `c` a change too large to carry (followed by the origin store's UUID,
-    /// when a store published it), `a` applied.
+    /// when a store published it), `a` applied, `w…` a wait for replicas, `f|…` a shared fill ended.
     static let channel = "hoard_bus"
     /// The advisory lock keys: one serializes appends, one migrations ('HOARDAPP', 'HOARDMIG' as numbers).
     static let appendLock: Int64 = 0x484F_4152_4441_5050
@@ -109,6 +115,27 @@ enum BusSchema {
         // so that a replica of version 2, which would take a tag for a key, then refuses the
         // database when it connects, while a fleet that uses no tags upgrades replica by replica.
         "ALTER TABLE hoard_changes ADD COLUMN IF NOT EXISTS kind smallint NOT NULL DEFAULT 0",
+        // Version 4: the shared fills (SharedFills.swift), made by every migration, as `hoard_publish`
+        // deletes from them. UNLOGGED: a fill is a cache entry, which a crash of PostgreSQL may lose
+        // (the table is then empty, and the replicas fetch again) but no change can leave behind;
+        // and no fill costs a write of the WAL. `record` is NULL while a replica holds the lease
+        // (`lease_token`, until `lease_until`) and fetches; `began_at` is the log's head when the
+        // lease was taken.
+        """
+        CREATE UNLOGGED TABLE IF NOT EXISTS hoard_fills (
+            collection text NOT NULL,
+            key bytea NOT NULL,
+            record bytea,
+            tags bytea[] NOT NULL DEFAULT '{}',
+            expires_at timestamptz,
+            began_at bigint NOT NULL,
+            lease_token bigint,
+            lease_until timestamptz,
+            filled_at timestamptz,
+            PRIMARY KEY (collection, key))
+        """,
+        "CREATE INDEX IF NOT EXISTS hoard_fills_filled_at ON hoard_fills (filled_at)",
+        "CREATE SEQUENCE IF NOT EXISTS hoard_fill_tokens",
         // The notification carries the change (BusNotice), with the number of the append before
         // it, so that a replica whose position is that number applies it without reading the log.
         // Still version 2: the tables and what the function does to them are the same, and a
@@ -129,12 +156,22 @@ enum BusSchema {
         BEGIN
             PERFORM pg_advisory_xact_lock(\(appendLock));
             IF p_kind <> 0 THEN
-                UPDATE hoard_bus SET schema_version = \(version) WHERE schema_version < \(version);
+                UPDATE hoard_bus SET schema_version = \(tagsVersion) WHERE schema_version < \(tagsVersion);
             END IF;
             SELECT CASE WHEN is_called THEN last_value ELSE 0 END INTO previous FROM hoard_change_ids;
             new_id := nextval('hoard_change_ids');
             INSERT INTO hoard_changes (id, origin, collection, keys, kind)
                 VALUES (new_id, p_origin, p_collection, p_keys, p_kind);
+            -- The shared fills the change makes obsolete go with it, and so do the leases of fetches
+            -- it may have overtaken (any lease, for a tag: a fetch's tags are not known before it
+            -- ends), so that no fill begun before this change is stored after it.
+            IF p_kind = 0 THEN
+                DELETE FROM hoard_fills WHERE collection = p_collection AND key = ANY(p_keys);
+            ELSIF p_kind = 1 THEN
+                DELETE FROM hoard_fills WHERE collection = p_collection AND (record IS NULL OR tags && p_keys);
+            ELSE
+                DELETE FROM hoard_fills WHERE collection = p_collection;
+            END IF;
             -- Only keys travel in a notification: a replica reads tags and clears from the log.
             IF p_kind = 0 AND array_position(p_keys, NULL) IS NULL THEN
                 payload := concat_ws('|', 'd', coalesce((SELECT log_id::text FROM hoard_bus LIMIT 1), ''),
@@ -198,11 +235,71 @@ enum BusSchema {
             RETURN NULL;
         END $$
         """,
+        // A shared fill's first step (SharedFills.swift): for each key, the record held (one not
+        // expired), or the lease, taken when nobody holds it or its holder's ran out (with the
+        // milliseconds left of another's). Under the append lock, shared: a lease is either taken
+        // before a publication, whose deletion then voids it, or after its commit, so that the
+        // fetch it begins sees the change. The outer query reads the table as it was before the
+        // insertion: a key neither held nor leased there (a row another replica inserted
+        // meanwhile) has neither, and is asked for again.
+        """
+        CREATE OR REPLACE FUNCTION hoard_fill_begin(p_collection text, p_keys bytea[], p_lease_ms bigint)
+        RETURNS TABLE (
+            o_key bytea, o_record bytea, o_tags bytea[], o_expires_ms bigint, o_token bigint, o_wait_ms bigint)
+        LANGUAGE sql AS $$
+            SELECT pg_advisory_xact_lock_shared(\(appendLock));
+            WITH wanted AS (SELECT DISTINCT k FROM unnest(p_keys) AS k),
+            head AS (SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS position FROM hoard_change_ids),
+            taken AS (
+                INSERT INTO hoard_fills AS f (collection, key, began_at, lease_token, lease_until)
+                SELECT p_collection, w.k, head.position, nextval('hoard_fill_tokens'),
+                    now() + p_lease_ms * interval '1 millisecond'
+                FROM wanted w CROSS JOIN head
+                ON CONFLICT (collection, key) DO UPDATE SET
+                    record = NULL, tags = '{}', expires_at = NULL, filled_at = NULL, began_at = EXCLUDED.began_at,
+                    lease_token = EXCLUDED.lease_token, lease_until = EXCLUDED.lease_until
+                WHERE (f.record IS NOT NULL AND f.expires_at <= now()) OR (f.record IS NULL AND f.lease_until <= now())
+                RETURNING f.key, f.lease_token)
+            SELECT w.k,
+                CASE WHEN t.key IS NULL THEN f.record END,
+                CASE WHEN t.key IS NULL THEN f.tags END,
+                CASE WHEN t.key IS NULL AND f.record IS NOT NULL
+                    THEN (extract(epoch FROM f.expires_at) * 1000)::bigint END,
+                t.lease_token,
+                CASE WHEN t.key IS NULL AND f.record IS NULL
+                    THEN greatest(ceil(extract(epoch FROM f.lease_until - now()) * 1000), 0)::bigint END
+            FROM wanted w LEFT JOIN taken t ON t.key = w.k
+                LEFT JOIN hoard_fills f ON f.collection = p_collection AND f.key = w.k
+        $$
+        """,
+        // Its last step: the fetched record stored under the lease (or, without a record, the
+        // lease given up), unless a change voided the lease or another replica took it over
+        // (`false`); the waiters are told either way (`f|KEY|COLLECTION`).
+        """
+        CREATE OR REPLACE FUNCTION hoard_fill_end(
+            p_collection text, p_key bytea, p_token bigint, p_record bytea, p_tags bytea[], p_expires_ms bigint)
+        RETURNS boolean LANGUAGE sql AS $$
+            SELECT pg_notify('\(channel)', 'f|' || encode(p_key, 'hex') || '|' || p_collection);
+            WITH ended AS (
+                UPDATE hoard_fills SET record = p_record, tags = coalesce(p_tags, '{}'),
+                    expires_at = to_timestamp(p_expires_ms / 1000.0), lease_token = NULL, lease_until = NULL,
+                    filled_at = now()
+                WHERE collection = p_collection AND key = p_key AND lease_token = p_token AND p_record IS NOT NULL
+                RETURNING 1),
+            released AS (
+                DELETE FROM hoard_fills
+                WHERE collection = p_collection AND key = p_key AND lease_token = p_token AND p_record IS NULL
+                RETURNING 1)
+            SELECT EXISTS (SELECT 1 FROM ended) OR EXISTS (SELECT 1 FROM released)
+        $$
+        """,
     ]
 
     /// Creates the tables and functions, or checks them, in one transaction that concurrent
     /// migrations (replicas starting together) take one at a time.
-    static func migrate(_ client: PostgresClient, logger: Logger) async throws {
+    /// With `sharingFills`, the database becomes version 4 (``sharedFillsVersion``) in the same
+    /// transaction that made this version's `hoard_publish`.
+    static func migrate(_ client: PostgresClient, sharingFills: Bool = false, logger: Logger) async throws {
         try await client.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
             // The table first, to read a version before changing anything else.
@@ -223,6 +320,13 @@ enum BusSchema {
                 try await connection.query(
                     "UPDATE hoard_bus SET schema_version = \(baseVersion) WHERE schema_version < \(baseVersion)",
                     logger: logger)
+            }
+            if sharingFills {
+                try await connection.query(
+                    """
+                    UPDATE hoard_bus SET schema_version = \(sharedFillsVersion)
+                    WHERE schema_version < \(sharedFillsVersion)
+                    """, logger: logger)
             }
         }
     }

@@ -35,7 +35,8 @@ extension PostgresBus {
                         // Bounded: a cancellation while these wait for a second connection must
                         // still let this closure end and give its connection back to the pool.
                         try await withTimeout(self.configuration.operationTimeout, "migrating", in: self.outstanding) {
-                            try await BusSchema.migrate(self.client, logger: self.logger)
+                            try await BusSchema.migrate(
+                                self.client, sharingFills: self.configuration.sharedFills != nil, logger: self.logger)
                             try await self.register()
                         }
                         self.connectionChanged(up: true, reconnect: everConnected)
@@ -57,6 +58,8 @@ extension PostgresBus {
                                     self.appliedSignal.signal()
                                 } else if payload.hasPrefix("w"), let milliseconds = Int64(payload.dropFirst()) {
                                     self.awaited(for: .milliseconds(milliseconds))
+                                } else if payload.hasPrefix("f|") {
+                                    self.fillEnded(payload)
                                 } else if let notice = BusNotice(payload: payload) {
                                     self.inbox.add(notice)
                                     if notice.change.origin != identity { self.changesSignal.signal() }

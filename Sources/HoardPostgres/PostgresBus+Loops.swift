@@ -104,7 +104,10 @@ extension PostgresBus {
                 let trimming = beats % 15 == 1
                 try await bounded("the heartbeat") {
                     try await self.measureLag()
-                    if trimming { try await self.trim() }
+                    if trimming {
+                        try await self.trim()
+                        try await self.purgeFills()
+                    }
                 }
             } catch {
                 logger.debug("PostgresBus: heartbeat failed", metadata: ["error": "\(String(reflecting: error))"])

@@ -59,6 +59,9 @@ public final class PostgresBus: Service, ChangeBus, Sendable {
         /// How long one step with PostgreSQL (a catch-up, a publication, a heartbeat, a wait for
         /// replicas) may take before the bus gives up on it and tries again.
         public var operationTimeout: Duration
+        /// The collections whose read-through fetches the replicas share, and how
+        /// (``SharedFills``); `nil`, the default, for none.
+        public var sharedFills: SharedFills?
 
         /// A configuration; each parameter is the property of the same name.
         public init(
@@ -67,7 +70,7 @@ public final class PostgresBus: Service, ChangeBus, Sendable {
             lease: Duration = .seconds(10), leaseMargin: Duration = .milliseconds(250),
             retention: Duration = .seconds(7 * 86_400),
             backoff: (first: Duration, longest: Duration) = (.milliseconds(50), .seconds(1)), batchSize: Int = 5_000,
-            operationTimeout: Duration = .seconds(10)
+            operationTimeout: Duration = .seconds(10), sharedFills: SharedFills? = nil
         ) {
             self.postgres = postgres
             self.name = name
@@ -79,6 +82,7 @@ public final class PostgresBus: Service, ChangeBus, Sendable {
             self.backoff = backoff
             self.batchSize = batchSize
             self.operationTimeout = operationTimeout
+            self.sharedFills = sharedFills
         }
     }
 
@@ -111,6 +115,9 @@ public final class PostgresBus: Service, ChangeBus, Sendable {
     let publishing: SerialQueue
     /// Wakes the lease's watch: its deadline moved (PostgresBus+Lease.swift).
     let leaseSignal = Wakeup()
+    /// The fetches waiting for another replica's shared fill (SharedFills.swift).
+    let fillWaits = FillWaits()
+    let fillCounters: FillCounters
 
     /// A bus between `store` and the PostgreSQL of `configuration`. Nothing connects before ``run()``.
     public init(
@@ -124,6 +131,7 @@ public final class PostgresBus: Service, ChangeBus, Sendable {
         store.replication.requireLease()
         publishing = SerialQueue(outstanding: outstanding)
         metrics = BusMetrics(factory: metricsFactory ?? MetricsSystem.factory)
+        fillCounters = FillCounters(factory: metricsFactory ?? MetricsSystem.factory)
         // The bus's statements are small; compiling them (PostgreSQL's JIT, which a planner's guess
         // on unanalyzed tables can trigger) cost 5 to 10 ms each when measured. Off for its
         // sessions, unless the configuration says otherwise.
@@ -199,6 +207,10 @@ public final class PostgresBus: Service, ChangeBus, Sendable {
         // back to the pool, which may hand it to the leaving query, and a query on a connection
         // that is closing was seen to wait forever.
         let listening = Task { await self.keepListening() }
+        // Read-through shares the fills of these collections while the bus runs (which also keeps
+        // the store from holding on to the bus once it stops).
+        let sharing = configuration.sharedFills.map { store.replication.shareFills(of: $0.collections, through: self) }
+        defer { sharing.map(store.replication.stopSharingFills) }
         await withTaskGroup(of: Void.self) { loops in
             loops.addTask { await self.keepApplying() }
             loops.addTask { await self.keepReporting() }
@@ -245,7 +257,7 @@ public final class PostgresBus: Service, ChangeBus, Sendable {
     /// - Throws: ``PostgresBusError/newerSchema(found:supported:)`` for tables of a newer version
     ///   (nothing is changed); postgres-nio's `PSQLError` when PostgreSQL refuses.
     public func migrate() async throws {
-        try await BusSchema.migrate(client, logger: logger)
+        try await BusSchema.migrate(client, sharingFills: configuration.sharedFills != nil, logger: logger)
     }
 
     /// Publishes what the store's outbox holds now and returns the log's sequence number after it:

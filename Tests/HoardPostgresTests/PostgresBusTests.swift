@@ -119,7 +119,7 @@ final class Replica: Sendable {
     init(
         database: String, directory: String? = nil, port: Int? = nil, user: String? = nil,
         lease: Duration = .seconds(30), heartbeat: Duration = .milliseconds(200),
-        operationTimeout: Duration = .seconds(10)
+        operationTimeout: Duration = .seconds(10), sharedFills: PostgresBus.SharedFills? = nil
     ) throws {
         let directory =
             directory
@@ -134,6 +134,7 @@ final class Replica: Sendable {
             heartbeat: heartbeat, lease: lease, backoff: (.milliseconds(20), .milliseconds(200)),
             operationTimeout: operationTimeout)
         configuration.replicaName = directory
+        configuration.sharedFills = sharedFills
         let bus = PostgresBus(store: store, configuration: configuration, logger: TestServer.logger)
         self.bus = bus
         task = Task { try await bus.run() }

@@ -322,7 +322,7 @@ extension HoardCollection where Model: Sendable, Model.ID: Sendable {
                 span?.attributes[SpanKey.batchSize] = ids.count
                 do {
                     flights.markCalling(group)
-                    let fetched = try await fetch(ids)
+                    let fetched = try await fetchSharing(ids, fetch)
                     flights.markAnswered(group)
                     noteFetch(of: keys, failed: false, ticket: ticket)
                     var byKey: [[UInt8]: Model] = [:]

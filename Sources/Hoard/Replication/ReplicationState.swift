@@ -72,6 +72,8 @@ final class ReplicationState: Sendable {
     let resets = Atomic<Int>(0)
     /// The lease a bus holds the store to, if any (Lease.swift).
     let lease = LeaseState()
+    /// The tier read-through shares its fills through, if any (SharedFills.swift).
+    let sharedFills = SharedFillsState()
 }
 
 /// A wake-up for one waiter: ``notify()`` before ``wait()`` makes it return at once; many

@@ -37,12 +37,14 @@ enum SpanKey {
     static let namespace = "db.namespace"
     static let errorType = "error.type"
     /// What became of the operation: `fetched`, `joined`, `absent`, `stale`, `timed out`, `stored`,
-    /// `not modified`, `failed`, `committed`.
+    /// `not modified`, `failed`, `committed`; for a shared fill `shared`, `waited`, `fetched`.
     static let outcome = "hoard.outcome"
     /// The tag an invalidation removed the records of.
     static let tag = "hoard.tag"
     /// How many records an invalidation removed.
     static let removed = "hoard.removed"
+    /// How many records a shared fill tier supplied.
+    static let sharedRecords = "hoard.shared.records"
 }
 
 extension SpanDestination {
