@@ -134,6 +134,15 @@ let package = Package(
             path: "Sources/ReplicaBench"
         ),
         .executableTarget(
+            name: "shared-fill-bench",
+            dependencies: [
+                "BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard"),
+                .product(name: "HoardPostgres", package: "Hoard"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Sources/SharedFillBench"
+        ),
+        .executableTarget(
             name: "observation-bench",
             dependencies: ["BenchSupport", "BenchModels", .product(name: "Hoard", package: "Hoard")],
             path: "Sources/ObservationBench"
