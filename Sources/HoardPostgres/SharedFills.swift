@@ -75,6 +75,12 @@ extension PostgresBus: SharedFillTier {
         var waitMilliseconds: Int64?
     }
 
+    /// The records of `keys` in `collection`: from `hoard_fills` when a row is still valid, else
+    /// after another replica's fetch under its lease, else fetched through `upstream` under a lease
+    /// of this replica's and shared unless a change voided the lease meanwhile.
+    ///
+    /// - Throws: what `upstream` throws, and `CancellationError`; PostgreSQL's errors never reach
+    ///   the caller (the keys are then fetched through `upstream`).
     public func fill<Fetched: Sendable>(
         collection: String, keys: [[UInt8]],
         upstream: @escaping @Sendable ([[UInt8]]) async throws -> (fetched: Fetched, records: [[UInt8]: SharedRecord])
