@@ -82,6 +82,30 @@ final class MemoryTier: SharedFillTier {
         }
     }
 
+    /// An invalidation written but not yet committed counts as unannounced already: a fetch that
+    /// begins in between takes its ticket after the race guard's note, so the bypass alone keeps
+    /// the tier's record, which the invalidation made obsolete, out of the store.
+    @Test func anInvalidationNotYetCommittedBypassesTheTier() async throws {
+        try await withTemporaryStore { store in
+            let notes = try store.collection(Note.self)
+            let (key, name) = (Int64(1).keyBytes, notes.name)
+            let seen = Mutex<Bool?>(nil)
+            try await store.submit { txn in
+                try notes.invalidate([key], in: txn)
+                // Checked from another thread while this transaction is still open.
+                let checked = DispatchSemaphore(value: 0)
+                Thread {
+                    seen.withLock { $0 = try? store.replication.hasUnannounced(collection: name, key: key) }
+                    checked.signal()
+                }.start()
+                checked.wait()
+            }
+            #expect(seen.withLock { $0 } == true, "pending before its transaction commits")
+            #expect(try store.replication.hasUnannounced(collection: name, key: key), "and after")
+            #expect(try !store.replication.hasUnannounced(collection: name, key: Int64(2).keyBytes))
+        }
+    }
+
     /// A shared record that does not decode here (damaged, or another key's) is fetched instead.
     @Test func aSharedRecordThatDoesNotDecodeIsFetched() async throws {
         let tier = MemoryTier()

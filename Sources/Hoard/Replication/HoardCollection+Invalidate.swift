@@ -80,21 +80,23 @@ extension HoardCollection {
 
     func invalidate(_ keys: [[UInt8]], in txn: borrowing LMDB.WriteTransaction) throws {
         var result = ApplyResult()
-        try invalidations.invalidate(keys, in: txn, result: &result)
+        // Announced first: a fetch that the race guard lets store what it fetched after this
+        // invalidation (one that begins after its note) must find the announcement pending.
         try announce(keys, in: txn)
+        try invalidations.invalidate(keys, in: txn, result: &result)
     }
 
     func invalidate(tag: [UInt8], in txn: borrowing LMDB.WriteTransaction) throws -> Int {
         var result = ApplyResult()
-        try invalidations.invalidate(tag: tag, in: txn, result: &result)
         try announce(.tag(tag), in: txn)
+        try invalidations.invalidate(tag: tag, in: txn, result: &result)
         return result.removed
     }
 
     func invalidateAll(in txn: borrowing LMDB.WriteTransaction) throws -> Int {
         var result = ApplyResult()
-        try invalidations.invalidateAll(in: txn, result: &result)
         try announce(.all, in: txn)
+        try invalidations.invalidateAll(in: txn, result: &result)
         return result.removed
     }
 
@@ -103,7 +105,9 @@ extension HoardCollection {
     func announce(_ keys: [[UInt8]], in txn: borrowing LMDB.WriteTransaction) throws {
         guard let outbox = store.outbox else { return }
         let stamp = Self.outboxStamp(txn)
-        for key in keys { try txn.put(stamp, forKey: OutboxKey.make(collection: name, key: key), in: outbox) }
+        let entries = keys.map { OutboxKey.make(collection: name, key: $0) }
+        for entry in entries { try txn.put(stamp, forKey: entry, in: outbox) }
+        store.replicationState.announcing(entries, in: txn.id)
         store.replicationState.invalidations.noteRemoved(collection: name, keys: keys)
         notifyAnnounced(keys.count, in: txn)
     }
@@ -111,7 +115,9 @@ extension HoardCollection {
     /// Records in `txn` that a tag, or the whole collection, must be announced to the other replicas.
     func announce(_ announced: Announced, in txn: borrowing LMDB.WriteTransaction) throws {
         guard let outbox = store.outbox else { return }
-        try txn.put(Self.outboxStamp(txn), forKey: OutboxKey.make(collection: name, announced), in: outbox)
+        let entry = OutboxKey.make(collection: name, announced)
+        try txn.put(Self.outboxStamp(txn), forKey: entry, in: outbox)
+        store.replicationState.announcing([entry], in: txn.id)
         notifyAnnounced(1, in: txn)
     }
 

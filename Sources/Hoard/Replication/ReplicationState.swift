@@ -66,6 +66,12 @@ final class ReplicationState: Sendable {
     let outboxSignal = Signal()
     /// Outbox entries published and waiting for the commit that removes them: outbox key -> stamp.
     let acknowledged = Mutex<[[UInt8]: [UInt8]]>([:])
+    /// The outbox entries the latest write transaction that announced anything wrote (with its
+    /// LMDB ID), from the moment it wrote them: a read transaction sees them only once it
+    /// commits, and a fetch that begins in between must still find them pending
+    /// (``Replication/hasUnannounced(collection:key:)``). One transaction's are enough: LMDB
+    /// runs one write transaction at a time, so an older one has committed (or was undone).
+    let announcingNow = Mutex<(transaction: Int, entries: Set<[UInt8]>)>((0, []))
     /// Invalidations that fetches under way must not overwrite.
     let invalidations = InvalidationGuard()
     let discardedFills = Atomic<Int>(0)
@@ -74,6 +80,14 @@ final class ReplicationState: Sendable {
     let lease = LeaseState()
     /// The tier read-through shares its fills through, if any (SharedFills.swift).
     let sharedFills = SharedFillsState()
+
+    /// Notes outbox `entries` written by write transaction `transaction` (``announcingNow``).
+    func announcing(_ entries: [[UInt8]], in transaction: Int) {
+        announcingNow.withLock { now in
+            if now.transaction != transaction { now = (transaction, []) }
+            now.entries.formUnion(entries)
+        }
+    }
 }
 
 /// A wake-up for one waiter: ``notify()`` before ``wait()`` makes it return at once; many

@@ -106,24 +106,32 @@ extension Replication {
 
     /// Whether `collection` has changes of its own that the outbox still holds for `key`: the
     /// key, a tag, or the whole collection, not yet announced (so a shared tier has not heard of
-    /// them, and may hold what they made obsolete).
+    /// them, and may hold what they made obsolete), counted from the moment the invalidation
+    /// wrote them, before its transaction commits (``ReplicationState/announcingNow``).
     func hasUnannounced(collection: String, key: [UInt8]) throws -> Bool {
         guard let outbox = store.outbox else { return false }
         let acknowledged = store.replicationState.acknowledged.withLock { $0 }
         func pending(_ entry: [UInt8], _ stamp: some Collection<UInt8>) -> Bool {
             acknowledged[entry].map { !$0.elementsEqual(stamp) } ?? true
         }
+        let exact = [OutboxKey.make(collection: collection, key: key), OutboxKey.make(collection: collection, .all)]
+        // Any tag of the collection: the tier's record may carry it.
+        var tags = OutboxKey.make(collection: collection, key: [])
+        tags[0] |= OutboxKey.tagFlag
+        // Read before the snapshot: a transaction that wrote these entries and had not committed
+        // when the snapshot began is still the latest to announce (LMDB's write lock).
+        let announcing = store.replicationState.announcingNow.withLock { $0 }
         return try store.readLMDB { txn in
-            for entry in [
-                OutboxKey.make(collection: collection, key: key), OutboxKey.make(collection: collection, .all),
-            ] {
+            if announcing.transaction > txn.id,
+                announcing.entries.contains(where: { entry in exact.contains(entry) || entry.starts(with: tags) })
+            {
+                return true
+            }
+            for entry in exact {
                 if let stamp = try txn.value(forKey: entry, in: outbox), pending(entry, stamp) {
                     return true
                 }
             }
-            // Any tag of the collection: the tier's record may carry it.
-            var tags = OutboxKey.make(collection: collection, key: [])
-            tags[0] |= OutboxKey.tagFlag
             var found = false
             try txn.forEach(in: outbox, range: .prefix(tags)) { entry, stamp in
                 if pending(Array(entry), stamp) {
