@@ -6,6 +6,9 @@
 #   immediate  PostgreSQL restarted -m immediate (a crash, for PostgreSQL)
 #   down       PostgreSQL stopped for 30 s, then started
 #   sigkill    one replica killed with SIGKILL, then restarted on its store
+#   holder     with --shared-fills: one replica killed with SIGKILL while it fetches a user under
+#              its fill lease (the upstream holds that fetch), then the others read the user: each
+#              must answer within the fill lease and 2 s, after one more call of the upstream for it
 # Each kind is drawn at least five times (a shuffled deck of five of each, then at random until
 # the time is up), with 5 to 15 s between faults. Every replica reaches PostgreSQL through a proxy
 # of its own (tools/scripts/tcp-proxy.py) that the partitions cut.
@@ -17,16 +20,24 @@
 # does not answer (killed, paused: refused, reset, or no answer within a second) is asked of
 # another, as a load balancer would, and counted as rerouted, not failed; a read that no replica
 # answers fails. At the end, once every replica has caught up, `verify` compares every user
-# written on every replica with the upstream (an older version is a lost invalidation).
+# written on every replica with the upstream (an older version is a lost invalidation). A failed
+# run keeps the replicas' logs, the load's output and, for the first five users read stale, what
+# PostgreSQL and the replicas held for the user when the read was seen (stale.txt).
 # Release build with the Replicas trait; lease 3 s, heartbeat 0.5 s.
-# Usage: scripts/lease-faults.sh [MINUTES] [READS_PER_SECOND]   (defaults 10, 3000)
+# With --shared-fills the replicas share the users' fetches (a fill lease of 500 ms).
+# Usage: scripts/lease-faults.sh [MINUTES] [READS_PER_SECOND] [--shared-fills]   (defaults 10, 3000)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need curl curl
 minutes="${1:-10}"
 reads="${2:-3000}"
+sharing="${3:-}"
+[ -z "$sharing" ] || [ "$sharing" = --shared-fills ] || { echo "usage: $0 [MINUTES] [READS_PER_SECOND] [--shared-fills]" >&2; exit 2; }
 lease_ms=3000
 heartbeat_ms=500
+fill_lease_ms=500
+replica_extra=()
+[ -n "$sharing" ] && replica_extra=(--shared-fills-lease-ms "$fill_lease_ms")
 
 build_example release --traits Replicas
 source "$repo_dir/tools/scripts/postgres.sh"
@@ -44,7 +55,7 @@ cleanup() {
         kept="${TMPDIR:-/tmp}/lease-faults-$(date +%Y%m%dT%H%M%S)"
         mkdir -p "$kept"
         for n in 1 2 3; do cp "$work/r$n/service.log" "$kept/r$n.log" 2>/dev/null || true; done
-        cp "$work/load.out" "$kept/" 2>/dev/null || true
+        cp "$work/load.out" "$work/stale.txt" "$kept/" 2>/dev/null || true
         echo "lease-faults: the replicas' logs and the load's output are kept in $kept" >&2
     fi
     rm -rf "$work"
@@ -77,7 +88,7 @@ start_replica() {  # start_replica N
         --ttl 86400 --sync-interval 86400 --log-level warning \
         --postgres-port "$(cat "$work/p$1.port")" --postgres-user "$HOARD_PG_USER" \
         --postgres-database "$HOARD_PG_DATABASE" --replica-name "r$1" --lease-ms "$lease_ms" \
-        --heartbeat-ms "$heartbeat_ms" >>"$work/r$1/service.log" 2>&1 &
+        --heartbeat-ms "$heartbeat_ms" "${replica_extra[@]}" >>"$work/r$1/service.log" 2>&1 &
     pids[$1]=$!
     for _ in $(seq 600); do
         curl -s -o /dev/null "http://127.0.0.1:${ports[$1]}/replication" && return 0
@@ -106,9 +117,37 @@ load run "${endpoints[@]}" --seconds "$load_seconds" --reads-per-second "$reads"
     --writes-per-second 50 --wait-ms 10000 --read-timeout-ms 1000 --reroute >"$work/load.out" 2>&1 &
 load_pid=$!
 began=$(date +%s)
+# Each stale read the load names (it says so at once, on its standard error), with what
+# PostgreSQL and every replica hold for the user at that moment: kept with a failed run's logs.
+psql_rows() { "$HOARD_PG_BIN/psql" -h "$HOARD_PG_HOST" -p "$HOARD_PG_PORT" -U "$HOARD_PG_USER" -d "$HOARD_PG_DATABASE" -Aq -c "$1" 2>&1 || true; }
+watch_stale_reads() {
+    local seen=" " id port version floor at n
+    while kill -0 "$load_pid" 2>/dev/null; do
+        sleep 0.2
+        while read -r _ id port version floor at; do
+            [[ $seen == *" $id "* ]] && continue
+            seen+="$id "
+            {
+                echo "user $id on :$port: version $version below $floor, asked at $at UTC; looked at $(date -u +%T.%N)"
+                psql_rows "SELECT began_at, lease_token, lease_until, filled_at, expires_at, encode(record, 'hex') AS record FROM hoard_fills WHERE key = hoard_key_int($id)"
+                psql_rows "SELECT id, origin, kind, created_at FROM hoard_changes WHERE hoard_key_int($id) = ANY(keys) OR kind <> 0 ORDER BY id"
+                psql_rows "SELECT name, store_id, applied, lease_until, now() FROM hoard_replicas"
+                for n in 1 2 3; do
+                    echo "r$n :${ports[$n]} $(curl -s --max-time 2 "http://127.0.0.1:${ports[$n]}/users/$id") $(curl -s --max-time 2 "http://127.0.0.1:${ports[$n]}/replication")"
+                done
+                echo "upstream $(curl -s --max-time 2 "http://127.0.0.1:$upstream_port/users/$id")"
+            } >>"$work/stale.txt"
+        done < <(grep '^STALE ' "$work/load.out" | head -n 5)
+    done
+}
+watch_stale_reads &
 echo "lease-faults: PostgreSQL :$HOARD_PG_PORT, upstream :$upstream_port, replicas $(all_ports) (lease ${lease_ms} ms, heartbeat ${heartbeat_ms} ms); $reads reads/s and 50 writes/s on 1,000 users for ${load_seconds} s"
 
 kinds=(partition pause immediate down sigkill)
+[ -n "$sharing" ] && kinds+=(holder)
+psql_count() { "$HOARD_PG_BIN/psql" -h "$HOARD_PG_HOST" -p "$HOARD_PG_PORT" -U "$HOARD_PG_USER" -d "$HOARD_PG_DATABASE" -tAq -c "$1" 2>/dev/null || echo 0; }
+holders=0
+holder_worst_ms=0
 mapfile -t deck < <(for kind in "${kinds[@]}"; do for _ in 1 2 3 4 5; do echo "$kind"; done; done | shuf)
 declare -A drawn=()
 drawn_total=0
@@ -158,6 +197,38 @@ while true; do
         start_replica "$n"
         echo "  ${at} sigkill: r$n killed, listening again after $(($(now_ms) - start)) ms"
         ;;
+    holder)
+        # A user the load does not read: only these requests fetch it.
+        holders=$((holders + 1))
+        id=$((200000 - holders))
+        curl -s -o /dev/null -X PUT --data "$id 60000" "http://127.0.0.1:$upstream_port/admin/hold"
+        curl -s -o /dev/null --max-time 70 "http://127.0.0.1:${ports[$n]}/users/$id" &
+        leased=
+        for _ in $(seq 250); do
+            [ "$(psql_count "SELECT count(*) FROM hoard_fills WHERE key = hoard_key_int($id) AND lease_token IS NOT NULL")" = 1 ] && { leased=1; break; }
+            sleep 0.02
+        done
+        [ -n "$leased" ] || { echo "error: r$n took no fill lease for user $id within 5 s" >&2; exit 1; }
+        kill -KILL "${pids[$n]}"
+        wait "${pids[$n]}" 2>/dev/null || true
+        start=$(now_ms)
+        # Both at once: one takes the lease over once it runs out, the other waits for its fill.
+        codes=$(
+            for m in 1 2 3; do
+                [ "$m" = "$n" ] || curl -s -o /dev/null -w '%{http_code} ' --max-time 10 "http://127.0.0.1:${ports[$m]}/users/$id" &
+            done
+            wait
+        )
+        took=$(($(now_ms) - start))
+        [ "$took" -gt "$holder_worst_ms" ] && holder_worst_ms=$took
+        [ "$codes" = "200 200 " ] || { echo "error: the waiters of r$n's lease answered '$codes'" >&2; exit 1; }
+        [ "$took" -le $((fill_lease_ms + 2000)) ] || { echo "error: the waiters of r$n's lease took $took ms" >&2; exit 1; }
+        # The killed fetch, then the one that took its lease over: the other waiter took its fill.
+        calls=$(curl -s "http://127.0.0.1:$upstream_port/admin/calls?id=$id" | tr -d '\n')
+        [ "$calls" = 2 ] || { echo "error: user $id was fetched $calls times, not 2" >&2; exit 1; }
+        start_replica "$n"
+        echo "  ${at} holder: r$n killed fetching user $id under its fill lease; the others answered in $took ms"
+        ;;
     esac
     pg_running
     drawn[$kind]=$((${drawn[$kind]:-0} + 1))
@@ -171,7 +242,12 @@ load_pid=
 summary="faults over ${faults_seconds} s:"
 for kind in "${kinds[@]}"; do summary+=" $kind ${drawn[$kind]:-0}"; done
 echo "$summary"
-echo "load: $(cat "$work/load.out")"
+echo "load: $(grep -v '^STALE ' "$work/load.out")"
+echo "upstream: $(curl -s "http://127.0.0.1:$upstream_port/admin/calls" | tr -d '\n') calls of GET /users/:id"
+if [ -n "$sharing" ]; then
+    echo "holder faults: the waiters answered within $holder_worst_ms ms at worst (fill lease $fill_lease_ms ms)"
+    for n in 1 2 3; do echo "r$n: $(curl -s "http://127.0.0.1:${ports[$n]}/replication")"; done
+fi
 
 # Every replica caught up: a write on each with a wait until all applied it, then every user
 # written, on every replica, against the upstream.

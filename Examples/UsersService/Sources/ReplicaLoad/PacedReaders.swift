@@ -170,6 +170,9 @@ struct PacedReaders: Sendable {
                     if user.version < asked.floor {
                         let began = Date(timeIntervalSinceNow: -latency.seconds).ISO8601Format(
                             .iso8601.time(includingFractionalSeconds: true))
+                        // At once too, for the fault script to look at PostgreSQL while it is so.
+                        FileHandle.standardError.write(
+                            Data("STALE \(asked.id) \(asked.port) \(user.version) \(asked.floor) \(began)\n".utf8))
                         seen.addStale(
                             latency,
                             "user \(asked.id) on :\(asked.port), version \(user.version) below \(asked.floor), "

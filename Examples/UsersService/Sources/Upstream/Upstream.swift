@@ -18,6 +18,10 @@ import UsersModel
 ///
 /// Writes: `PUT /users/:id` makes a new version of the user (its `version` counts them) and answers
 /// it; `POST /users/versions` with IDs separated by commas as the body does so for each of them.
+///
+/// For fault runs: `PUT /admin/hold` with `ID MILLISECONDS` as the body makes the next
+/// `GET /users/ID` wait that much longer (a fetch to kill its caller in); `GET /admin/calls` counts
+/// the `GET /users/:id` requests that arrived (`?id=ID`: those of one user).
 @main
 struct Upstream: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "The users API that the example service caches.")
@@ -48,8 +52,10 @@ struct Upstream: AsyncParsableCommand {
         let router = Router()
         let maxAge = maxAge
         router.get("users/:id") { request, context -> Response in
-            try await state.answer()
             let id = try context.parameters.require("id", as: Int64.self)
+            state.calls.withLock { $0[id, default: 0] += 1 }
+            if let hold = state.holds.withLock({ $0.removeValue(forKey: id) }) { try await Task.sleep(for: hold) }
+            try await state.answer()
             guard let user = state.user(id) else { return Response(status: .notFound) }
             var headers: HTTPFields = [.eTag: user.entityTag]
             if let maxAge { headers[.cacheControl] = "max-age=\(maxAge)" }
@@ -81,6 +87,20 @@ struct Upstream: AsyncParsableCommand {
                 Int64($0.trimmingCharacters(in: .whitespacesAndNewlines))
             }
             return try json(ids.compactMap(state.write))
+        }
+        router.put("admin/hold") { request, _ -> HTTPResponse.Status in
+            let body = try await request.body.collect(upTo: 64)
+            let words = String(buffer: body).split(whereSeparator: \.isWhitespace).compactMap { Int64($0) }
+            guard words.count == 2, words[1] >= 0 else {
+                throw HTTPError(.badRequest, message: "the body must be an ID and milliseconds")
+            }
+            state.holds.withLock { $0[words[0]] = .milliseconds(words[1]) }
+            return .ok
+        }
+        router.get("admin/calls") { request, _ -> String in
+            let id = request.uri.queryParameters.get("id").flatMap { Int64($0) }
+            let calls = state.calls.withLock { calls in id.map { calls[$0] ?? 0 } ?? calls.values.reduce(0, +) }
+            return "\(calls)\n"
         }
         router.get("admin/not-modified") { _, _ -> String in
             "\(state.notModified.load(ordering: .relaxed))\n"
@@ -119,6 +139,10 @@ final class UpstreamState: Sendable {
     let versions = Mutex<[Int64: Int]>([:])
     /// How many requests were answered `304 Not Modified`.
     let notModified = Atomic<Int>(0)
+    /// How many `GET /users/:id` requests arrived, by user.
+    let calls = Mutex<[Int64: Int]>([:])
+    /// How much longer the next `GET /users/:id` of a user waits (`PUT /admin/hold`).
+    let holds = Mutex<[Int64: Duration]>([:])
 
     init(users: Int, errorRate: Double, latency: Duration) {
         self.users = users

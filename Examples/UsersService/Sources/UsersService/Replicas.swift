@@ -18,9 +18,11 @@ struct ReplicaOptions: ParsableArguments {
     @Option(help: "This replica's name in hoard_replicas (default: the host name).") var replicaName: String?
     @Option(help: "The replica's lease in milliseconds (default: PostgresBus's, 10 s).") var leaseMs: Int?
     @Option(help: "How often it renews the lease, in milliseconds (default: PostgresBus's, 2 s).") var heartbeatMs: Int?
+    @Option(help: "Share the users' fetches with the other replicas, with a fill lease of this many milliseconds.")
+    var sharedFillsLeaseMs: Int?
 
-    /// The bus, when a port was given.
-    func bus(store: Store) -> PostgresBus? {
+    /// The bus, when a port was given; it shares the fills of `shared` with `--shared-fills-lease-ms`.
+    func bus(store: Store, sharing shared: Set<String>) -> PostgresBus? {
         guard let postgresPort else { return nil }
         var configuration = PostgresBus.Configuration(
             postgres: PostgresClient.Configuration(
@@ -29,6 +31,9 @@ struct ReplicaOptions: ParsableArguments {
         if let replicaName { configuration.replicaName = replicaName }
         if let leaseMs { configuration.lease = .milliseconds(leaseMs) }
         if let heartbeatMs { configuration.heartbeat = .milliseconds(heartbeatMs) }
+        if let sharedFillsLeaseMs {
+            configuration.sharedFills = .init(collections: shared, lease: .milliseconds(sharedFillsLeaseMs))
+        }
         return PostgresBus(store: store, configuration: configuration, logger: Logger(label: "hoard.postgres"))
     }
 }
@@ -48,9 +53,14 @@ func addReplicationRoute(to router: Router<BasicRequestContext>, bus: PostgresBu
             #""pending":\#(try replication.pendingCount())"#, #""reconnects":\#(status.reconnects)"#,
             #""resets":\#(replication.resets)"#, #""discardedFills":\#(replication.discardedFills)"#,
         ]
+        let shared = bus.sharedFillStatistics
+        let sharing: [String] = [
+            #""sharedHits":\#(shared.hits)"#, #""sharedMisses":\#(shared.misses)"#, #""sharedWaits":\#(shared.waits)"#,
+            #""sharedVoided":\#(shared.voided)"#, #""sharedBypassed":\#(shared.bypassed)"#,
+        ]
         return Response(
             status: .ok, headers: [.contentType: "application/json"],
-            body: .init(byteBuffer: ByteBuffer(string: "{" + fields.joined(separator: ",") + "}")))
+            body: .init(byteBuffer: ByteBuffer(string: "{" + (fields + sharing).joined(separator: ",") + "}")))
     }
 }
 

@@ -92,7 +92,7 @@ struct UsersService: AsyncParsableCommand {
         var services: [any Service] = [StoreMaintenance(store: store).service, sessions]
         if let traceExporter { services.append(traceExporter) }
         #if Replicas
-        let bus = replicas.bus(store: store)
+        let bus = replicas.bus(store: store, sharing: [users.collection.name])
         if let bus { services.append(bus) }
         #else
         let bus: Bus? = nil
